@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the third-party programs of the local cluster from the Go module proxy and caches them
+# by version outside the checkout: $HAMI_GO_CACHE (default ~/.cache/hami-go)/tools/<name>-<version>/.
+# Idempotent: a cached binary is reused. Prints the bin directory on stdout's last line.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../tools" && pwd)
+cache=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools
+K8S_VERSION=v1.37.2 ETCD_VERSION=v3.6.16 KUBERAY_VERSION=v1.5.0 HELM_VERSION=v3.22.0
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+build() { # build <dir-under-tools> <output-file> <ldflags> <package>
+  local mod=$1 out=$2 ldflags=$3 pkg=$4
+  [ -x "$out" ] && return 0
+  echo ">> building $pkg into $out (minutes on a cold cache)" >&2
+  mkdir -p "$(dirname "$out")"
+  (cd "$here/$mod" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+}
+
+k8s_ld="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
+for c in kube-apiserver kube-scheduler kubelet kube-controller-manager; do
+  build k8s "$cache/kubernetes-$K8S_VERSION/$c" "$k8s_ld" "k8s.io/kubernetes/cmd/$c"
+done
+build etcd "$cache/etcd-$ETCD_VERSION/etcd" "" go.etcd.io/etcd/server/v3
+build helm "$cache/helm-$HELM_VERSION/helm" "" helm.sh/helm/v3/cmd/helm
+build kuberay "$cache/kuberay-$KUBERAY_VERSION/kuberay-operator" "" github.com/ray-project/kuberay/ray-operator
+
+bin=$cache/bin
+mkdir -p "$bin"
+for f in "$cache"/kubernetes-$K8S_VERSION/* "$cache"/etcd-$ETCD_VERSION/etcd "$cache"/helm-$HELM_VERSION/helm "$cache"/kuberay-$KUBERAY_VERSION/kuberay-operator; do
+  ln -sf "$f" "$bin/$(basename "$f")"
+done
+echo "$bin"

@@ -1,0 +1,46 @@
+package device
+
+// DeviceGrant is one physical GPU handed to a container, with the slice's limits on it.
+type DeviceGrant struct {
+	// UUID of the physical GPU.
+	UUID string `json:"uuid"`
+	// MemoryMiB is the container's memory limit on this GPU, MiB.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// CoresPercent is the container's compute limit on this GPU, percent (0 = no limit).
+	CoresPercent int `json:"coresPercent,omitempty"`
+}
+
+// ContainerAllocation is what one container got. Devices are in the order the extender chose
+// them; every positional limit (CUDA_VISIBLE_DEVICES, per-device memory limits) is built from this
+// one ordered list, each GPU once (cases C19, C22).
+type ContainerAllocation struct {
+	// Name of the container (allocations are looked up by name, case C02).
+	Name string `json:"name"`
+	// Kind is init, sidecar or app: with it the allocation alone says what the pod is charged
+	// per GPU (the phase rule of PodRequest.Phases).
+	Kind ContainerKind `json:"kind"`
+	// Devices granted, each GPU once.
+	Devices []DeviceGrant `json:"devices"`
+	// SliceIDs are the kubelet device IDs the device plugin answered for (claimed records only).
+	SliceIDs []string `json:"sliceIDs,omitempty"`
+}
+
+// Allocation is a pod's GPUs on one node, per container. The extender writes it as the planned
+// allocation (AnnoPlanned); the device plugin writes what it handed out as the claimed one
+// (AnnoClaimed).
+type Allocation struct {
+	// Node the pod was placed on.
+	Node string `json:"node"`
+	// Containers that use GPUs, in the kubelet's order (init, then app).
+	Containers []ContainerAllocation `json:"containers"`
+}
+
+// Container returns the allocation of the named container, or nil.
+func (a *Allocation) Container(name string) *ContainerAllocation {
+	for i := range a.Containers {
+		if a.Containers[i].Name == name {
+			return &a.Containers[i]
+		}
+	}
+	return nil
+}
