@@ -1,0 +1,57 @@
+# hami-go: `make demo` runs the main job on the local cluster; `make test` runs every test.
+SHELL := /usr/bin/env bash
+VERSION ?= 0.1.0
+GO ?= go
+# go-nvml's headers warn about deprecated declarations; cgo is needed by pkg/nvml and pkg/fake.
+export CGO_CFLAGS ?= -Wno-deprecated-declarations
+export CGO_ENABLED ?= 1
+HAMI_GO_STATE ?= /var/lib/hami-go-cluster
+export HAMI_GO_STATE
+BINARIES := device-plugin scheduler-extender webhook
+
+.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz clean
+
+all: build
+
+build: ## Build the three binaries into bin/.
+	@mkdir -p bin
+	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES))
+
+test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster.
+
+test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
+	$(GO) test -race -count=1 ./...
+
+test-e2e: ## Bring up the local cluster, run the end-to-end suite on it, tear it down.
+	hack/cluster/up.sh
+	set -o pipefail; status=0; \
+	  $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=$$?; \
+	  hack/cluster/down.sh; exit $$status
+
+lint: ## gofmt, go vet (helm lint runs as a Go test of the chart).
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fuzz: ## Run each fuzzer for a short while.
+	$(GO) test -run - -fuzz FuzzParseMemoryMiB -fuzztime 30s ./pkg/device
+	$(GO) test -run - -fuzz FuzzDecodeInventory -fuzztime 30s ./pkg/device
+	$(GO) test -run - -fuzz FuzzDecodeAllocation -fuzztime 30s ./pkg/device
+
+bench: ## Benchmarks and the performance report (docs/bench/report.md).
+	hack/bench/run.sh
+
+demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.
+	hack/cluster/up.sh
+	$(GO) run ./hack/demo
+
+images: ## Build the images without Docker into _output/images/*.tar.
+	$(GO) run ./hack/images --version $(VERSION) --out _output/images
+
+cluster-up: ## Start the local cluster (idempotent).
+	hack/cluster/up.sh
+
+cluster-down: ## Stop the local cluster and remove its state.
+	hack/cluster/down.sh
+
+clean:
+	rm -rf bin _output
