@@ -1,0 +1,147 @@
+// Package deviceplugin is hami-go's per-node kubelet device plugin: it advertises split-count
+// slice devices per healthy GPU, matches each Allocate call to the pod the scheduler extender
+// placed (design.md, "Matching Allocate to a pod"), answers with the devices and the limits of
+// the enforcement mode, records the claim on the pod, tracks GPU health from XID events, and
+// publishes the node inventory, GFD-style labels, a liveness Lease and metrics.
+//
+// It sees GPUs only through device.Backend (NVML or fake).
+package deviceplugin
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Enforcement modes (--enforcement).
+const (
+	// EnforceHAMiCore sets the env HAMi-core's libvgpu.so reads and mounts the library.
+	EnforceHAMiCore = "hami-core"
+	// EnforceMPS sets per-client MPS limits and mounts the MPS pipe directory.
+	EnforceMPS = "mps"
+	// EnforceNone hands out devices only.
+	EnforceNone = "none"
+)
+
+// Device-list strategies (--device-list-strategy).
+const (
+	// StrategyEnvvar names the GPUs in NVIDIA_VISIBLE_DEVICES.
+	StrategyEnvvar = "envvar"
+	// StrategyCDI answers with CDI device names and writes the CDI spec.
+	StrategyCDI = "cdi"
+)
+
+// Config is everything the device plugin needs; cmd/device-plugin fills it from flags
+// (docs/components.md).
+type Config struct {
+	// NodeName is this node (--node-name).
+	NodeName string
+	// Resources are the extended-resource names; Resources.Count is the one advertised.
+	Resources device.ResourceNames
+	// SplitCount is the number of slice devices advertised per GPU, 1..1000.
+	SplitCount int
+	// MemoryScaling is the memory over-commit factor, >= 1.
+	MemoryScaling float64
+	// Enforcement is EnforceHAMiCore, EnforceMPS or EnforceNone.
+	Enforcement string
+	// DeviceListStrategy is StrategyEnvvar or StrategyCDI.
+	DeviceListStrategy string
+	// CDISpecDir is where the CDI spec is written (StrategyCDI).
+	CDISpecDir string
+	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists.
+	HAMiCoreLibrary string
+	// MPSPipeDir is the MPS pipe directory (EnforceMPS).
+	MPSPipeDir string
+	// ApplicationXIDs change nothing when they occur.
+	ApplicationXIDs []uint64
+	// RecoveryProbes is the number of consecutive successful probes that return a GPU to healthy.
+	RecoveryProbes int
+	// ProbeInterval is the probe period for unhealthy GPUs.
+	ProbeInterval time.Duration
+	// AllocateWait is the longest wait in Allocate for the pod to appear.
+	AllocateWait time.Duration
+	// DevicePluginDir holds kubelet.sock and our socket.
+	DevicePluginDir string
+	// PodResourcesSocket is the kubelet's PodResources API socket.
+	PodResourcesSocket string
+	// LeaseNamespace is the namespace of the node's liveness Lease.
+	LeaseNamespace string
+	// MetricsAddress serves /metrics, /healthz (and /debug/fake/* with FakeFaultInjection).
+	MetricsAddress string
+	// FakeFaultInjection serves POST /debug/fake/xid and /debug/fake/recover (fake backend only).
+	FakeFaultInjection bool
+}
+
+// SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.
+const SocketName = "hami-go.sock"
+
+// Defaults returns the defaults of docs/components.md.
+func Defaults() Config {
+	return Config{
+		Resources:          device.DefaultResourceNames(),
+		SplitCount:         10,
+		MemoryScaling:      1.0,
+		Enforcement:        EnforceHAMiCore,
+		DeviceListStrategy: StrategyEnvvar,
+		CDISpecDir:         "/var/run/cdi",
+		HAMiCoreLibrary:    "/usr/local/vgpu/libvgpu.so",
+		MPSPipeDir:         "/tmp/nvidia-mps",
+		ApplicationXIDs:    []uint64{13, 31, 43, 45, 68, 109},
+		RecoveryProbes:     3,
+		ProbeInterval:      5 * time.Second,
+		AllocateWait:       5 * time.Second,
+		DevicePluginDir:    "/var/lib/kubelet/device-plugins",
+		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
+		LeaseNamespace:     "kube-node-lease",
+		MetricsAddress:     ":9400",
+	}
+}
+
+// Validate reports the first bad field, naming the flag and the value.
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is empty (and $NODE_NAME is not set)")
+	}
+	if err := c.Resources.Validate(); err != nil {
+		return err
+	}
+	if c.SplitCount < 1 || c.SplitCount > 1000 {
+		return fmt.Errorf("--split-count: %d is outside 1..1000", c.SplitCount)
+	}
+	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
+		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
+	}
+	switch c.Enforcement {
+	case EnforceHAMiCore, EnforceMPS, EnforceNone:
+	default:
+		return fmt.Errorf("--enforcement: %q is not hami-core, mps or none", c.Enforcement)
+	}
+	switch c.DeviceListStrategy {
+	case StrategyEnvvar, StrategyCDI:
+	default:
+		return fmt.Errorf("--device-list-strategy: %q is not envvar or cdi", c.DeviceListStrategy)
+	}
+	if c.DeviceListStrategy == StrategyCDI && c.CDISpecDir == "" {
+		return fmt.Errorf("--cdi-spec-dir is empty but --device-list-strategy is cdi")
+	}
+	if c.Enforcement == EnforceMPS && c.MPSPipeDir == "" {
+		return fmt.Errorf("--mps-pipe-dir is empty but --enforcement is mps")
+	}
+	if c.RecoveryProbes < 1 {
+		return fmt.Errorf("--recovery-probes: %d is below 1", c.RecoveryProbes)
+	}
+	if c.ProbeInterval <= 0 {
+		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
+	}
+	if c.AllocateWait < 0 || c.AllocateWait > 30*time.Second {
+		return fmt.Errorf("--allocate-wait: %s is outside 0..30s (the kubelet's Allocate deadline is longer, but the pod fails if we are late)", c.AllocateWait)
+	}
+	if c.DevicePluginDir == "" {
+		return fmt.Errorf("--device-plugin-dir is empty")
+	}
+	if c.LeaseNamespace == "" {
+		return fmt.Errorf("--lease-namespace is empty")
+	}
+	return nil
+}

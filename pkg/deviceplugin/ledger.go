@@ -1,0 +1,334 @@
+package deviceplugin
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// PodRef names a pod exactly: namespace + name + UID (case C12).
+type PodRef struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
+
+// podEntry is one pod the extender placed on this node and that has not ended.
+type podEntry struct {
+	ref     PodRef
+	created time.Time
+	sig     device.Signature
+	// plan is the pod's effective allocation: the planned one, with claimed containers replaced
+	// by what was claimed. Interchangeable pods may swap plans (see Ledger.Reconcile).
+	plan device.Allocation
+	// claimed maps container name -> claimed allocation (SliceIDs set).
+	claimed map[string]*device.ContainerAllocation
+	// lastClaim is when the latest container of this pod was claimed (the pod the kubelet is
+	// admitting now has the most recent one).
+	lastClaim time.Time
+	// containerIDs maps a container's runtime ID ("containerd://…" stripped) to its name, for
+	// per-slice metrics.
+	containerIDs map[string]string
+}
+
+// nextUnclaimed returns the first container of the plan (kubelet order) that has no claim.
+func (e *podEntry) nextUnclaimed() *device.ContainerAllocation {
+	for i := range e.plan.Containers {
+		if _, ok := e.claimed[e.plan.Containers[i].Name]; !ok {
+			return &e.plan.Containers[i]
+		}
+	}
+	return nil
+}
+
+// Claim is the result of a successful Allocate match: the pod and the container whose slot
+// the call took, with the devices it gets (never derived from the kubelet's IDs: C18, C19, C22).
+type Claim struct {
+	Pod PodRef
+	// Container is a copy of the claimed container allocation; SliceIDs are the kubelet's IDs.
+	Container device.ContainerAllocation
+	// Repeat is true when the call repeated an earlier one (kubelet at container start).
+	Repeat bool
+}
+
+// ErrNoPod is returned by Ledger.TryAllocate when no pod waits for the call yet: the caller may
+// wait for the informer and try again.
+type ErrNoPod struct{ Reason string }
+
+func (e *ErrNoPod) Error() string { return e.Reason }
+
+// Ledger is the device plugin's in-memory record of the pods the extender placed on this node
+// (from AnnoPlanned) and of the containers Allocate has claimed. Every Allocate match and claim
+// happens under one mutex, without API calls. It is safe for concurrent use.
+type Ledger struct {
+	node  string
+	names device.ResourceNames
+	clock clock.PassiveClock
+
+	mu       sync.Mutex
+	pods     map[types.UID]*podEntry
+	unplaced map[types.UID]string // pods on this node that use the count resource but cannot be served, with why
+	changed  chan struct{}        // closed and replaced on every change
+	dirty    func(PodRef)         // called (outside mu) when a pod's claimed record must be written
+}
+
+// NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
+// whose claimed record changed (the annotation writer's queue).
+func NewLedger(node string, names device.ResourceNames, clk clock.PassiveClock, dirty func(PodRef)) *Ledger {
+	return &Ledger{
+		node: node, names: names, clock: clk,
+		pods:     map[types.UID]*podEntry{},
+		unplaced: map[types.UID]string{},
+		changed:  make(chan struct{}),
+		dirty:    dirty,
+	}
+}
+
+func podEnded(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func (l *Ledger) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of the ledger.
+func (l *Ledger) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// UpsertPod records or updates a pod from the informer. A pod is a candidate when its
+// AnnoPlanned decodes with Node == this node and it has not ended. A pod seen for the first time
+// with a valid AnnoClaimed gets its claims back from it (plugin restart: the claimed record
+// wins). Pods on this node that ask for the count resource but have no usable plan are kept
+// aside so Allocate can say why they get no slice.
+func (l *Ledger) UpsertPod(p *corev1.Pod) {
+	ref := PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.notifyLocked()
+	if podEnded(p) {
+		delete(l.pods, p.UID)
+		delete(l.unplaced, p.UID)
+		return
+	}
+	req, err := device.ParsePodRequest(p, l.names)
+	if err != nil {
+		if p.Spec.NodeName == l.node {
+			l.unplaced[p.UID] = fmt.Sprintf("%s: %v", ref, err)
+		}
+		delete(l.pods, p.UID)
+		return
+	}
+	if !req.UsesGPU() {
+		delete(l.pods, p.UID)
+		delete(l.unplaced, p.UID)
+		return
+	}
+	raw, ok := p.Annotations[device.AnnoPlanned]
+	if !ok {
+		if e, had := l.pods[p.UID]; had && len(e.claimed) > 0 {
+			return // keep what was claimed; the annotation vanishing changes nothing handed out
+		}
+		delete(l.pods, p.UID)
+		if p.Spec.NodeName == l.node {
+			l.unplaced[p.UID] = fmt.Sprintf("%s has no %s annotation (not scheduled by %s)", ref, device.AnnoPlanned, device.SchedulerName)
+		}
+		return
+	}
+	plan, err := device.DecodeAllocation(raw)
+	if err == nil {
+		err = checkPlan(&plan, &req)
+	}
+	if err != nil {
+		delete(l.pods, p.UID)
+		if p.Spec.NodeName == l.node || p.Spec.NodeName == "" {
+			l.unplaced[p.UID] = fmt.Sprintf("%s: annotation %s is malformed: %v", ref, device.AnnoPlanned, err)
+		}
+		return
+	}
+	if plan.Node != l.node {
+		delete(l.pods, p.UID)
+		delete(l.unplaced, p.UID)
+		return
+	}
+	delete(l.unplaced, p.UID)
+	e, had := l.pods[p.UID]
+	if !had {
+		e = &podEntry{ref: ref, created: p.CreationTimestamp.Time, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
+		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
+			if c, err := device.DecodeAllocation(raw); err != nil {
+				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)
+			} else {
+				e.restoreClaims(&c)
+			}
+		}
+		l.pods[p.UID] = e
+	}
+	e.sig = device.SignatureOf(&req)
+	e.containerIDs = containerIDs(p)
+}
+
+// checkPlan verifies that a planned allocation fits the pod's request: the same GPU containers
+// in the same order with the same GPU counts.
+func checkPlan(plan *device.Allocation, req *device.PodRequest) error {
+	if len(plan.Containers) != len(req.Containers) {
+		return fmt.Errorf("allocation.containers: %d entries, but the pod has %d GPU containers", len(plan.Containers), len(req.Containers))
+	}
+	for i, c := range req.Containers {
+		pc := plan.Containers[i]
+		if pc.Name != c.Name {
+			return fmt.Errorf("allocation.containers[%d].name: %q, but GPU container %d is %q", i, pc.Name, i, c.Name)
+		}
+		if len(pc.Devices) != c.Count {
+			return fmt.Errorf("allocation.containers[%d].devices: %d GPUs, but container %q asks for %d", i, len(pc.Devices), c.Name, c.Count)
+		}
+	}
+	return nil
+}
+
+func (e *podEntry) restoreClaims(c *device.Allocation) {
+	for i := range c.Containers {
+		cc := c.Containers[i]
+		if len(cc.SliceIDs) == 0 {
+			continue
+		}
+		for j := range e.plan.Containers {
+			if e.plan.Containers[j].Name == cc.Name && len(e.plan.Containers[j].Devices) == len(cc.Devices) {
+				e.plan.Containers[j] = cc
+				e.claimed[cc.Name] = &e.plan.Containers[j]
+			}
+		}
+	}
+}
+
+func containerIDs(p *corev1.Pod) map[string]string {
+	m := map[string]string{}
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, s := range list {
+			if id := s.ContainerID; id != "" {
+				if i := strings.Index(id, "://"); i >= 0 {
+					id = id[i+3:]
+				}
+				m[id] = s.Name
+			}
+		}
+	}
+	return m
+}
+
+// DeletePod forgets a pod (informer delete).
+func (l *Ledger) DeletePod(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pods, uid)
+	delete(l.unplaced, uid)
+	l.notifyLocked()
+}
+
+// ClaimedRecord returns the allocation to write as AnnoClaimed on the pod: ok is false when the
+// pod is unknown; a zero-container allocation means the annotation must be absent.
+func (l *Ledger) ClaimedRecord(uid types.UID) (device.Allocation, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.pods[uid]
+	if !ok {
+		return device.Allocation{}, false
+	}
+	out := device.Allocation{Node: l.node}
+	for _, c := range e.plan.Containers {
+		if cl, ok := e.claimed[c.Name]; ok {
+			out.Containers = append(out.Containers, cloneContainer(cl))
+		}
+	}
+	return out, true
+}
+
+func cloneContainer(c *device.ContainerAllocation) device.ContainerAllocation {
+	out := *c
+	out.Devices = append([]device.DeviceGrant(nil), c.Devices...)
+	out.SliceIDs = append([]string(nil), c.SliceIDs...)
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := make(map[string]int, len(a))
+	for _, s := range a {
+		m[s]++
+	}
+	for _, s := range b {
+		if m[s] == 0 {
+			return false
+		}
+		m[s]--
+	}
+	return true
+}
+
+func overlaps(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
+func sliceGPUs(ids []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ids {
+		u, _, err := device.ParseSliceID(id)
+		if err == nil && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func planGPUs(c *device.ContainerAllocation) []string {
+	out := make([]string, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		out = append(out, d.UUID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedEntries(m map[types.UID]*podEntry, keep func(*podEntry) bool) []*podEntry {
+	var out []*podEntry
+	for _, e := range m {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].created.Equal(out[j].created) {
+			return out[i].created.Before(out[j].created)
+		}
+		return out[i].ref.String() < out[j].ref.String()
+	})
+	return out
+}

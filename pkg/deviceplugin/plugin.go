@@ -1,0 +1,268 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Options are the injectable parts of a Plugin (tests replace them).
+type Options struct {
+	// Clock drives health probes, Allocate waits and Lease renewals; default the real clock.
+	Clock clock.WithTicker
+	// WatchInterval is how often the plugin checks its socket and kubelet.sock; default 1s.
+	WatchInterval time.Duration
+	// FileExists reports whether a host path exists (HAMi-core library); default os.Stat.
+	FileExists func(string) bool
+}
+
+// Plugin is the device plugin: the kubelet-facing gRPC server over a Ledger, a Health state
+// machine and the GPUs the backend discovered.
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	cfg     Config
+	opts    Options
+	backend device.Backend
+	gpus    []device.GPU
+	byUUID  map[string]device.GPU
+	health  *Health
+	ledger  *Ledger
+	resp    responder
+
+	mu         sync.Mutex
+	devChanged chan struct{} // closed and replaced on every health change
+	registered int           // successful registrations, for tests and logs
+}
+
+// New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
+// be (re)written (nil: none). It fails when the config is invalid or discovery fails.
+func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (*Plugin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.WatchInterval <= 0 {
+		opts.WatchInterval = time.Second
+	}
+	if opts.FileExists == nil {
+		opts.FileExists = func(p string) bool { _, err := os.Stat(p); return err == nil }
+	}
+	gpus, err := backend.Discover()
+	if err != nil {
+		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
+	}
+	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{})}
+	var uuids []string
+	for _, g := range gpus {
+		if g.MIGEnabled {
+			klog.InfoS("Skipping GPU in MIG mode (not sliced by hami-go)", "uuid", g.UUID, "index", g.Index)
+			continue
+		}
+		p.gpus = append(p.gpus, g)
+		p.byUUID[g.UUID] = g
+		uuids = append(uuids, g.UUID)
+	}
+	p.health = NewHealth(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
+	p.ledger = NewLedger(cfg.NodeName, cfg.Resources, opts.Clock, dirty)
+	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
+	return p, nil
+}
+
+// Ledger returns the plugin's pod ledger (fed by the pod informer).
+func (p *Plugin) Ledger() *Ledger { return p.ledger }
+
+// Health returns the plugin's health state machine.
+func (p *Plugin) Health() *Health { return p.health }
+
+// GPUs returns the GPUs the plugin slices, in NVML index order.
+func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus...) }
+
+// Inventory returns the node inventory with current health.
+func (p *Plugin) Inventory() device.Inventory {
+	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling}
+	for _, g := range p.gpus {
+		g.Healthy = p.health.Healthy(g.UUID)
+		g.NVLinkPeers = append([]string(nil), g.NVLinkPeers...)
+		inv.GPUs = append(inv.GPUs, g)
+	}
+	return inv
+}
+
+// HealthChanged returns a channel closed at the next health change.
+func (p *Plugin) HealthChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devChanged
+}
+
+func (p *Plugin) notifyHealth() {
+	p.mu.Lock()
+	close(p.devChanged)
+	p.devChanged = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// OnXID applies an XID event and wakes ListAndWatch when health changed.
+func (p *Plugin) OnXID(ev device.XIDEvent) {
+	if p.health.OnXID(ev) {
+		klog.InfoS("GPU marked unhealthy", "uuid", ev.UUID, "xid", ev.XID)
+		p.notifyHealth()
+	} else {
+		klog.V(4).InfoS("XID event changes nothing", "uuid", ev.UUID, "xid", ev.XID)
+	}
+}
+
+// ProbeUnhealthy probes every unhealthy GPU once (one step of the recovery signal).
+func (p *Plugin) ProbeUnhealthy() {
+	for _, u := range p.health.Unhealthy() {
+		if p.health.OnProbe(u, p.backend.Probe(u)) {
+			klog.InfoS("GPU recovered", "uuid", u)
+			p.notifyHealth()
+		}
+	}
+}
+
+// devices is the ListAndWatch list: SplitCount slices per GPU with NUMA topology.
+func (p *Plugin) devices() []*pluginapi.Device {
+	out := make([]*pluginapi.Device, 0, len(p.gpus)*p.cfg.SplitCount)
+	for _, g := range p.gpus {
+		h := pluginapi.Healthy
+		if !p.health.Healthy(g.UUID) {
+			h = pluginapi.Unhealthy
+		}
+		var topo *pluginapi.TopologyInfo
+		if g.NUMANode >= 0 {
+			topo = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(g.NUMANode)}}}
+		}
+		for n := 0; n < p.cfg.SplitCount; n++ {
+			out = append(out, &pluginapi.Device{ID: device.SliceID(g.UUID, n), Health: h, Topology: topo})
+		}
+	}
+	return out
+}
+
+// GetDevicePluginOptions implements the kubelet API: GetPreferredAllocation is available.
+func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+}
+
+// ListAndWatch sends the device list, then again on every health change until the stream ends.
+func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	for {
+		changed := p.HealthChanged()
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-s.Context().Done():
+			return nil
+		}
+	}
+}
+
+// checkIDs validates kubelet device IDs: well-formed, a known GPU, a slice number below the
+// split count, no duplicates.
+func (p *Plugin) checkIDs(ids []string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("no device IDs")
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		u, n, err := device.ParseSliceID(id)
+		if err != nil {
+			return err
+		}
+		if _, ok := p.byUUID[u]; !ok {
+			return fmt.Errorf("device id %q names GPU %q, which is not on node %s", id, u, p.cfg.NodeName)
+		}
+		if n >= p.cfg.SplitCount {
+			return fmt.Errorf("device id %q: slice %d is not below the split count %d", id, n, p.cfg.SplitCount)
+		}
+		if seen[id] {
+			return fmt.Errorf("device id %q appears twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// GetPreferredAllocation implements the kubelet API (case C18): per container, slices on the
+// GPUs planned for the pod the call most likely serves. It claims nothing.
+func (p *Plugin) GetPreferredAllocation(_ context.Context, r *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	out := &pluginapi.PreferredAllocationResponse{}
+	for _, c := range r.ContainerRequests {
+		ids := p.ledger.Prefer(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize))
+		out.ContainerResponses = append(out.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return out, nil
+}
+
+// Allocate implements the kubelet API: each container request is matched to the pod and
+// container it serves (Ledger.Allocate) and answered from the claimed devices.
+func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	out := &pluginapi.AllocateResponse{}
+	for i, c := range r.ContainerRequests {
+		if err := p.checkIDs(c.DevicesIds); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
+		}
+		cl, err := p.ledger.Allocate(ctx, c.DevicesIds, p.cfg.AllocateWait, p.opts.Clock.After)
+		if err != nil {
+			klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
+			return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
+		}
+		klog.V(2).InfoS("Allocate", "pod", cl.Pod.String(), "container", cl.Container.Name, "deviceIDs", c.DevicesIds, "repeat", cl.Repeat)
+		out.ContainerResponses = append(out.ContainerResponses, p.resp.build(cl))
+	}
+	return out, nil
+}
+
+// PreStartContainer is not required (GetDevicePluginOptions says so).
+func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// recoverUnary turns a panic in a handler into an Internal error for the kubelet.
+func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			klog.ErrorS(fmt.Errorf("%v", r), "Panic in device plugin handler", "method", info.FullMethod)
+			err = status.Errorf(codes.Internal, "hami-go: internal error in %s: %v", info.FullMethod, r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			klog.ErrorS(fmt.Errorf("%v", r), "Panic in device plugin stream", "method", info.FullMethod)
+			err = status.Errorf(codes.Internal, "hami-go: internal error in %s: %v", info.FullMethod, r)
+		}
+	}()
+	return h(srv, ss)
+}
+
+// Registrations returns how many times the plugin registered with the kubelet.
+func (p *Plugin) Registrations() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.registered
+}
+
+var _ = strconv.Itoa

@@ -1,0 +1,150 @@
+package deviceplugin
+
+import (
+	"sort"
+
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// ObservedContainer is what the kubelet's PodResources API reports for one container: the device
+// IDs of our count resource that it holds.
+type ObservedContainer struct {
+	Namespace string
+	Pod       string
+	Container string
+	// IDs are the kubelet device IDs ("<UUID>::<n>") of the count resource.
+	IDs []string
+}
+
+// Reconcile rewrites the claimed records to the kubelet's truth (PodResources List). Because
+// interchangeable pods (equal signatures) may take each other's slots at Allocate, a container
+// the kubelet reports under pod Q whose IDs were claimed under pod P moves to Q, and P and Q
+// swap their effective plans, so P's later Allocate takes the slot Q left. Claims the kubelet
+// does not report yet (admission in flight) are kept. A container the kubelet reports that has
+// no claim (plugin restarted before its record was written) is claimed from the pod's plan.
+// It returns the pods whose records changed.
+func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
+	l.mu.Lock()
+	byName := map[string]*podEntry{}
+	for _, e := range l.pods {
+		byName[e.ref.String()] = e
+	}
+	changed := map[PodRef]bool{}
+	sort.Slice(obs, func(i, j int) bool {
+		if obs[i].Namespace+"/"+obs[i].Pod != obs[j].Namespace+"/"+obs[j].Pod {
+			return obs[i].Namespace+"/"+obs[i].Pod < obs[j].Namespace+"/"+obs[j].Pod
+		}
+		return obs[i].Container < obs[j].Container
+	})
+	for _, o := range obs {
+		if len(o.IDs) == 0 {
+			continue
+		}
+		e := byName[o.Namespace+"/"+o.Pod]
+		if e == nil {
+			continue
+		}
+		if cl, ok := e.claimed[o.Container]; ok && sameSet(cl.SliceIDs, o.IDs) {
+			continue // already the truth
+		}
+		owner, oc := l.findClaim(o.IDs)
+		switch {
+		case owner != nil && owner != e && owner.sig == e.sig && oc == o.Container:
+			klog.V(2).InfoS("Interchangeable pods took each other's slots; swapping their records", "pod", e.ref.String(), "slotOf", owner.ref.String())
+			e.plan, owner.plan = owner.plan, e.plan
+			e.claimed, owner.claimed = owner.claimed, e.claimed
+			e.lastClaim, owner.lastClaim = owner.lastClaim, e.lastClaim
+			changed[e.ref], changed[owner.ref] = true, true
+		case owner == nil:
+			for i := range e.plan.Containers {
+				c := &e.plan.Containers[i]
+				if c.Name != o.Container || len(c.Devices) != len(o.IDs) {
+					continue
+				}
+				c.SliceIDs = append([]string(nil), o.IDs...)
+				sort.Strings(c.SliceIDs)
+				e.claimed[c.Name] = c
+				changed[e.ref] = true
+			}
+		case owner == e && oc != o.Container:
+			klog.InfoS("The kubelet reports a container's devices under another container of the same pod; keeping the claimed record", "pod", e.ref.String(), "container", o.Container, "claimedBy", oc)
+		default:
+			klog.InfoS("The kubelet reports devices claimed by a pod with a different request; keeping the claimed record", "pod", e.ref.String(), "container", o.Container, "claimedBy", owner.ref.String())
+		}
+	}
+	var out []PodRef
+	for r := range changed {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	if len(out) > 0 {
+		l.notifyLocked()
+	}
+	l.mu.Unlock()
+	if l.dirty != nil {
+		for _, r := range out {
+			l.dirty(r)
+		}
+	}
+	return out
+}
+
+// findClaim returns the pod and container whose claim overlaps ids.
+func (l *Ledger) findClaim(ids []string) (*podEntry, string) {
+	for _, e := range l.pods {
+		for _, c := range e.plan.Containers {
+			if cl, ok := e.claimed[c.Name]; ok && overlaps(cl.SliceIDs, ids) {
+				return e, c.Name
+			}
+		}
+	}
+	return nil, ""
+}
+
+// SliceView is one claimed slice (container × GPU) for metrics.
+type SliceView struct {
+	Pod       PodRef
+	Container string
+	Grant     device.DeviceGrant
+}
+
+// Snapshot returns every claimed slice and, per pod, the container-ID → name map (for metrics).
+func (l *Ledger) Snapshot() ([]SliceView, map[string]SliceOwner) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []SliceView
+	owners := map[string]SliceOwner{}
+	for _, e := range l.pods {
+		for _, c := range e.plan.Containers {
+			cl, ok := e.claimed[c.Name]
+			if !ok {
+				continue
+			}
+			for _, d := range cl.Devices {
+				out = append(out, SliceView{Pod: e.ref, Container: c.Name, Grant: d})
+			}
+		}
+		for id, name := range e.containerIDs {
+			owners[id] = SliceOwner{Pod: e.ref, Container: name}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Pod.String() != b.Pod.String() {
+			return a.Pod.String() < b.Pod.String()
+		}
+		if a.Container != b.Container {
+			return a.Container < b.Container
+		}
+		return a.Grant.UUID < b.Grant.UUID
+	})
+	return out, owners
+}
+
+// SliceOwner is the pod and container a runtime container ID belongs to.
+type SliceOwner struct {
+	Pod       PodRef
+	Container string
+}
