@@ -1,0 +1,59 @@
+// Command workload is the static program inside the local cluster's workload image
+// (docker.io/hami-go/workload:0.1.0, also tagged docker.io/rayproject/ray:2.46.0) and pause image.
+// It dispatches on the base name of argv[0], so the image links one binary under several names:
+//
+//	ray     a stand-in for Ray's CLI: `ray start` parses its flags the way Ray does and prints what the
+//	        Ray node would register (see ray.go); `ray health-check` succeeds without dialing anything.
+//	envdump prints CUDA_VISIBLE_DEVICES and every HAMI_GO_*, CUDA_*, NVIDIA_* variable, then sleeps.
+//	sleep   sleeps for its argument in seconds (or "infinity"), until SIGTERM.
+//	pause   waits for SIGTERM or SIGINT (the pod sandbox).
+//
+// Called as `workload <name> args...` it runs <name>. Exit status: 0 on success or signal, 1 on a
+// Ray-like runtime failure, 2 on bad usage (as Ray's click CLI).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args, os.LookupEnv, os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run dispatches on the program name; it returns the process exit status.
+// lookup reads one variable (os.LookupEnv); environ is the whole environment ("K=V" entries).
+func run(ctx context.Context, argv []string, lookup func(string) (string, bool), environ []string, stdout, stderr io.Writer) int {
+	name := filepath.Base(argv[0])
+	args := argv[1:]
+	if name == "workload" {
+		if len(args) == 0 {
+			fmt.Fprintln(stderr, "usage: workload ray|envdump|sleep|pause [args...]")
+			return 2
+		}
+		name, args = args[0], args[1:]
+	}
+	switch name {
+	case "ray":
+		return runRay(ctx, args, lookup, stdout, stderr, defaultProbeAddrs())
+	case "envdump":
+		envDump(environ, stdout)
+		<-ctx.Done()
+		return 0
+	case "sleep":
+		return runSleep(ctx, args, stderr)
+	case "pause":
+		<-ctx.Done()
+		return 0
+	default:
+		fmt.Fprintf(stderr, "workload: unknown program %q (want ray, envdump, sleep or pause)\n", name)
+		return 2
+	}
+}
