@@ -1,0 +1,132 @@
+package nvml
+
+import (
+	"strconv"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// mib is one mebibyte in bytes.
+const mib = 1 << 20
+
+// Discover lists the node's GPUs in NVML index order, all Healthy. Required per GPU: handle,
+// UUID, name, memory info and PCI info; any failure there fails discovery with an *Error naming
+// the call and the GPU. Optional (unknown when NVML cannot tell): SM count
+// (nvmlDeviceGetAttributes, 0 = unknown), NUMA node (nvmlDeviceGetNumaNodeId, -1 = unknown),
+// MIG mode (nvmlDeviceGetMigMode, false = unknown or disabled) and NVLink peers
+// (nvmlDeviceGetP2PStatus with NVML_P2P_CAPS_INDEX_NVLINK == NVML_P2P_STATUS_OK, per ordered
+// pair of GPUs). MemoryMiB is the total memory rounded down to whole MiB.
+func (b *backend) Discover() ([]device.GPU, error) {
+	n, err := call("nvmlDeviceGetCount", "", b.lib.DeviceGetCount)
+	if err != nil {
+		return nil, err
+	}
+	gpus := make([]device.GPU, 0, n)
+	handles := make([]gonvml.Device, 0, n)
+	for i := 0; i < n; i++ {
+		h, g, err := b.discoverOne(i)
+		if err != nil {
+			return nil, err
+		}
+		gpus = append(gpus, g)
+		handles = append(handles, h)
+	}
+	if err := b.nvlinkPeers(gpus, handles); err != nil {
+		return nil, err
+	}
+	klog.V(2).InfoS("Discovered GPUs", "backend", b.opts.Name, "count", len(gpus))
+	return gpus, nil
+}
+
+// discoverOne reads GPU i's attributes.
+func (b *backend) discoverOne(i int) (gonvml.Device, device.GPU, error) {
+	dev := "index " + strconv.Itoa(i)
+	h, err := call("nvmlDeviceGetHandleByIndex", dev, func() (gonvml.Device, gonvml.Return) {
+		return b.lib.DeviceGetHandleByIndex(i)
+	})
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	uuid, err := call("nvmlDeviceGetUUID", dev, h.GetUUID)
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	dev = uuid
+	g := device.GPU{UUID: uuid, Index: i, NUMANode: -1, Healthy: true}
+	if g.Model, err = call("nvmlDeviceGetName", dev, h.GetName); err != nil {
+		return nil, device.GPU{}, err
+	}
+	mem, err := call("nvmlDeviceGetMemoryInfo", dev, h.GetMemoryInfo)
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	g.MemoryMiB = int64(mem.Total / mib)
+	pci, err := call("nvmlDeviceGetPciInfo", dev, h.GetPciInfo)
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	g.PCIBusID = busID(pci)
+
+	attrs, ok, err := optional("nvmlDeviceGetAttributes", dev, h.GetAttributes)
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	if ok {
+		g.SMCount = int(attrs.MultiprocessorCount)
+	}
+	numa, ok, err := optional("nvmlDeviceGetNumaNodeId", dev, h.GetNumaNodeId)
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	if ok && numa >= 0 {
+		g.NUMANode = numa
+	}
+	type migModes struct{ current, pending int }
+	mig, ok, err := optional("nvmlDeviceGetMigMode", dev, func() (migModes, gonvml.Return) {
+		c, p, ret := h.GetMigMode()
+		return migModes{c, p}, ret
+	})
+	if err != nil {
+		return nil, device.GPU{}, err
+	}
+	g.MIGEnabled = ok && mig.current == gonvml.DEVICE_MIG_ENABLE
+	return h, g, nil
+}
+
+// nvlinkPeers fills NVLinkPeers: GPU j is a peer of GPU i when NVML reports NVLink P2P between
+// them as OK. NOT_SUPPORTED (no NVLink, or a mock without the function) means no peer.
+func (b *backend) nvlinkPeers(gpus []device.GPU, handles []gonvml.Device) error {
+	for i := range gpus {
+		for j := range gpus {
+			if i == j {
+				continue
+			}
+			st, ok, err := optional("nvmlDeviceGetP2PStatus", gpus[i].UUID+" -> "+gpus[j].UUID,
+				func() (gonvml.GpuP2PStatus, gonvml.Return) {
+					return handles[i].GetP2PStatus(handles[j], gonvml.P2P_CAPS_INDEX_NVLINK)
+				})
+			if err != nil {
+				return err
+			}
+			if ok && st == gonvml.P2P_STATUS_OK {
+				gpus[i].NVLinkPeers = append(gpus[i].NVLinkPeers, gpus[j].UUID)
+			}
+		}
+	}
+	return nil
+}
+
+// busID returns NVML's PCI bus id string ("00000000:07:00.0"), the NUL-terminated BusId field.
+func busID(p gonvml.PciInfo) string {
+	buf := make([]byte, 0, len(p.BusId))
+	for _, c := range p.BusId {
+		if c == 0 {
+			break
+		}
+		buf = append(buf, byte(c))
+	}
+	return string(buf)
+}
