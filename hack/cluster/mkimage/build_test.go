@@ -1,0 +1,93 @@
+package main
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func TestBuildWritesImportableArchives(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake-bin")
+	if err := os.WriteFile(bin, []byte("#!binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	written, err := Build(Config{Out: out, WorkloadBin: bin, BashBin: bin, BusyboxBin: bin, KubeSchedulerBin: bin,
+		Version: "0.1.0", RayVersion: "2.46.0", KubeVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 3 {
+		t.Fatalf("written %v", written)
+	}
+	for _, tc := range []struct {
+		file, tag  string
+		wantFiles  []string
+		entrypoint string
+	}{
+		{"pause.tar", "registry.k8s.io/pause:3.10", []string{"pause"}, "/pause"},
+		{"pause.tar", "registry.k8s.io/pause:3.6", []string{"pause"}, "/pause"},
+		{"workload.tar", "docker.io/rayproject/ray:2.46.0", []string{"bin/bash", "bin/ray", "bin/wget", "bin/sh", "bin/envdump", "bin/workload"}, ""},
+		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox"}, ""},
+		{"kube-scheduler.tar", "registry.k8s.io/kube-scheduler:v1.37.2", []string{"usr/local/bin/kube-scheduler"}, "/usr/local/bin/kube-scheduler"},
+	} {
+		tag, _ := name.NewTag(tc.tag)
+		img, err := tarball.ImageFromPath(filepath.Join(out, tc.file), &tag)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.file, tc.tag, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS != "linux" || cf.Architecture == "" || !strings.HasPrefix(cf.Config.Env[0], "PATH=") {
+			t.Fatalf("%s config %+v", tc.tag, cf)
+		}
+		if got := strings.Join(cf.Config.Entrypoint, " "); got != tc.entrypoint {
+			t.Fatalf("%s entrypoint %q, want %q", tc.tag, got, tc.entrypoint)
+		}
+		layers, _ := img.Layers()
+		if len(layers) != 1 {
+			t.Fatalf("%s: %d layers", tc.tag, len(layers))
+		}
+		rc, _ := layers[0].Uncompressed()
+		names := map[string]bool{}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names[h.Name] = true
+		}
+		rc.Close()
+		for _, f := range tc.wantFiles {
+			if !names[f] {
+				keys := make([]string, 0, len(names))
+				for k := range names {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				t.Fatalf("%s lacks %s; has %v", tc.tag, f, keys)
+			}
+		}
+	}
+}
+
+func TestBuildNamesMissingInput(t *testing.T) {
+	_, err := Build(Config{Out: t.TempDir(), WorkloadBin: "/nonexistent/workload", BashBin: "/bin/sh", BusyboxBin: "/bin/sh"})
+	if err == nil || !strings.Contains(err.Error(), `--workload-bin "/nonexistent/workload"`) {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -1,0 +1,43 @@
+// Command mkimage builds the local cluster's own images as docker-archive tars (no Docker, no
+// registry) for `ctr -n k8s.io images import`:
+//
+//	<out>/pause.tar          registry.k8s.io/pause:3.10 and :3.6 (the workload program as /pause)
+//	<out>/workload.tar       docker.io/hami-go/workload:<version> and docker.io/rayproject/ray:<ray-version>
+//	<out>/kube-scheduler.tar registry.k8s.io/kube-scheduler:<k8s-version> (only with --kube-scheduler-bin)
+//
+// The workload image holds the static workload program (hack/workload) as /bin/workload with
+// the links /bin/{ray,envdump,sleep,pause}, Debian's bash-static as /bin/bash, and
+// busybox-static with a set of applet links (/bin/sh, wget, grep, ...), so KubeRay's
+// `/bin/bash -c` command and its `wget ... | grep success` probes run.
+//
+// Usage: go run ./hack/cluster/mkimage --out DIR --workload-bin PATH [--bash PATH] [--busybox PATH]
+// [--kube-scheduler-bin PATH] [--version 0.1.0]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	var cfg Config
+	fs := flag.NewFlagSet("mkimage", flag.ExitOnError)
+	fs.StringVar(&cfg.Out, "out", "", "output directory for the .tar files (required)")
+	fs.StringVar(&cfg.WorkloadBin, "workload-bin", "", "static workload program built from ./hack/workload (required)")
+	fs.StringVar(&cfg.BashBin, "bash", "/bin/bash-static", "static bash (Debian bash-static)")
+	fs.StringVar(&cfg.BusyboxBin, "busybox", "/bin/busybox", "static busybox (Debian busybox-static)")
+	fs.StringVar(&cfg.KubeSchedulerBin, "kube-scheduler-bin", "", "kube-scheduler binary; empty skips its image")
+	fs.StringVar(&cfg.Version, "version", "0.1.0", "hami-go version (workload image tag)")
+	fs.StringVar(&cfg.RayVersion, "ray-version", "2.46.0", "tag of docker.io/rayproject/ray (KubeRay v1.5.0's quick-start rayVersion)")
+	fs.StringVar(&cfg.KubeVersion, "kube-version", "v1.37.2", "tag of registry.k8s.io/kube-scheduler")
+	_ = fs.Parse(os.Args[1:])
+	written, err := Build(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mkimage: %v\n", err)
+		os.Exit(1)
+	}
+	for _, w := range written {
+		fmt.Println(w)
+	}
+}
