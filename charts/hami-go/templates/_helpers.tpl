@@ -1,0 +1,177 @@
+{{/* Names, labels and shared snippets of the hami-go chart. */}}
+
+{{- define "hami-go.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Object-name prefix: fullnameOverride, or <release>-<name> (just <release> when it already contains the name). */}}
+{{- define "hami-go.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "hami-go.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component: include "hami-go.selectorLabels" (list $ "webhook"). */}}
+{{- define "hami-go.selectorLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ include "hami-go.name" $ }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* All labels of one component's objects: include "hami-go.componentLabels" (list $ "webhook"). */}}
+{{- define "hami-go.componentLabels" -}}
+{{ include "hami-go.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* image reference: include "hami-go.image" (list $ .Values.webhook.image). Empty tag = appVersion. */}}
+{{- define "hami-go.image" -}}
+{{- $ := index . 0 -}}
+{{- $img := index . 1 -}}
+{{- printf "%s:%s" $img.repository (default $.Chart.AppVersion ($img.tag | toString)) -}}
+{{- end -}}
+
+{{/* Env of every container: the API-server override (apiServer.host/port). */}}
+{{- define "hami-go.apiServerEnv" -}}
+{{- if .Values.apiServer.host }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ .Values.apiServer.host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ .Values.apiServer.port | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod-level network settings (hostNetwork). */}}
+{{- define "hami-go.podNetwork" -}}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end -}}
+
+{{- define "hami-go.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The --resource-* flags every binary takes. */}}
+{{- define "hami-go.resourceArgs" -}}
+- --resource-count={{ .Values.resourceNames.count }}
+- --resource-memory={{ .Values.resourceNames.memory }}
+- --resource-memory-percentage={{ .Values.resourceNames.memoryPercentage }}
+- --resource-cores={{ .Values.resourceNames.cores }}
+{{- end -}}
+
+{{/* Security context of containers that need no privileges at all. */}}
+{{- define "hami-go.restrictedContainer" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "hami-go.devicePlugin.fullname" -}}{{ include "hami-go.fullname" . }}-device-plugin{{- end -}}
+{{- define "hami-go.scheduler.fullname" -}}{{ include "hami-go.fullname" . }}-scheduler{{- end -}}
+{{- define "hami-go.webhook.fullname" -}}{{ include "hami-go.fullname" . }}-webhook{{- end -}}
+{{- define "hami-go.mps.fullname" -}}{{ include "hami-go.fullname" . }}-mps-control-daemon{{- end -}}
+
+{{- define "hami-go.webhook.secretName" -}}
+{{- default (printf "%s-tls" (include "hami-go.webhook.fullname" .)) .Values.webhook.certs.secretName -}}
+{{- end -}}
+
+{{/* DNS names of the webhook Service, for the serving certificate. */}}
+{{- define "hami-go.webhook.dnsNames" -}}
+{{- $svc := include "hami-go.webhook.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) -}}
+{{- if .Values.webhook.url -}}
+{{- $host := (urlParse .Values.webhook.url).hostname -}}
+{{- if not (regexMatch "^[0-9.]+$|:" $host) -}}
+{{- $names = append $names $host -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
+{{/* IP addresses for the serving certificate: the webhook URL's host when it is an IP. */}}
+{{- define "hami-go.webhook.ipAddresses" -}}
+{{- $ips := list -}}
+{{- if .Values.webhook.url -}}
+{{- $host := (urlParse .Values.webhook.url).hostname -}}
+{{- if regexMatch "^[0-9.]+$|:" $host -}}
+{{- $ips = append $ips $host -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $ips -}}
+{{- end -}}
+
+{{/* Checks of values the templates cannot express in their schema: fail with the value named. */}}
+{{- define "hami-go.validate" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if not (has $dp.backend (list "nvml" "fake")) -}}
+{{- fail (printf "devicePlugin.backend must be \"nvml\" or \"fake\", got %q" (toString $dp.backend)) -}}
+{{- end -}}
+{{- if not (has $dp.enforcement (list "hami-core" "mps" "none")) -}}
+{{- fail (printf "devicePlugin.enforcement must be \"hami-core\", \"mps\" or \"none\", got %q" (toString $dp.enforcement)) -}}
+{{- end -}}
+{{- if not (has $dp.deviceListStrategy (list "envvar" "cdi")) -}}
+{{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\" or \"cdi\", got %q" (toString $dp.deviceListStrategy)) -}}
+{{- end -}}
+{{- if lt (int $dp.splitCount) 1 -}}
+{{- fail (printf "devicePlugin.splitCount must be >= 1, got %v" $dp.splitCount) -}}
+{{- end -}}
+{{- if lt (float64 $dp.memoryScaling) 1.0 -}}
+{{- fail (printf "devicePlugin.memoryScaling must be >= 1, got %v" $dp.memoryScaling) -}}
+{{- end -}}
+{{- range $k, $p := dict "scheduler.extender.nodePolicy" .Values.scheduler.extender.nodePolicy "scheduler.extender.gpuPolicy" .Values.scheduler.extender.gpuPolicy -}}
+{{- if not (has $p (list "binpack" "spread")) -}}
+{{- fail (printf "%s must be \"binpack\" or \"spread\", got %q" $k (toString $p)) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has .Values.webhook.failurePolicy (list "Fail" "Ignore")) -}}
+{{- fail (printf "webhook.failurePolicy must be \"Fail\" or \"Ignore\", got %q" (toString .Values.webhook.failurePolicy)) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.privileged (list "deny" "ignore")) -}}
+{{- fail (printf "webhook.privileged must be \"deny\" or \"ignore\", got %q" (toString .Values.webhook.privileged)) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.certs.mode (list "generate" "certManager" "secret")) -}}
+{{- fail (printf "webhook.certs.mode must be \"generate\", \"certManager\" or \"secret\", got %q" (toString .Values.webhook.certs.mode)) -}}
+{{- end -}}
+{{- if and (eq .Values.webhook.certs.mode "secret") (or (not .Values.webhook.certs.secretName) (not .Values.webhook.certs.caBundle)) -}}
+{{- fail "webhook.certs.mode \"secret\" needs webhook.certs.secretName and webhook.certs.caBundle" -}}
+{{- end -}}
+{{- if .Values.webhook.url -}}
+{{- if not (hasPrefix "https://" .Values.webhook.url) -}}
+{{- fail (printf "webhook.url must start with https://, got %q" .Values.webhook.url) -}}
+{{- end -}}
+{{- end -}}
+{{- if lt (int .Values.scheduler.replicas) 1 -}}
+{{- fail (printf "scheduler.replicas must be >= 1, got %v" .Values.scheduler.replicas) -}}
+{{- end -}}
+{{- end -}}
