@@ -2,11 +2,15 @@
 # Builds the third-party programs of the local cluster from the Go module proxy and caches them
 # by version outside the checkout: $HAMI_GO_CACHE (default ~/.cache/hami-go)/tools/<name>-<version>/.
 # Idempotent: a cached binary is reused. Prints the bin directory on stdout's last line.
+# Concurrent runs (CI and a developer, or up.sh while a first build runs) wait on one lock.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../tools" && pwd)
 cache=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools
 K8S_VERSION=v1.37.2 ETCD_VERSION=v3.6.16 KUBERAY_VERSION=v1.5.0 HELM_VERSION=v3.22.0
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 
 build() { # build <dir-under-tools> <output-file> <ldflags> <package>
   local mod=$1 out=$2 ldflags=$3 pkg=$4
@@ -18,7 +22,7 @@ build() { # build <dir-under-tools> <output-file> <ldflags> <package>
 }
 
 k8s_ld="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
-for c in kube-apiserver kube-scheduler kubelet kube-controller-manager; do
+for c in kube-apiserver kube-scheduler kubelet kube-controller-manager kubectl; do
   build k8s "$cache/kubernetes-$K8S_VERSION/$c" "$k8s_ld" "k8s.io/kubernetes/cmd/$c"
 done
 build etcd "$cache/etcd-$ETCD_VERSION/etcd" "" go.etcd.io/etcd/server/v3

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Tears down what up.sh started: its processes by the pids it recorded (never by name), the
+# containers the kubelet ran (their tasks through our containerd, then any shim of our
+# containerd that is left), the mounts under its folders, the network namespace and veth, and
+# its folders ($HAMI_GO_STATE and, if up.sh created it, /var/lib/kubelet). Safe to run twice.
+# Leaves the tool cache (~/.cache/hami-go) alone.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+# stop <name>: SIGTERM the recorded process, SIGKILL after 15 s.
+stop() {
+  local name=$1 pid i
+  if pid=$(pid_of "$name"); then
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$PIDS/$name.pid" "$PIDS/$name.match"
+}
+
+# kill_tree <pid>: SIGKILL a process and all its descendants (children first).
+kill_tree() {
+  local pid=$1 child
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+    kill_tree "$child"
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# stop_containers: kill every task of our containerd, then any shim still serving it.
+stop_containers() {
+  local ctr_cmd=(ctr --address "$CONTAINERD_SOCK") ns id pid
+  if [[ -S $CONTAINERD_SOCK ]] && pid_of containerd >/dev/null; then
+    for ns in $("${ctr_cmd[@]}" namespaces ls -q 2>/dev/null); do
+      for id in $("${ctr_cmd[@]}" -n "$ns" tasks ls -q 2>/dev/null); do
+        "${ctr_cmd[@]}" -n "$ns" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
+      done
+      for id in $("${ctr_cmd[@]}" -n "$ns" tasks ls -q 2>/dev/null); do
+        "${ctr_cmd[@]}" -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 || true
+      done
+    done
+  fi
+  # Shims of our containerd name its socket on their command line; nothing else is touched.
+  for pid in $(pgrep -f -- "containerd-shim.*-address $CONTAINERD_SOCK" || true); do
+    log "killing leftover shim $pid and its containers"
+    kill_tree "$pid"
+  done
+}
+
+# unmount_under <dir>: unmount every mount point below dir, deepest first.
+unmount_under() {
+  local dir=$1 m
+  [[ -d $dir ]] || return 0
+  awk -v d="$dir/" '{ if (index($5, d) == 1 || $5 == substr(d, 1, length(d)-1)) print $5 }' /proc/self/mountinfo |
+    sort -r | while read -r m; do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+    done
+}
+
+delete_netns() {
+  if [[ -e $NETNS_PATH ]]; then
+    log "deleting network namespace $NETNS"
+    ip netns delete "$NETNS" || log "ip netns delete $NETNS failed"
+  fi
+  ip link show "$HOST_VETH" >/dev/null 2>&1 && ip link delete "$HOST_VETH" || true
+}
+
+remove_dirs() {
+  if [[ -f $STATE/kubelet/created-root-dir ]]; then
+    log "removing $KUBELET_ROOT"
+    rm -rf "$KUBELET_ROOT"
+  fi
+  log "removing $STATE"
+  rm -rf "$STATE"
+}
+
+main() {
+  [[ $(id -u) == 0 ]] || die "run as root"
+  if [[ ! -d $STATE ]] && [[ ! -e $NETNS_PATH ]]; then
+    log "nothing to tear down ($STATE does not exist)"
+    return 0
+  fi
+  stop kuberay-operator
+  stop kube-scheduler
+  stop kube-controller-manager
+  stop kubelet
+  stop_containers
+  stop containerd
+  stop kube-apiserver
+  stop etcd
+  unmount_under "$KUBELET_ROOT"
+  unmount_under "$STATE"
+  delete_netns
+  remove_dirs
+  log "local cluster down"
+}
+
+main "$@"

@@ -1,0 +1,53 @@
+# Shared settings and helpers of up.sh and down.sh (sourced, not run).
+# Every name the local cluster uses is here; docs/components.md ("Local cluster") lists them.
+
+HAMI_GO_STATE=${HAMI_GO_STATE:-/var/lib/hami-go-cluster}
+STATE=$HAMI_GO_STATE
+LOGS=$STATE/logs
+PIDS=$STATE/pids
+PKI=$STATE/pki
+KUBECONFIG_FILE=$STATE/kubeconfig
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+NODE_NAME=hami-node1                   # Node name and network namespace
+NETNS=hami-node1
+NETNS_PATH=/var/run/netns/$NETNS
+HOST_VETH=hami-veth0                   # root-namespace side of the veth pair
+HOST_IP=10.200.0.1                     # kube-apiserver binds here
+NODE_IP=10.200.0.2                     # the kubelet's node IP (eth0 in the netns)
+POD_SUBNET=10.244.0.0/24               # bridge + host-local inside the netns
+SERVICE_CIDR=10.96.0.0/16
+API_URL=https://$HOST_IP:6443
+KUBELET_ROOT=/var/lib/kubelet          # device plugins find /var/lib/kubelet/device-plugins
+CONTAINERD_DIR=$STATE/containerd
+CONTAINERD_SOCK=$CONTAINERD_DIR/containerd.sock
+SANDBOX_IMAGE=registry.k8s.io/pause:3.10
+FAKE_PROFILE=${HAMI_GO_FAKE_PROFILE:-dgxh100}   # pkg/fake profile name, a valid label value
+K8S_VERSION=v1.37.2
+KUBERAY_VERSION=v1.5.0
+VERSION=${VERSION:-0.1.0}
+
+log() { printf '%s up/down: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# pid_of <name>: the recorded pid of a component, if that process still runs it.
+pid_of() {
+  local f=$PIDS/$1.pid pid
+  [[ -f $f ]] || return 1
+  pid=$(<"$f")
+  [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
+  # The process must still be ours: its command line names the component's marker.
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$(<"$PIDS/$1.match")" || return 1
+  echo "$pid"
+}
+
+# wait_for <description> <seconds> <command...>: polls the command every second.
+wait_for() {
+  local what=$1 secs=$2 i
+  shift 2
+  for ((i = 0; i < secs; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  die "timed out after ${secs}s waiting for $what (logs: $LOGS)"
+}

@@ -1,0 +1,59 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+)
+
+// TestSmokePlainPodSeesItsEnv runs a pod without GPU requests, bound to the node by nodeName
+// (no scheduler involved), whose container runs the workload image's envdump; its log, read
+// through the API server from the kubelet in the node's network namespace, must list exactly
+// the CUDA_/NVIDIA_/HAMI_GO_ variables the pod was given.
+func TestSmokePlainPodSeesItsEnv(t *testing.T) {
+	c := NewCluster(t)
+	ns := c.Namespace(t)
+	token := rand.String(12)
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "envdump", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:                      c.NodeName,
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name:            "envdump",
+				Image:           WorkloadImage,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"envdump"},
+				Env: []corev1.EnvVar{
+					{Name: "CUDA_VISIBLE_DEVICES", Value: "3"},
+					{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+					{Name: "HAMI_GO_SMOKE_TOKEN", Value: token},
+					{Name: "UNRELATED", Value: "not-printed"},
+				},
+			}},
+		},
+	}
+	c.CreatePod(t, pod)
+	p := c.WaitForRunning(t, ns, pod.Name, 2*time.Minute)
+	if p.Status.PodIP == "" || !strings.HasPrefix(p.Status.PodIP, "10.244.0.") {
+		t.Errorf("pod IP %q, want one from the node's pod subnet 10.244.0.0/24", p.Status.PodIP)
+	}
+	if p.Status.HostIP != "10.200.0.2" {
+		t.Errorf("host IP %q, want the node's 10.200.0.2", p.Status.HostIP)
+	}
+	log := c.WaitForLog(t, ns, pod.Name, "envdump", "envdump: done", time.Minute)
+	want := "envdump: CUDA_VISIBLE_DEVICES=3\n" +
+		"envdump: HAMI_GO_SMOKE_TOKEN=" + token + "\n" +
+		"envdump: NVIDIA_VISIBLE_DEVICES=void\n" +
+		"envdump: done\n"
+	if log != want {
+		t.Fatalf("log:\n%s\nwant:\n%s", log, want)
+	}
+}
