@@ -21,13 +21,17 @@ type Error struct {
 	Panic any
 }
 
-// Error formats as "nvmlDeviceGetMemoryInfo(GPU-…): ERROR_GPU_IS_LOST".
+// Error formats as "nvmlDeviceGetMemoryInfo(GPU-…): ERROR_GPU_IS_LOST", or "nvmlInit:
+// ERROR_LIBRARY_NOT_FOUND" for a library-wide call.
 func (e *Error) Error() string {
-	dev := e.Device
-	if e.Panic != nil {
-		return fmt.Sprintf("%s(%s): NVML library panicked: %v", e.Call, dev, e.Panic)
+	call := e.Call
+	if e.Device != "" {
+		call += "(" + e.Device + ")"
 	}
-	return fmt.Sprintf("%s(%s): %s", e.Call, dev, e.Return.Error())
+	if e.Panic != nil {
+		return fmt.Sprintf("%s: NVML library panicked: %v", call, e.Panic)
+	}
+	return fmt.Sprintf("%s: %s", call, e.Return.Error())
 }
 
 // IsReturn reports whether err is an NVML *Error carrying the return code r.
