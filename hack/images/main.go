@@ -1,0 +1,51 @@
+// Command images builds hami-go's container images without Docker or a registry, as
+// docker-archive tars that `ctr -n k8s.io images import` and `kind load image-archive` accept:
+//
+//	<out>/device-plugin.tar       docker.io/hami-go/device-plugin:<version>
+//	<out>/scheduler-extender.tar  docker.io/hami-go/scheduler-extender:<version>
+//	<out>/webhook.tar             docker.io/hami-go/webhook:<version>
+//	<out>/kube-scheduler.tar      registry.k8s.io/kube-scheduler:<kube-version> (with --kube-scheduler-bin)
+//
+// scheduler-extender and webhook are static (CGO_ENABLED=0) on an empty base. The device plugin
+// needs cgo (go-nvml): by default it is linked against glibc and the image gets a glibc layer
+// unpacked from Debian's libc6 package (apt-get download libc6; dpkg -x), so dlopen of the
+// driver's libnvidia-ml.so.1 works; --device-plugin-link=static links it statically instead
+// (fake backend only, no base layer).
+//
+// Usage: go run ./hack/images --version 0.1.0 --out _output/images
+// [--images device-plugin,scheduler-extender,webhook] [--kube-scheduler-bin PATH]
+// [--device-plugin-link dynamic|static] [--libc-deb PATH] [--prebuilt name=PATH,...]
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	cfg := DefaultConfig()
+	fs := pflag.NewFlagSet("images", pflag.ExitOnError)
+	fs.StringVar(&cfg.Version, "version", cfg.Version, "hami-go version: the tag of the three images")
+	fs.StringVar(&cfg.Out, "out", cfg.Out, "output directory of the .tar files")
+	fs.StringSliceVar(&cfg.Images, "images", cfg.Images, "images to build: any of "+strings.Join(Components, ","))
+	fs.StringVar(&cfg.Repository, "repository", cfg.Repository, "repository prefix of the images")
+	fs.StringVar(&cfg.RepoRoot, "repo-root", cfg.RepoRoot, "module root holding ./cmd/<binary>")
+	fs.StringVar(&cfg.DevicePluginLink, "device-plugin-link", cfg.DevicePluginLink, `"dynamic" (glibc layer; NVML and fake) or "static" (no base layer; fake backend only)`)
+	fs.StringVar(&cfg.LibcDeb, "libc-deb", cfg.LibcDeb, "Debian libc6 .deb for the glibc layer; empty: apt-get download libc6")
+	fs.StringToStringVar(&cfg.Prebuilt, "prebuilt", cfg.Prebuilt, "name=PATH of binaries already built (skips go build for them)")
+	fs.StringVar(&cfg.KubeSchedulerBin, "kube-scheduler-bin", cfg.KubeSchedulerBin, "kube-scheduler binary: also write kube-scheduler.tar")
+	fs.StringVar(&cfg.KubeVersion, "kube-version", cfg.KubeVersion, "tag of registry.k8s.io/kube-scheduler")
+	fs.StringVar(&cfg.GoBin, "go", cfg.GoBin, "go command used to build the binaries")
+	_ = fs.Parse(os.Args[1:])
+	written, err := Build(cfg, osRunner{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "images: %v\n", err)
+		os.Exit(1)
+	}
+	for _, w := range written {
+		fmt.Printf("%s\t%s\n", w.Path, w.Ref)
+	}
+}
