@@ -37,7 +37,7 @@ pid_of() {
   pid=$(<"$f")
   [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
   # The process must still be ours: its command line names the component's marker.
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$(<"$PIDS/$1.match")" || return 1
+  [[ -f $PIDS/$1.match && $(tr '\0' ' ' <"/proc/$pid/cmdline") == *"$(<"$PIDS/$1.match")"* ]] || return 1
   echo "$pid"
 }
 
