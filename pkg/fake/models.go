@@ -1,50 +1,37 @@
 package fake
 
-import "github.com/hami-go/hami-go/pkg/device"
+import (
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/nvml"
+)
 
-// modelFacts are simulated hardware facts for a GPU model, matched by whole model tokens.
+// defaultSMs is the SM count of a model nvml.SMCountOf does not know (a mid-size GPU).
+const defaultSMs = 80
+
+// modelFacts are simulated hardware facts of one GPU model.
 type modelFacts struct {
-	// token names the model the way device.ModelMatches reads it, e.g. "A100".
-	token string
-	// sms is the streaming multiprocessor count (NVIDIA's product specifications).
+	// sms is the streaming multiprocessor count: nvml.SMCountOf, else defaultSMs.
 	sms uint32
-	// nvlinks is the number of NVLink links the model has (used only by DGX profiles).
+	// nvlinks is the number of NVLink links (DGX profiles only), 0 = none.
 	nvlinks int
 }
 
-// knownModels returns the table of simulated model facts. SM counts: H100 SXM5 132, H200 132,
-// B200 148, A100 108 (NVIDIA architecture whitepapers and datasheets); the others from their
-// datasheets. A function, not a package variable, so nothing can modify it.
-func knownModels() []modelFacts {
-	return []modelFacts{
-		{token: "H100", sms: 132, nvlinks: 18},
-		{token: "H200", sms: 132, nvlinks: 18},
-		{token: "H20", sms: 78, nvlinks: 18},
-		{token: "H800", sms: 132, nvlinks: 8},
-		{token: "B200", sms: 148, nvlinks: 18},
-		{token: "A100", sms: 108, nvlinks: 12},
-		{token: "A800", sms: 108, nvlinks: 8},
-		{token: "A30", sms: 56, nvlinks: 4},
-		{token: "A10", sms: 72},
-		{token: "A40", sms: 84, nvlinks: 4},
-		{token: "L40S", sms: 142},
-		{token: "L40", sms: 142},
-		{token: "L4", sms: 58},
-		{token: "T4", sms: 40},
-		{token: "V100", sms: 80, nvlinks: 6},
-	}
+// nvlinkTable lists NVLink link counts per model token (NVIDIA datasheets: A100 12 links,
+// H100/H200/B200 18). A function, not a package variable, so nothing can modify it.
+func nvlinkTable() map[string]int {
+	return map[string]int{"A100": 12, "H100": 18, "H200": 18, "B200": 18}
 }
 
-// defaultSMs is the SM count of a model the table does not know (a mid-size GPU, no NVLink).
-const defaultSMs = 80
-
-// factsFor returns the facts of the first table entry whose token the model contains as a whole
-// token, else defaultSMs and no NVLink.
+// factsFor returns the simulated facts of a model.
 func factsFor(model string) modelFacts {
-	for _, f := range knownModels() {
-		if device.ModelMatches(f.token, model) {
-			return f
+	f := modelFacts{sms: defaultSMs}
+	if n := nvml.SMCountOf(model); n > 0 {
+		f.sms = uint32(n)
+	}
+	for token, links := range nvlinkTable() {
+		if device.ModelMatches(token, model) {
+			f.nvlinks = links
 		}
 	}
-	return modelFacts{sms: defaultSMs}
+	return f
 }

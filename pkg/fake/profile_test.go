@@ -100,6 +100,7 @@ func TestFactsFor(t *testing.T) {
 		"NVIDIA A10":                 72, // case C06: A10 is not A100
 		"NVIDIA B200 180GB HBM3e":    148,
 		"NVIDIA L40S":                142,
+		"NVIDIA H100 PCIe":           114,
 		"NVIDIA L4":                  58,
 		"Mock NVIDIA A100-SXM4-40GB": 108,
 		"Acme Z9":                    defaultSMs,

@@ -19,6 +19,9 @@ type Options struct {
 	// EventWait is the timeout of one nvmlEventSetWait call (millisecond resolution), and so
 	// the longest WatchXIDs takes to notice its context ended; default 1 s, at most 1 h.
 	EventWait time.Duration
+	// PCIDevicesDir is where sysfs lists PCI devices ("/sys/bus/pci/devices"); when set, a GPU
+	// whose NUMA node NVML cannot tell gets it from <dir>/<bus id>/numa_node. "" = NVML only.
+	PCIDevicesDir string
 	// ErrorPause is how long WatchXIDs waits after an event wait that failed with anything but
 	// a timeout, before it waits again; default 1 s.
 	ErrorPause time.Duration

@@ -14,11 +14,16 @@ const mib = 1 << 20
 
 // Discover lists the node's GPUs in NVML index order, all Healthy. Required per GPU: handle,
 // UUID, name, memory info and PCI info; any failure there fails discovery with an *Error naming
-// the call and the GPU. Optional (unknown when NVML cannot tell): SM count
-// (nvmlDeviceGetAttributes, 0 = unknown), NUMA node (nvmlDeviceGetNumaNodeId, -1 = unknown),
-// MIG mode (nvmlDeviceGetMigMode, false = unknown or disabled) and NVLink peers
-// (nvmlDeviceGetP2PStatus with NVML_P2P_CAPS_INDEX_NVLINK == NVML_P2P_STATUS_OK, per ordered
-// pair of GPUs). MemoryMiB is the total memory rounded down to whole MiB.
+// the call and the GPU. Optional (unknown when NVML cannot tell; other failures are errors):
+//   - SM count: nvmlDeviceGetAttributes, which nvml.h documents for MIG device handles only, so
+//     any failure falls back to SMCountOf(model); 0 = unknown.
+//   - NUMA node: nvmlDeviceGetNumaNodeId, else Options.PCIDevicesDir/<bus id>/numa_node;
+//     -1 = unknown.
+//   - MIG mode: nvmlDeviceGetMigMode; false = disabled or not supported.
+//   - NVLink peers: nvmlDeviceGetP2PStatus(NVML_P2P_CAPS_INDEX_NVLINK) == NVML_P2P_STATUS_OK,
+//     asked for every ordered pair of GPUs; NOT_SUPPORTED = no peer.
+//
+// MemoryMiB is the total memory rounded down to whole MiB.
 func (b *backend) Discover() ([]device.GPU, error) {
 	n, err := call("nvmlDeviceGetCount", "", b.lib.DeviceGetCount)
 	if err != nil {
@@ -70,12 +75,14 @@ func (b *backend) discoverOne(i int) (gonvml.Device, device.GPU, error) {
 	}
 	g.PCIBusID = busID(pci)
 
-	attrs, ok, err := optional("nvmlDeviceGetAttributes", dev, h.GetAttributes)
-	if err != nil {
-		return nil, device.GPU{}, err
-	}
-	if ok {
+	// nvmlDeviceGetAttributes "currently only supports MIG device handles" (nvml.h), so on a
+	// full GPU any failure only means "not reported": fall back to the model's known count.
+	if attrs, err := call("nvmlDeviceGetAttributes", dev, h.GetAttributes); err == nil && attrs.MultiprocessorCount > 0 {
 		g.SMCount = int(attrs.MultiprocessorCount)
+	} else {
+		g.SMCount = SMCountOf(g.Model)
+		klog.V(4).InfoS("SM count not reported by NVML; using the model's", "device", dev, "model", g.Model,
+			"smCount", g.SMCount, "reason", errString(err))
 	}
 	numa, ok, err := optional("nvmlDeviceGetNumaNodeId", dev, h.GetNumaNodeId)
 	if err != nil {
@@ -83,6 +90,8 @@ func (b *backend) discoverOne(i int) (gonvml.Device, device.GPU, error) {
 	}
 	if ok && numa >= 0 {
 		g.NUMANode = numa
+	} else if n, ok := sysfsNUMANode(b.opts.PCIDevicesDir, g.PCIBusID); ok {
+		g.NUMANode = n
 	}
 	type migModes struct{ current, pending int }
 	mig, ok, err := optional("nvmlDeviceGetMigMode", dev, func() (migModes, gonvml.Return) {
@@ -129,4 +138,12 @@ func busID(p gonvml.PciInfo) string {
 		buf = append(buf, byte(c))
 	}
 	return string(buf)
+}
+
+// errString is err's text, or "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -1,6 +1,9 @@
 package nvml_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,7 +53,7 @@ func TestDiscoverOnGoNVMLMock(t *testing.T) {
 }
 
 // TestDiscoverMockNilFuncsDegrade: the raw mock panics on NUMA, attributes and P2P; discovery
-// must treat those as unknown rather than crash.
+// must treat those as unknown rather than crash (SM count then comes from the model table).
 func TestDiscoverMockNilFuncsDegrade(t *testing.T) {
 	s := dgxh100.New()
 	gpus, err := nvml.NewBackend(s, nvml.Options{}).Discover()
@@ -61,8 +64,8 @@ func TestDiscoverMockNilFuncsDegrade(t *testing.T) {
 		t.Fatalf("got %d GPUs, want 8", len(gpus))
 	}
 	for i, g := range gpus {
-		if g.NUMANode != -1 || g.SMCount != 0 || g.NVLinkPeers != nil || g.MemoryMiB != 81920 {
-			t.Errorf("gpu %d = %+v, want NUMA -1, SM 0, no peers, 81920 MiB", i, g)
+		if g.NUMANode != -1 || g.SMCount != 132 || g.NVLinkPeers != nil || g.MemoryMiB != 81920 {
+			t.Errorf("gpu %d = %+v, want NUMA -1, SM 132 (model table), no peers, 81920 MiB", i, g)
 		}
 	}
 }
@@ -194,5 +197,81 @@ func TestOpenWithoutDriver(t *testing.T) {
 	if !strings.Contains(err.Error(), "libnvidia-ml.so.1 not found") &&
 		!strings.Contains(err.Error(), "initializing NVML") {
 		t.Fatalf("Open error = %q, want it to name libnvidia-ml.so.1 or NVML initialization", err)
+	}
+}
+
+// TestDiscoverSMCountFallback: nvmlDeviceGetAttributes supports MIG handles only, so on a full
+// GPU any failure falls back to the model's SM count (0 when unknown), never fails discovery.
+func TestDiscoverSMCountFallback(t *testing.T) {
+	s := dgxh100.New()
+	mockDevice(s, 0).GetAttributesFunc = func() (gonvml.DeviceAttributes, gonvml.Return) {
+		return gonvml.DeviceAttributes{}, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	mockDevice(s, 1).GetAttributesFunc = func() (gonvml.DeviceAttributes, gonvml.Return) {
+		return gonvml.DeviceAttributes{MultiprocessorCount: 100}, gonvml.SUCCESS
+	}
+	mockDevice(s, 2).GetNameFunc = func() (string, gonvml.Return) { return "Acme Z9", gonvml.SUCCESS }
+	gpus, err := nvml.NewBackend(s, nvml.Options{}).Discover()
+	if err != nil {
+		t.Fatalf("Discover: %v", err)
+	}
+	if gpus[0].SMCount != 132 || gpus[1].SMCount != 100 || gpus[2].SMCount != 0 {
+		t.Errorf("SM counts = %d, %d, %d; want 132 (table), 100 (NVML), 0 (unknown model)",
+			gpus[0].SMCount, gpus[1].SMCount, gpus[2].SMCount)
+	}
+}
+
+func TestSMCountOf(t *testing.T) {
+	for model, want := range map[string]int{
+		"NVIDIA H100 80GB HBM3":   132,
+		"NVIDIA H100 PCIe":        114,
+		"NVIDIA H100 NVL":         132,
+		"NVIDIA H200":             132,
+		"NVIDIA H200 141GB HBM3e": 132,
+		"NVIDIA H20":              78, // case C06: H20 is not H200
+		"NVIDIA A100-SXM4-80GB":   108,
+		"NVIDIA A10":              72, // case C06: A10 is not A100
+		"NVIDIA B200":             148,
+		"Tesla T4":                40,
+		"Acme Z9":                 0,
+	} {
+		if got := nvml.SMCountOf(model); got != want {
+			t.Errorf("SMCountOf(%q) = %d, want %d", model, got, want)
+		}
+	}
+}
+
+// TestDiscoverNUMAFromSysfs: when NVML cannot tell the NUMA node, Options.PCIDevicesDir's
+// <bus id>/numa_node is used (-1 there stays unknown).
+func TestDiscoverNUMAFromSysfs(t *testing.T) {
+	dir := t.TempDir()
+	s := dgxh100.New()
+	for i, numa := range map[int]string{0: "1\n", 1: "-1\n", 2: "junk"} {
+		bus := fmt.Sprintf("00000000:%02X:00.0", 0x1A+i)
+		d := mockDevice(s, i)
+		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+			var p gonvml.PciInfo
+			for k, c := range []byte(bus) {
+				p.BusId[k] = int8(c)
+			}
+			return p, gonvml.SUCCESS
+		}
+		sys := filepath.Join(dir, fmt.Sprintf("0000:%02x:00.0", 0x1A+i))
+		if err := os.MkdirAll(sys, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sys, "numa_node"), []byte(numa), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpus, err := nvml.NewBackend(s, nvml.Options{PCIDevicesDir: dir}).Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gpus[0].PCIBusID != "00000000:1A:00.0" {
+		t.Errorf("PCIBusID = %q, want 00000000:1A:00.0", gpus[0].PCIBusID)
+	}
+	if got := []int{gpus[0].NUMANode, gpus[1].NUMANode, gpus[2].NUMANode, gpus[3].NUMANode}; fmt.Sprint(got) != "[1 -1 -1 -1]" {
+		t.Errorf("NUMA nodes = %v, want [1 -1 -1 -1] (sysfs 1, sysfs -1, junk, no file)", got)
 	}
 }

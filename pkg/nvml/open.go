@@ -9,12 +9,16 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
+// DefaultPCIDevicesDir is sysfs's PCI device directory, Open's Options.PCIDevicesDir.
+const DefaultPCIDevicesDir = "/sys/bus/pci/devices"
+
 // Open loads the driver's NVML (libnvidia-ml.so.1 through go-nvml), initializes it and returns
-// a backend named "nvml" with default Options, plus a closer that shuts NVML down. It fails with
+// a backend named "nvml" with default Options (NUMA fallback from DefaultPCIDevicesDir), plus a
+// closer that shuts NVML down. It fails with
 // a clear error when the library is missing (no NVIDIA driver, or a container started without
 // the NVIDIA runtime) or initialization fails (e.g. ERROR_DRIVER_NOT_LOADED, ERROR_NO_PERMISSION).
 func Open() (device.Backend, func(), error) {
-	return OpenWithOptions(Options{})
+	return OpenWithOptions(Options{PCIDevicesDir: DefaultPCIDevicesDir})
 }
 
 // OpenWithOptions is Open with the given Options (Name defaults to "nvml").
