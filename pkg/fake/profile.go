@@ -69,6 +69,11 @@ func ProfileNames() []string {
 // "2x24576:NVIDIA A10+2x81920:NVIDIA A100-SXM4-80GB" (GPUs in the order written, no NVLink).
 // count is 1..MaxGPUs (in total too), MiB is 1..device.MaxGPUMemoryMiB, model is printable
 // text of at most MaxModelLength bytes without "+". Errors name the part and the value.
+//
+// Node label values cannot hold spaces, ":" or "+", so a custom spec may also be written in a
+// label-safe form, "<count>x<MiB>.<model>[_<count>x<MiB>.<model>...]" with the model as
+// written, e.g. "2x24576.NVIDIA-A10_2x81920.NVIDIA-A100-SXM4-80GB" (model "NVIDIA-A10", which
+// names the same tokens as "NVIDIA A10" for device.ModelMatches).
 func ParseProfile(spec string) (Profile, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
@@ -82,13 +87,21 @@ func ParseProfile(spec string) (Profile, error) {
 		}
 		return p, nil
 	}
+	sep, parts := "+", strings.Split(spec, "+")
 	if !strings.Contains(spec, ":") {
-		return Profile{}, fmt.Errorf("fake profile %q is not a known profile (%s) nor <count>x<MiB>:<model>[+...]",
-			spec, strings.Join(ProfileNames(), ", "))
+		if !strings.Contains(spec, ".") {
+			return Profile{}, fmt.Errorf("fake profile %q is not a known profile (%s) nor <count>x<MiB>:<model>[+...] "+
+				"(label form <count>x<MiB>.<model>[_...])", spec, strings.Join(ProfileNames(), ", "))
+		}
+		sep, parts = "_", strings.Split(spec, "_")
 	}
 	p := Profile{Spec: spec}
-	for i, part := range strings.Split(spec, "+") {
+	for i, part := range parts {
 		where := fmt.Sprintf("fake profile %q part %d %q", spec, i+1, part)
+		if sep == "_" {
+			// Label form: the first "." separates <count>x<MiB> from the model.
+			part = strings.Replace(part, ".", ":", 1)
+		}
 		count, s, err := parsePart(part)
 		if err != nil {
 			return Profile{}, fmt.Errorf("%s: %w", where, err)

@@ -3,6 +3,8 @@ package fake
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestParseProfileNamed(t *testing.T) {
@@ -53,13 +55,48 @@ func TestParseProfileCustom(t *testing.T) {
 	}
 }
 
+// TestParseProfileLabelForm: node label values allow only [A-Za-z0-9._-], so the label form
+// uses "." and "_" where the flag form uses ":" and "+".
+func TestParseProfileLabelForm(t *testing.T) {
+	spec := "2x24576.NVIDIA-A10_1x81920.NVIDIA-A100-SXM4-80GB"
+	p, err := ParseProfile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []GPUSpec{{"NVIDIA-A10", 24576}, {"NVIDIA-A10", 24576}, {"NVIDIA-A100-SXM4-80GB", 81920}}
+	if p.Server != "" || p.NVLink || len(p.GPUs) != len(want) {
+		t.Fatalf("profile = %+v, want %d custom GPUs", p, len(want))
+	}
+	for i := range want {
+		if p.GPUs[i] != want[i] {
+			t.Errorf("gpu %d = %+v, want %+v", i, p.GPUs[i], want[i])
+		}
+	}
+	if !labelValueOK(spec) {
+		t.Errorf("%q is not a valid label value", spec)
+	}
+	for _, bad := range []struct{ spec, want string }{
+		{"2x100.A_3x0.B", `part 2 "3x0.B": memory "0"`},
+		{"2x100.A_junk", `part 2 "junk"`},
+	} {
+		if _, err := ParseProfile(bad.spec); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ParseProfile(%q) = %v, want error containing %q", bad.spec, err, bad.want)
+		}
+	}
+}
+
+// labelValueOK is Kubernetes' label value rule (k8s.io/apimachinery validation.IsValidLabelValue).
+func labelValueOK(v string) bool {
+	return len(validation.IsValidLabelValue(v)) == 0
+}
+
 func TestParseProfileErrors(t *testing.T) {
 	tests := []struct {
 		spec string
 		want []string // substrings of the error
 	}{
 		{"", []string{"empty", "dgxh100"}},
-		{"dgxh300", []string{`"dgxh300"`, "not a known profile", "dgxa100, dgxb200, dgxh100, dgxh200"}},
+		{"dgxh300", []string{`"dgxh300"`, "not a known profile", "dgxa100, dgxb200, dgxh100, dgxh200", "label form"}},
 		{"0x100:A", []string{`part 1 "0x100:A"`, `count "0"`}},
 		{"65x100:A", []string{`count "65"`, "1..64"}},
 		{"-1x100:A", []string{`count "-1"`}},
