@@ -1,0 +1,296 @@
+package extender
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/allocator"
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// PodKey identifies a pod exactly: namespace, name and UID (case C12). A release for one key
+// never touches another, however similar the names.
+type PodKey struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+func (k PodKey) String() string { return k.Namespace + "/" + k.Name + " (" + string(k.UID) + ")" }
+
+// stage is where a booking is in its life.
+type stage int
+
+const (
+	// stageReserved: speculative reservation made by Filter on the node it ranked best.
+	stageReserved stage = iota
+	// stageBinding: Bind booked the pod on the chosen node; its API calls are in flight.
+	stageBinding
+	// stagePlanned: the pod is bound with a planned allocation; in flight until claimed.
+	stagePlanned
+	// stageClaimed: the device plugin recorded what it handed out (AnnoClaimed).
+	stageClaimed
+)
+
+func (s stage) String() string {
+	return [...]string{"reserved", "binding", "planned", "claimed"}[s]
+}
+
+// booking is what one pod holds on one node. Guarded by Cache.mu; the node's usage that it
+// contributes to is guarded by that node's nodeState.mu as well.
+type booking struct {
+	key   PodKey
+	node  string
+	stage stage
+	// req is the pod's parsed request; nil when it could not be parsed (such a booking is still
+	// charged, but takes no part in signature groups).
+	req     *device.PodRequest
+	hasKey  bool
+	callKey device.CallKey
+	sig     device.Signature
+	// planned is the allocation the extender planned (Filter/Bind or AnnoPlanned); claimed is
+	// AnnoClaimed. alloc is what is charged now (after the signature-group rule) and charge its
+	// allocator.ChargeOf.
+	planned *device.Allocation
+	claimed *device.Allocation
+	alloc   *device.Allocation
+	charge  allocator.Charge
+	// since is when the booking entered its current stage.
+	since time.Time
+}
+
+// inFlight reports whether the pod is bound (or being bound) and not yet claimed by the device
+// plugin: the window in which the plugin's Allocate could confuse it with another pod.
+func (b *booking) inFlight() bool { return b.stage == stageBinding || b.stage == stagePlanned }
+
+// nodeState is one node's inventory, liveness and usage.
+type nodeState struct {
+	mu   sync.Mutex
+	name string
+	// invRaw is the last AnnoInventory value seen (decoded only when it changes).
+	invRaw    string
+	inv       *device.Inventory
+	invErr    string
+	hasLease  bool
+	leaseTime time.Time
+	// used is the sum of the charges of members; recomputed on every change.
+	used    allocator.NodeUsage
+	members map[PodKey]*booking
+}
+
+func (ns *nodeState) recompute() {
+	u := make(allocator.NodeUsage, len(ns.used))
+	for _, b := range ns.members {
+		if b.charge != nil {
+			u.Add(b.charge)
+		}
+	}
+	ns.used = u
+}
+
+// Cache is the extender's state. Lock order: mu, then nodesMu, then one nodeState.mu at a
+// time (never two node locks at once). Readers of one node's usage (Filter, Prioritize) hold only
+// that node's lock, briefly; every writer holds mu and the node's lock. No lock is held across
+// an API call.
+type Cache struct {
+	cfg   Config
+	clock clock.Clock
+
+	mu      sync.Mutex
+	pods    map[PodKey]*booking
+	gone    map[PodKey]time.Time
+	changed chan struct{}
+	nodesMu sync.RWMutex
+	nodes   map[string]*nodeState
+}
+
+// NewCache returns an empty cache.
+func NewCache(cfg Config, clk clock.Clock) *Cache {
+	return &Cache{
+		cfg:     cfg,
+		clock:   clk,
+		pods:    map[PodKey]*booking{},
+		gone:    map[PodKey]time.Time{},
+		changed: make(chan struct{}),
+		nodes:   map[string]*nodeState{},
+	}
+}
+
+// node returns the node's state or nil.
+func (c *Cache) node(name string) *nodeState {
+	c.nodesMu.RLock()
+	ns := c.nodes[name]
+	c.nodesMu.RUnlock()
+	return ns
+}
+
+// nodeOrNew returns the node's state, creating an empty one.
+func (c *Cache) nodeOrNew(name string) *nodeState {
+	if ns := c.node(name); ns != nil {
+		return ns
+	}
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	ns := c.nodes[name]
+	if ns == nil {
+		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[PodKey]*booking{}, invErr: errNoInventory}
+		c.nodes[name] = ns
+	}
+	return ns
+}
+
+const errNoInventory = "no inventory from device plugin"
+
+// notifyLocked wakes every waiter (binds waiting behind a confusable pod). Caller holds mu.
+func (c *Cache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// removeLocked takes b off its node and out of the pod index. Caller holds mu.
+func (c *Cache) removeLocked(b *booking) {
+	delete(c.pods, b.key)
+	ns := c.nodeOrNew(b.node)
+	ns.mu.Lock()
+	delete(ns.members, b.key)
+	c.normalizeLocked(ns, b)
+	ns.recompute()
+	ns.mu.Unlock()
+	c.notifyLocked()
+}
+
+// putLocked places b on its node (replacing any booking of the same key there) and indexes it.
+// Caller holds mu and not the node's lock.
+func (c *Cache) putLocked(b *booking) {
+	if old := c.pods[b.key]; old != nil && old != b && old.node != b.node {
+		c.removeLocked(old)
+	}
+	c.pods[b.key] = b
+	ns := c.nodeOrNew(b.node)
+	ns.mu.Lock()
+	ns.members[b.key] = b
+	c.normalizeLocked(ns, b)
+	ns.recompute()
+	ns.mu.Unlock()
+	c.notifyLocked()
+}
+
+// Release drops whatever the pod holds (deleted or ended pod). Only this exact key is touched
+// (case C12). It remembers the key as gone, so that a racing Filter cannot book it again.
+func (c *Cache) Release(k PodKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone[k] = c.clock.Now()
+	if b := c.pods[k]; b != nil {
+		c.removeLocked(b)
+	} else {
+		c.notifyLocked()
+	}
+}
+
+// Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL and forgets gone
+// pods after ten times that. Bound pods are never dropped by it (case C14).
+func (c *Cache) Sweep() {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var stale []*booking
+	for _, b := range c.pods {
+		if b.stage == stageReserved && now.Sub(b.since) > c.cfg.ReservationTTL {
+			stale = append(stale, b)
+		}
+	}
+	for _, b := range stale {
+		c.removeLocked(b)
+	}
+	for k, t := range c.gone {
+		if now.Sub(t) > 10*c.cfg.ReservationTTL {
+			delete(c.gone, k)
+		}
+	}
+}
+
+// usageExcluding returns the node's usage without own's charge when own is booked there.
+// Caller holds ns.mu. The result must not be modified unless it is a copy (copied reports so).
+func usageExcluding(ns *nodeState, own *booking) allocator.NodeUsage {
+	if own == nil || own.node != ns.name || own.charge == nil || ns.members[own.key] != own {
+		return ns.used
+	}
+	u := make(allocator.NodeUsage, len(ns.used))
+	for k, v := range ns.used {
+		u[k] = v
+	}
+	u.Sub(own.charge)
+	return u
+}
+
+// ownBooking returns the pod's booking (read under mu; the pointer is stable).
+func (c *Cache) ownBooking(k PodKey) *booking {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[k]
+}
+
+// GPUUsage is one GPU's booked usage, for inspection and metrics.
+type GPUUsage struct {
+	Node  string
+	GPU   device.GPU
+	Usage allocator.GPUUsage
+}
+
+// NodeGPUUsage returns the booked usage of every GPU of the node's inventory, in index order.
+func (c *Cache) NodeGPUUsage(node string) []GPUUsage {
+	ns := c.node(node)
+	if ns == nil {
+		return nil
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.inv == nil {
+		return nil
+	}
+	out := make([]GPUUsage, 0, len(ns.inv.GPUs))
+	for _, g := range ns.inv.GPUs {
+		out = append(out, GPUUsage{Node: node, GPU: g, Usage: ns.used[g.UUID]})
+	}
+	return out
+}
+
+// NodeNames returns the names of every node the cache knows, sorted.
+func (c *Cache) NodeNames() []string {
+	c.nodesMu.RLock()
+	defer c.nodesMu.RUnlock()
+	out := make([]string, 0, len(c.nodes))
+	for n := range c.nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PodState reports the node and stage of the pod's booking ("" when it holds nothing), and the
+// allocation charged for it.
+func (c *Cache) PodState(k PodKey) (node, stageName string, alloc *device.Allocation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.pods[k]
+	if b == nil {
+		return "", "", nil
+	}
+	return b.node, b.stage.String(), b.alloc
+}
+
+// setStageLocked moves b to stage st. Caller holds mu (not b's node lock).
+func (c *Cache) setStageLocked(b *booking, st stage) {
+	ns := c.nodeOrNew(b.node)
+	ns.mu.Lock()
+	b.stage, b.since = st, c.clock.Now()
+	c.normalizeLocked(ns, b)
+	ns.recompute()
+	ns.mu.Unlock()
+	c.notifyLocked()
+}

@@ -1,0 +1,85 @@
+// Package extender is hami-go's kube-scheduler extender: the filter, prioritize, bind and preempt
+// verbs of k8s.io/kube-scheduler/extender/v1 over an in-memory cache of node inventories, node
+// liveness and pod GPU usage, fed by client-go shared informers (../../docs/components.md,
+// design.md "Flow of one pod" and "Matching Allocate to a pod").
+package extender
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Config is everything the extender is configured with. cmd/scheduler-extender fills it from
+// flags (docs/components.md); tests build it directly.
+type Config struct {
+	// SchedulerName is the kube-scheduler profile whose pods are the extender's
+	// (--scheduler-name). Pods of other profiles that still reach the extender (extenders are
+	// global to kube-scheduler) pass Filter on every node, score 0, and are bound without a plan.
+	SchedulerName string
+	// Resources are the extended-resource names pods use (--resource-*).
+	Resources device.ResourceNames
+	// NodePolicy scores nodes when the pod has no hami.io/node-scheduler-policy annotation (--node-policy).
+	NodePolicy device.Policy
+	// GPUPolicy picks GPUs when the pod has no hami.io/gpu-scheduler-policy annotation (--gpu-policy).
+	GPUPolicy device.Policy
+	// StaleAfter is the Lease age after which a node's inventory is stale (--inventory-stale-after).
+	StaleAfter time.Duration
+	// BindWait bounds how long a bind waits behind a confusable in-flight pod (--bind-wait, case C20).
+	BindWait time.Duration
+	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace).
+	LeaseNamespace string
+	// ReservationTTL drops a speculative reservation (made by Filter) that no Bind confirmed
+	// within this time. Bound pods are never dropped by a timer (case C14).
+	ReservationTTL time.Duration
+	// APITimeout bounds each API call of a bind (annotation patch, Binding, reconcile read).
+	APITimeout time.Duration
+}
+
+// DefaultConfig returns the defaults of docs/components.md.
+func DefaultConfig() Config {
+	return Config{
+		SchedulerName:  device.SchedulerName,
+		Resources:      device.DefaultResourceNames(),
+		NodePolicy:     device.Binpack,
+		GPUPolicy:      device.Binpack,
+		StaleAfter:     60 * time.Second,
+		BindWait:       2 * time.Second,
+		LeaseNamespace: "kube-node-lease",
+		ReservationTTL: 60 * time.Second,
+		APITimeout:     10 * time.Second,
+	}
+}
+
+// Validate reports the first bad field, naming it and its value.
+func (c *Config) Validate() error {
+	if c.SchedulerName == "" {
+		return fmt.Errorf("scheduler-name is empty")
+	}
+	if err := c.Resources.Validate(); err != nil {
+		return err
+	}
+	if _, err := device.ParsePolicy("node-policy", string(c.NodePolicy), ""); err != nil || c.NodePolicy == "" {
+		return fmt.Errorf("node-policy: %q is not binpack or spread", c.NodePolicy)
+	}
+	if _, err := device.ParsePolicy("gpu-policy", string(c.GPUPolicy), ""); err != nil || c.GPUPolicy == "" {
+		return fmt.Errorf("gpu-policy: %q is not binpack or spread", c.GPUPolicy)
+	}
+	if c.StaleAfter <= 0 {
+		return fmt.Errorf("inventory-stale-after: %v is not positive", c.StaleAfter)
+	}
+	if c.BindWait < 0 {
+		return fmt.Errorf("bind-wait: %v is negative", c.BindWait)
+	}
+	if c.LeaseNamespace == "" {
+		return fmt.Errorf("lease-namespace is empty")
+	}
+	if c.ReservationTTL <= 0 {
+		return fmt.Errorf("reservation TTL: %v is not positive", c.ReservationTTL)
+	}
+	if c.APITimeout <= 0 {
+		return fmt.Errorf("API timeout: %v is not positive", c.APITimeout)
+	}
+	return nil
+}

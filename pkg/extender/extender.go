@@ -1,0 +1,285 @@
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Extender is the scheduler extender: the cache, the API client it binds with, the event
+// recorder that makes bind refusals visible in `kubectl describe pod`, and its metrics.
+type Extender struct {
+	cfg      Config
+	cache    *Cache
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	clock    clock.WithTicker
+	metrics  *Metrics
+	ready    atomic.Bool
+	pods     atomic.Pointer[corelisters.PodLister]
+}
+
+// New builds an extender. reg receives its metrics (a fresh prometheus.Registry in tests);
+// recorder records Events on pods (record.NewFakeRecorder in unit tests).
+func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder, clk clock.WithTicker, reg prometheus.Registerer) (*Extender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk}
+	e.cache = NewCache(cfg, clk)
+	m, err := newMetrics(e.cache, reg)
+	if err != nil {
+		return nil, err
+	}
+	e.metrics = m
+	return e, nil
+}
+
+// Cache returns the extender's cache (for tests and inspection).
+func (e *Extender) Cache() *Cache { return e.cache }
+
+// Ready reports whether the informers synced and the cache was rebuilt from them.
+func (e *Extender) Ready() bool { return e.ready.Load() }
+
+// stripPod drops what the extender never reads from cached pods (managed fields, statuses of
+// containers, conditions, volumes), to keep the informer's memory small.
+func stripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	p.ManagedFields = nil
+	p.Spec.Volumes = nil
+	p.Status.Conditions = nil
+	p.Status.ContainerStatuses = nil
+	p.Status.InitContainerStatuses = nil
+	p.Status.EphemeralContainerStatuses = nil
+	return p, nil
+}
+
+// Run starts the informers (Nodes, Pods, Leases in cfg.LeaseNamespace), waits until they synced
+// and every initial object went through the cache (full rebuild from the API), then reports
+// ready and sweeps stale reservations until ctx ends.
+func (e *Extender) Run(ctx context.Context) error {
+	f := informers.NewSharedInformerFactory(e.client, 0)
+	lf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.cfg.LeaseNamespace))
+	podInf := f.Core().V1().Pods()
+	if err := podInf.Informer().SetTransform(stripPod); err != nil {
+		return fmt.Errorf("pod informer transform: %w", err)
+	}
+	lister := podInf.Lister()
+	e.pods.Store(&lister)
+	exists := func(ns, name string) (types.UID, bool) {
+		p, err := lister.Pods(ns).Get(name)
+		if err != nil {
+			return "", false
+		}
+		return p.UID, true
+	}
+	c := e.cache
+	var regs []cache.ResourceEventHandlerRegistration
+	r, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.OnPod(o.(*corev1.Pod)) },
+		UpdateFunc: func(_, o any) { c.OnPod(o.(*corev1.Pod)) },
+		DeleteFunc: func(o any) { c.OnPodDelete(o, exists) },
+	})
+	if err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	r, err = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.OnNode(o.(*corev1.Node)) },
+		UpdateFunc: func(_, o any) { c.OnNode(o.(*corev1.Node)) },
+		DeleteFunc: c.OnNodeDelete,
+	})
+	if err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	r, err = lf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.OnLease(o.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, o any) { c.OnLease(o.(*coordinationv1.Lease)) },
+		DeleteFunc: c.OnLeaseDelete,
+	})
+	if err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	f.Start(ctx.Done())
+	lf.Start(ctx.Done())
+	defer f.Shutdown()
+	defer lf.Shutdown()
+	synced := make([]cache.InformerSynced, 0, len(regs))
+	for _, r := range regs {
+		synced = append(synced, r.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informers did not sync: %w", ctx.Err())
+	}
+	e.ready.Store(true)
+	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
+	t := e.clock.NewTicker(e.cfg.ReservationTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.ready.Store(false)
+			return nil
+		case <-t.C():
+			c.Sweep()
+		}
+	}
+}
+
+// lookupPod returns the pod with exactly key k: from the informer, else from the API.
+func (e *Extender) lookupPod(ctx context.Context, k PodKey) (*corev1.Pod, error) {
+	if l := e.pods.Load(); l != nil {
+		if p, err := (*l).Pods(k.Namespace).Get(k.Name); err == nil && p.UID == k.UID {
+			return p, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+	defer cancel()
+	p, err := e.client.CoreV1().Pods(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if p.UID != k.UID {
+		return nil, fmt.Errorf("pod %s/%s has UID %s now, not %s", k.Namespace, k.Name, p.UID, k.UID)
+	}
+	return p, nil
+}
+
+func podRef(k PodKey) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: k.Namespace, Name: k.Name, UID: k.UID}
+}
+
+// EventReasonBindFailed is the reason of the Warning Event recorded on a pod whose bind the
+// extender refused or that failed.
+const EventReasonBindFailed = "GPUBindFailed"
+
+// Bind books the pod on the node kube-scheduler chose (BookForBind), writes the planned
+// allocation onto the pod (AnnoPlanned, JSON merge patch with the pod's UID as precondition)
+// and creates the Binding. On an error it reconciles from the API before answering.
+func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
+	pod, err := e.lookupPod(ctx, k)
+	if err != nil {
+		return e.refused(k, node, fmt.Errorf("pod %s: %v", k, err))
+	}
+	req, ours, err := e.cache.ParseRequest(pod)
+	if err != nil {
+		return e.refused(k, node, err)
+	}
+	if !ours {
+		// Not a GPU pod of ours: bind it as the default binder would.
+		return e.refused(k, node, e.createBinding(ctx, k, node))
+	}
+	alloc, already, err := e.cache.BookForBind(ctx, k, req, node)
+	if err != nil {
+		return e.refused(k, node, err)
+	}
+	if already && pod.Spec.NodeName == node {
+		return nil
+	}
+	err = e.writePlan(ctx, k, alloc)
+	if err == nil {
+		err = e.createBinding(ctx, k, node)
+	}
+	if err == nil {
+		e.cache.FinishBind(k, node, outcomeBound)
+		klog.V(2).InfoS("Bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node)
+		return nil
+	}
+	o := e.reconcile(ctx, k, node, err)
+	e.cache.FinishBind(k, node, o)
+	if o == outcomeBound {
+		klog.InfoS("Bind call failed but the pod is bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node, "err", err)
+		return nil
+	}
+	return e.refused(k, node, fmt.Errorf("bind to node %s: %w", node, err))
+}
+
+// refused records a bind failure (Event, log, metrics) and returns it; nil passes through.
+func (e *Extender) refused(k PodKey, node string, err error) error {
+	if err == nil {
+		return nil
+	}
+	klog.InfoS("Bind refused", "pod", klog.KRef(k.Namespace, k.Name), "node", node, "reason", err.Error())
+	if e.recorder != nil {
+		e.recorder.Eventf(podRef(k), corev1.EventTypeWarning, EventReasonBindFailed, "hami-go could not bind to %s: %v", node, err)
+	}
+	return err
+}
+
+func (e *Extender) writePlan(ctx context.Context, k PodKey, a *device.Allocation) error {
+	enc, err := device.EncodeAllocation(*a)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         k.UID,
+		"annotations": map[string]string{device.AnnoPlanned: enc},
+	}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+	defer cancel()
+	_, err = e.client.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+func (e *Extender) createBinding(ctx context.Context, k PodKey, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+	defer cancel()
+	return e.client.CoreV1().Pods(k.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+}
+
+// reconcile decides what a failed bind left behind, by reading the pod back: bound to node →
+// bound; gone, replaced or bound elsewhere → failed; unbound after an API status error → failed;
+// unbound after a timeout or transport error, or unreadable → unknown (the Binding may still be
+// committed; the informer settles it).
+func (e *Extender) reconcile(ctx context.Context, k PodKey, node string, callErr error) bindOutcome {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.APITimeout)
+	defer cancel()
+	p, err := e.client.CoreV1().Pods(k.Namespace).Get(rctx, k.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return outcomeFailed
+	case err != nil:
+		return outcomeUnknown
+	case p.UID != k.UID:
+		return outcomeFailed
+	case p.Spec.NodeName == node:
+		return outcomeBound
+	case p.Spec.NodeName != "":
+		return outcomeFailed
+	}
+	var st apierrors.APIStatus
+	if errors.As(callErr, &st) && !apierrors.IsTimeout(callErr) && !apierrors.IsServerTimeout(callErr) {
+		return outcomeFailed
+	}
+	return outcomeUnknown
+}

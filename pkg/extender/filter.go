@@ -1,0 +1,174 @@
+package extender
+
+import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/hami-go/hami-go/pkg/allocator"
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// ParseRequest parses the pod's GPU request with the configured resource names and policy
+// defaults. ours is false for pods of another scheduler profile and pods that use no GPU: the
+// extender lets those through untouched.
+func (c *Cache) ParseRequest(p *corev1.Pod) (req *device.PodRequest, ours bool, err error) {
+	if p.Spec.SchedulerName != c.cfg.SchedulerName {
+		return nil, false, nil
+	}
+	r, err := device.ParsePodRequest(p, c.cfg.Resources)
+	if err != nil {
+		return nil, true, err
+	}
+	if !r.UsesGPU() {
+		return &r, false, nil
+	}
+	r.GPUPolicy, r.NodePolicy = c.policies(p, r)
+	return &r, true, nil
+}
+
+// emptyUsage is never written to.
+var emptyUsage = allocator.NodeUsage{}
+
+// Filter answers kube-scheduler's filter verb for pod over the candidate node names: every
+// node that fits, every other node with a reason a user can act on. Nodes that cannot take the
+// pod even when empty (no inventory, stale, request impossible there) are unresolvable:
+// preemption would not help. Then the pod is reserved on the best-scoring fitting node, so the
+// next Filter sees it while this pod's Bind is in flight; a new Filter of the same pod replaces
+// its reservation.
+func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+	req, ours, err := c.ParseRequest(p)
+	if err != nil {
+		res := extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
+		for _, n := range names {
+			res.FailedAndUnresolvableNodes[n] = err.Error()
+		}
+		return res
+	}
+	if !ours {
+		all := append([]string(nil), names...)
+		return extenderv1.ExtenderFilterResult{NodeNames: &all}
+	}
+	k := KeyOfPod(p)
+	own := c.ownBooking(k)
+	now := c.clock.Now()
+	fit := make([]string, 0, len(names))
+	failed := extenderv1.FailedNodesMap{}
+	unres := extenderv1.FailedNodesMap{}
+	best, bestScore := "", -1
+	for _, n := range names {
+		ns := c.node(n)
+		if ns == nil {
+			unres[n] = errNoInventory
+			continue
+		}
+		ns.mu.Lock()
+		if why := c.unusableLocked(ns, now); why != "" {
+			ns.mu.Unlock()
+			unres[n] = why
+			continue
+		}
+		used := usageExcluding(ns, own)
+		ferr := allocator.Fit(ns.inv, used, req)
+		score := 0
+		impossible := false
+		if ferr == nil {
+			score = allocator.Score(ns.inv, used, req)
+		} else {
+			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
+		}
+		ns.mu.Unlock()
+		if ferr != nil {
+			var u *allocator.Unfit
+			switch {
+			case !errors.As(ferr, &u):
+				failed[n] = ferr.Error()
+			case impossible:
+				unres[n] = u.Reason + " (even with the node empty)"
+			default:
+				failed[n] = u.Reason
+			}
+			continue
+		}
+		fit = append(fit, n)
+		if score > bestScore {
+			best, bestScore = n, score
+		}
+	}
+	if best != "" {
+		c.reserve(k, req, best)
+	}
+	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
+	if len(failed) > 0 {
+		res.FailedNodes = failed
+	}
+	if len(unres) > 0 {
+		res.FailedAndUnresolvableNodes = unres
+	}
+	return res
+}
+
+// reserve books the pod speculatively on node, replacing its previous reservation. A pod that is
+// already being bound or is bound keeps its booking; a pod known to be gone is not booked.
+func (c *Cache) reserve(k PodKey, req *device.PodRequest, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, gone := c.gone[k]; gone {
+		return
+	}
+	old := c.pods[k]
+	if old != nil && old.stage != stageReserved {
+		return
+	}
+	if old != nil {
+		c.removeLocked(old)
+	}
+	ns := c.nodeOrNew(node)
+	ns.mu.Lock()
+	if ns.inv == nil {
+		ns.mu.Unlock()
+		return
+	}
+	a, err := allocator.Pick(ns.inv, ns.used, req)
+	ns.mu.Unlock()
+	if err != nil {
+		klog.V(4).InfoS("No speculative reservation: node filled up meanwhile", "pod", k.String(), "node", node, "reason", err.Error())
+		return
+	}
+	b := c.newBooking(k, node, stageReserved, req)
+	b.planned = &a
+	c.putLocked(b)
+	klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", node)
+}
+
+// Prioritize scores every candidate node 0..10 for pod by its node policy (the pod's own
+// reservation is left out of the node's usage). Pods that are not the extender's score 0.
+func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	out := make(extenderv1.HostPriorityList, len(names))
+	req, ours, err := c.ParseRequest(p)
+	for i, n := range names {
+		out[i].Host = n
+	}
+	if err != nil || !ours {
+		return out
+	}
+	own := c.ownBooking(KeyOfPod(p))
+	now := c.clock.Now()
+	for i, n := range names {
+		ns := c.node(n)
+		if ns == nil {
+			continue
+		}
+		ns.mu.Lock()
+		if c.unusableLocked(ns, now) == "" {
+			out[i].Score = int64(allocator.Score(ns.inv, usageExcluding(ns, own), req))
+		}
+		ns.mu.Unlock()
+		if out[i].Score > extenderv1.MaxExtenderPriority {
+			out[i].Score = extenderv1.MaxExtenderPriority
+		}
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package extender
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hami-go/hami-go/pkg/allocator"
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Signature groups (design.md "Matching Allocate to a pod"): pods bound to one node with equal
+// signatures are interchangeable, and the device plugin may hand one pod's planned GPUs to a
+// sibling. The group's planned allocations are therefore a pool of slots: every claimed member
+// consumes the slot equal to its claim (or, failing that, its own planned slot), and the
+// unclaimed members hold the remaining slots, each its own where still free. A member deleted
+// before its Allocate thus releases one UNCLAIMED slot of its group, not necessarily its own.
+
+// slotKey renders an allocation positionally (kind and devices of each container; names are not
+// part of it: Allocate never sees them).
+func slotKey(a *device.Allocation) string {
+	var b strings.Builder
+	for _, c := range a.Containers {
+		b.WriteString(string(c.Kind))
+		for _, d := range c.Devices {
+			b.WriteByte(' ')
+			b.WriteString(d.UUID)
+			b.WriteByte(':')
+			b.WriteString(strconv.FormatInt(d.MemoryMiB, 10))
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(d.CoresPercent))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// renamed returns slot with the container names of owner's planned allocation (by position).
+func renamed(slot, owner *device.Allocation) *device.Allocation {
+	out := &device.Allocation{Node: slot.Node, Containers: make([]device.ContainerAllocation, len(slot.Containers))}
+	for i, c := range slot.Containers {
+		c.SliceIDs = nil
+		if owner != nil && i < len(owner.Containers) {
+			c.Name = owner.Containers[i].Name
+		}
+		out.Containers[i] = c
+	}
+	return out
+}
+
+func setAlloc(b *booking, a *device.Allocation) {
+	if b.alloc == a {
+		return
+	}
+	b.alloc = a
+	b.charge = allocator.ChargeOf(a)
+}
+
+// normalizeLocked re-derives the charged allocation of every member of changed's signature
+// group on ns (or of changed alone when it has no group). Caller holds Cache.mu and ns.mu.
+func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
+	if !changed.hasKey {
+		c.chargeAlone(changed)
+		return
+	}
+	var members []*booking
+	for _, b := range ns.members {
+		if b.hasKey && b.sig == changed.sig && b.stage != stageReserved {
+			members = append(members, b)
+		}
+	}
+	if changed.stage == stageReserved || ns.members[changed.key] != changed {
+		c.chargeAlone(changed)
+	}
+	if len(members) == 0 {
+		return
+	}
+	sort.Slice(members, func(i, j int) bool {
+		if !members[i].since.Equal(members[j].since) {
+			return members[i].since.Before(members[j].since)
+		}
+		return members[i].key.String() < members[j].key.String()
+	})
+	pool := map[string][]*device.Allocation{}
+	take := func(k string) *device.Allocation {
+		l := pool[k]
+		if len(l) == 0 {
+			return nil
+		}
+		pool[k] = l[1:]
+		return l[0]
+	}
+	for _, b := range members {
+		s := b.planned
+		if s == nil {
+			s = b.claimed
+		}
+		if s != nil {
+			k := slotKey(s)
+			pool[k] = append(pool[k], s)
+		}
+	}
+	var unclaimed []*booking
+	for _, b := range members {
+		if b.stage != stageClaimed || b.claimed == nil {
+			unclaimed = append(unclaimed, b)
+			continue
+		}
+		if take(slotKey(b.claimed)) == nil && b.planned != nil {
+			take(slotKey(b.planned))
+		}
+		setAlloc(b, b.claimed)
+	}
+	var homeless []*booking
+	for _, b := range unclaimed {
+		if b.planned == nil {
+			continue
+		}
+		if s := take(slotKey(b.planned)); s != nil {
+			setAlloc(b, b.planned)
+		} else {
+			homeless = append(homeless, b)
+		}
+	}
+	keys := make([]string, 0, len(pool))
+	for k, l := range pool {
+		if len(l) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, b := range homeless {
+		var s *device.Allocation
+		for len(keys) > 0 && s == nil {
+			if s = take(keys[0]); s == nil {
+				keys = keys[1:]
+			}
+		}
+		if s == nil {
+			setAlloc(b, b.planned) // cannot happen: a slot per unclaimed member remains
+			continue
+		}
+		if b.alloc == nil || slotKey(b.alloc) != slotKey(s) {
+			setAlloc(b, renamed(s, b.planned))
+		}
+	}
+}
+
+// chargeAlone charges a booking by its own allocation (claimed wins over planned).
+func (c *Cache) chargeAlone(b *booking) {
+	a := b.planned
+	if b.stage == stageClaimed && b.claimed != nil {
+		a = b.claimed
+	}
+	if a != nil {
+		setAlloc(b, a)
+	}
+}

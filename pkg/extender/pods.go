@@ -1,0 +1,190 @@
+package extender
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// KeyOfPod returns the pod's exact identity.
+func KeyOfPod(p *corev1.Pod) PodKey {
+	return PodKey{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
+// podEnded reports a pod that will never run again (phase Succeeded or Failed, which includes
+// the kubelet's admission rejection UnexpectedAdmissionError, case C13).
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// newBooking fills the request-derived fields of a booking.
+func (c *Cache) newBooking(k PodKey, node string, st stage, req *device.PodRequest) *booking {
+	b := &booking{key: k, node: node, stage: st, req: req, since: c.clock.Now()}
+	if req != nil {
+		b.callKey, b.hasKey = device.KeyOf(req, c.cfg.Resources)
+		b.sig = device.SignatureOf(req)
+	}
+	return b
+}
+
+// decodeAnno decodes an allocation annotation placed on node; nil when absent, malformed (logged)
+// or for another node.
+func decodeAnno(p *corev1.Pod, anno, node string) *device.Allocation {
+	s, ok := p.Annotations[anno]
+	if !ok || node == "" {
+		return nil
+	}
+	a, err := device.DecodeAllocation(s)
+	if err != nil {
+		klog.ErrorS(err, "Ignoring malformed allocation annotation", "pod", klog.KObj(p), "annotation", anno)
+		return nil
+	}
+	if a.Node != node {
+		klog.InfoS("Ignoring allocation annotation for another node", "pod", klog.KObj(p), "annotation", anno, "allocationNode", a.Node, "podNode", node)
+		return nil
+	}
+	return &a
+}
+
+// OnPod applies the latest state of a pod from the informer (add or update). Claimed allocation
+// wins over planned; a pod that ended releases its usage; a terminating pod keeps it; a pod that
+// lost its annotations keeps what was booked for its key.
+func (c *Cache) OnPod(p *corev1.Pod) {
+	k := KeyOfPod(p)
+	if podEnded(p) {
+		c.mu.Lock()
+		b := c.pods[k]
+		c.mu.Unlock()
+		if b != nil {
+			klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
+			c.Release(k)
+		}
+		return
+	}
+	node := p.Spec.NodeName
+	_, hasPlanned := p.Annotations[device.AnnoPlanned]
+	_, hasClaimed := p.Annotations[device.AnnoClaimed]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.pods[k]
+	if b == nil && (node == "" || (!hasPlanned && !hasClaimed)) {
+		return // nothing booked and nothing to book from
+	}
+	if node == "" {
+		return // unbound: reservation or bind in progress is the cache's own business
+	}
+	if b != nil && b.node != node && !hasPlanned && !hasClaimed {
+		// Bound elsewhere than booked, without a plan (another scheduler, a preset nodeName):
+		// nothing of ours to charge there, and the booking here is void.
+		c.removeLocked(b)
+		return
+	}
+	planned := decodeAnno(p, device.AnnoPlanned, node)
+	claimed := decodeAnno(p, device.AnnoClaimed, node)
+	if planned == nil && claimed == nil {
+		if b != nil && b.node == node && b.stage == stageBinding {
+			// The Binding landed; annotations lost or unreadable: keep what we booked.
+			c.setStageLocked(b, stagePlanned)
+		}
+		return
+	}
+	var req *device.PodRequest
+	if b != nil && b.req != nil {
+		req = b.req
+	} else if r, err := device.ParsePodRequest(p, c.cfg.Resources); err == nil {
+		r.GPUPolicy, r.NodePolicy = c.policies(p, r)
+		req = &r
+	} else {
+		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation without grouping", "pod", klog.KObj(p))
+	}
+	nb := c.newBooking(k, node, stagePlanned, req)
+	if b != nil && b.node == node {
+		nb.since = b.since
+		if planned == nil {
+			planned = b.planned
+		}
+	}
+	nb.planned = planned
+	if claimed != nil {
+		nb.stage = stageClaimed
+		nb.claimed = claimed
+	}
+	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameAlloc(b.claimed, nb.claimed) {
+		return // nothing changed (resync, status update)
+	}
+	c.putLocked(nb)
+}
+
+func sameAlloc(a, b *device.Allocation) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Node != b.Node || len(a.Containers) != len(b.Containers) {
+		return false
+	}
+	for i := range a.Containers {
+		if a.Containers[i].Name != b.Containers[i].Name {
+			return false
+		}
+	}
+	return slotKey(a) == slotKey(b)
+}
+
+// policies applies the configured defaults where the pod has no policy annotation.
+func (c *Cache) policies(p *corev1.Pod, r device.PodRequest) (gpu, node device.Policy) {
+	gpu, node = r.GPUPolicy, r.NodePolicy
+	if p.Annotations[device.AnnoGPUPolicy] == "" {
+		gpu = c.cfg.GPUPolicy
+	}
+	if p.Annotations[device.AnnoNodePolicy] == "" {
+		node = c.cfg.NodePolicy
+	}
+	return gpu, node
+}
+
+// OnPodDelete releases a deleted pod's usage. obj is a *corev1.Pod or a
+// cache.DeletedFinalStateUnknown tombstone; the last state may have lost its annotations: what
+// was booked for the key is released all the same. exists reports whether a pod of that
+// namespace/name and the given UID is still in the informer's store (for a tombstone without
+// a pod, whose UID is unknown).
+func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bool)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if p, ok := t.Obj.(*corev1.Pod); ok {
+			obj = p
+		} else {
+			ns, name, err := cache.SplitMetaNamespaceKey(t.Key)
+			if err != nil {
+				klog.ErrorS(err, "Unreadable pod tombstone", "key", t.Key)
+				return
+			}
+			live, hasLive := types.UID(""), false
+			if exists != nil {
+				live, hasLive = exists(ns, name)
+			}
+			c.mu.Lock()
+			var keys []PodKey
+			for k := range c.pods {
+				if k.Namespace == ns && k.Name == name && (!hasLive || k.UID != live) {
+					keys = append(keys, k)
+				}
+			}
+			c.mu.Unlock()
+			for _, k := range keys {
+				c.Release(k)
+			}
+			return
+		}
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		klog.InfoS("Ignoring a deleted object that is not a pod", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	klog.V(4).InfoS("Pod deleted; releasing its GPUs", "pod", klog.KObj(p), "uid", p.UID)
+	c.Release(KeyOfPod(p))
+}

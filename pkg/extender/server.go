@@ -1,0 +1,145 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
+const maxBody = 64 << 20
+
+// Handler returns the extender's HTTP API: POST /filter, /prioritize, /bind, /preempt (JSON of
+// k8s.io/kube-scheduler/extender/v1), GET /healthz, /readyz (200 only once the cache was
+// rebuilt) and /metrics (gatherer's metrics). Malformed JSON is answered 400 with the reason;
+// a panic in a handler is recovered and answered 500 with its message.
+func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /filter", e.verb("filter", func(w http.ResponseWriter, r *http.Request) string {
+		var args extenderv1.ExtenderArgs
+		if !decode(w, r, &args) {
+			return "bad_request"
+		}
+		if args.Pod == nil {
+			http.Error(w, "ExtenderArgs.Pod is missing", http.StatusBadRequest)
+			return "bad_request"
+		}
+		var names []string
+		switch {
+		case args.NodeNames != nil:
+			names = *args.NodeNames
+		case args.Nodes != nil:
+			for i := range args.Nodes.Items {
+				names = append(names, args.Nodes.Items[i].Name)
+			}
+		}
+		res := e.cache.Filter(args.Pod, names)
+		reply(w, res)
+		if len(*res.NodeNames) == 0 {
+			return "refused"
+		}
+		return "ok"
+	}))
+	mux.HandleFunc("POST /prioritize", e.verb("prioritize", func(w http.ResponseWriter, r *http.Request) string {
+		var args extenderv1.ExtenderArgs
+		if !decode(w, r, &args) {
+			return "bad_request"
+		}
+		if args.Pod == nil || args.NodeNames == nil {
+			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
+			return "bad_request"
+		}
+		reply(w, e.cache.Prioritize(args.Pod, *args.NodeNames))
+		return "ok"
+	}))
+	mux.HandleFunc("POST /bind", e.verb("bind", func(w http.ResponseWriter, r *http.Request) string {
+		var args extenderv1.ExtenderBindingArgs
+		if !decode(w, r, &args) {
+			return "bad_request"
+		}
+		if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
+			http.Error(w, fmt.Sprintf("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node; got %q, %q, %q, %q", args.PodName, args.PodNamespace, args.PodUID, args.Node), http.StatusBadRequest)
+			return "bad_request"
+		}
+		err := e.Bind(r.Context(), PodKey{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
+		if err != nil {
+			reply(w, extenderv1.ExtenderBindingResult{Error: err.Error()})
+			return "refused"
+		}
+		reply(w, extenderv1.ExtenderBindingResult{})
+		return "ok"
+	}))
+	mux.HandleFunc("POST /preempt", e.verb("preempt", func(w http.ResponseWriter, r *http.Request) string {
+		var args extenderv1.ExtenderPreemptionArgs
+		if !decode(w, r, &args) {
+			return "bad_request"
+		}
+		reply(w, e.cache.Preempt(&args))
+		return "ok"
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !e.Ready() {
+			http.Error(w, "cache not rebuilt from the API yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	if gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+// verb wraps a handler with panic recovery and metrics.
+func (e *Extender) verb(name string, h func(http.ResponseWriter, *http.Request) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := e.clock.Now()
+		outcome := "error"
+		defer func() {
+			if p := recover(); p != nil {
+				klog.ErrorS(fmt.Errorf("panic: %v", p), "Extender handler panicked", "verb", name, "stack", string(debug.Stack()))
+				http.Error(w, fmt.Sprintf("internal error in %s: %v", name, p), http.StatusInternalServerError)
+			}
+			e.metrics.observe(name, outcome, e.clock.Since(start).Seconds())
+		}()
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		outcome = h(w, r)
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		http.Error(w, "reading request: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		http.Error(w, fmt.Sprintf("malformed %T: %v", v, err), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encoding reply: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
