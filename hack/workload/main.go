@@ -7,6 +7,7 @@
 //	envdump prints CUDA_VISIBLE_DEVICES and every HAMI_GO_*, CUDA_*, NVIDIA_* variable, then sleeps.
 //	sleep   sleeps for its argument in seconds (or "infinity"), until SIGTERM.
 //	pause   waits for SIGTERM or SIGINT (the pod sandbox).
+//	wget    fetches a URL (the options KubeRay's probes use; see wget.go).
 //
 // Called as `workload <name> args...` it runs <name>. Exit status: 0 on success or signal, 1 on a
 // Ray-like runtime failure, 2 on bad usage (as Ray's click CLI).
@@ -35,7 +36,7 @@ func run(ctx context.Context, argv []string, lookup func(string) (string, bool),
 	args := argv[1:]
 	if name == "workload" {
 		if len(args) == 0 {
-			fmt.Fprintln(stderr, "usage: workload ray|envdump|sleep|pause [args...]")
+			fmt.Fprintln(stderr, "usage: workload ray|envdump|sleep|pause|wget [args...]")
 			return 2
 		}
 		name, args = args[0], args[1:]
@@ -47,13 +48,15 @@ func run(ctx context.Context, argv []string, lookup func(string) (string, bool),
 		envDump(environ, stdout)
 		<-ctx.Done()
 		return 0
+	case "wget":
+		return runWget(ctx, args, stdout, stderr)
 	case "sleep":
 		return runSleep(ctx, args, stderr)
 	case "pause":
 		<-ctx.Done()
 		return 0
 	default:
-		fmt.Fprintf(stderr, "workload: unknown program %q (want ray, envdump, sleep or pause)\n", name)
+		fmt.Fprintf(stderr, "workload: unknown program %q (want ray, envdump, sleep, pause or wget)\n", name)
 		return 2
 	}
 }

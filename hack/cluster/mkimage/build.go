@@ -43,9 +43,10 @@ const (
 // built-in default is 3.6.
 var PauseTags = []string{"3.10", "3.6"}
 
-// busyboxApplets are linked to /bin/busybox in the workload image.
+// busyboxApplets are linked to /bin/busybox in the workload image. wget is the workload
+// program's: the static busybox crashes resolving "localhost" (glibc NSS cannot load).
 var busyboxApplets = []string{
-	"sh", "wget", "grep", "cat", "ls", "echo", "env", "ps", "head", "tail", "mkdir", "rm", "cp",
+	"sh", "grep", "cat", "ls", "echo", "env", "ps", "head", "tail", "mkdir", "rm", "cp",
 	"mv", "true", "false", "hostname", "id", "uname", "tr", "sed", "awk", "cut", "wc", "date",
 	"printf", "test", "[", "expr", "nc", "find", "xargs", "sort", "uniq", "tee", "touch", "ln",
 	"chmod", "stat", "df", "du", "free", "top", "kill", "pidof", "basename", "dirname", "which",
@@ -88,7 +89,7 @@ func Build(cfg Config) ([]string, error) {
 	}
 	refs := map[name.Reference]v1.Image{}
 	for _, t := range PauseTags {
-		refs[mustTag(PauseRepo + ":" + t)] = pause
+		refs[mustTag(PauseRepo+":"+t)] = pause
 	}
 	if err := write(filepath.Join(cfg.Out, "pause.tar"), refs); err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func Build(cfg Config) ([]string, error) {
 		{Path: "/bin/busybox", Mode: 0o755, Src: cfg.BusyboxBin},
 		{Path: "/usr/bin/env", Link: "/bin/busybox"},
 	}
-	for _, p := range []string{"ray", "envdump", "sleep", "pause"} {
+	for _, p := range []string{"ray", "envdump", "sleep", "pause", "wget"} {
 		files = append(files, entry{Path: "/bin/" + p, Link: "workload"})
 	}
 	for _, a := range busyboxApplets {
