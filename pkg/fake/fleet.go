@@ -23,6 +23,7 @@ type Fleet struct {
 	node    string
 	profile Profile
 	server  *server.Server
+	lib     *library
 	uuids   []string
 
 	mu   sync.Mutex
@@ -75,6 +76,7 @@ func New(node string, p Profile) (*Fleet, error) {
 		f.fillDevice(i, d)
 	}
 	s.EventSetCreateFunc = f.newEventSet
+	f.lib = &library{Server: s, fleet: f}
 	return f, nil
 }
 
@@ -156,7 +158,7 @@ func (f *Fleet) UUIDs() []string { return append([]string(nil), f.uuids...) }
 
 // Library is the fleet as a go-nvml library, for nvml.NewBackend. Its Init and Shutdown
 // succeed and do nothing.
-func (f *Fleet) Library() gonvml.Interface { return f.server }
+func (f *Fleet) Library() gonvml.Interface { return f.lib }
 
 // index finds a GPU by UUID.
 func (f *Fleet) index(uuid string) (int, error) {

@@ -210,3 +210,32 @@ func TestEventSetSemantics(t *testing.T) {
 		t.Errorf("register on another fleet's set = %v, want INVALID_ARGUMENT", ret)
 	}
 }
+
+// TestLibraryDoesNotGrowCallLog: the calls a fake device plugin repeats forever (handle by
+// UUID, memory info, processes, event waits) must not be recorded by go-nvml's mock.
+func TestLibraryDoesNotGrowCallLog(t *testing.T) {
+	f := mustFleet(t, "n", "dgxh100")
+	lib := f.Library()
+	set, _ := lib.EventSetCreate()
+	for i := 0; i < 100; i++ {
+		h, ret := lib.DeviceGetHandleByUUID(f.UUIDs()[i%8])
+		if ret != gonvml.SUCCESS {
+			t.Fatal(ret)
+		}
+		h.GetMemoryInfo()
+		h.GetComputeRunningProcesses()
+		set.Wait(0)
+	}
+	if n := len(f.server.DeviceGetHandleByUUIDCalls()); n != 0 {
+		t.Errorf("mock recorded %d DeviceGetHandleByUUID calls, want 0", n)
+	}
+	if _, ret := lib.DeviceGetHandleByUUID("GPU-nope"); ret != gonvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("unknown UUID = %v, want INVALID_ARGUMENT", ret)
+	}
+	if _, ret := lib.DeviceGetHandleByIndex(8); ret != gonvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("index 8 = %v, want INVALID_ARGUMENT", ret)
+	}
+	if n, _ := lib.DeviceGetCount(); n != 8 {
+		t.Errorf("count = %d, want 8", n)
+	}
+}
