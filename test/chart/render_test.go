@@ -148,6 +148,12 @@ func renderChart(t testing.TB, vals map[string]any) rendered {
 // renderFiles renders and returns the non-empty manifests by template path.
 func renderFiles(t testing.TB, vals map[string]any) (map[string]string, error) {
 	t.Helper()
+	return renderFilesIn(t, releaseNamespace, vals)
+}
+
+// renderFilesIn is renderFiles for a release in namespace ns.
+func renderFilesIn(t testing.TB, ns string, vals map[string]any) (map[string]string, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir(t))
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
@@ -155,7 +161,7 @@ func renderFiles(t testing.TB, vals map[string]any) (map[string]string, error) {
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: ns, Revision: 1, IsInstall: true}
 	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
