@@ -61,6 +61,16 @@ unmount_under() {
     done
 }
 
+# remove_cgroups: containerd puts containers under /sys/fs/cgroup/<controller>/k8s.io/<id>
+# (the kubelet runs with cgroupsPerQOS false); runc removes the per-container groups, and this
+# removes the parent when it is empty (rmdir fails on a cgroup still in use, which is kept).
+remove_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/*/k8s.io; do
+    [[ -d $d ]] && rmdir "$d" 2>/dev/null || true
+  done
+}
+
 delete_netns() {
   if [[ -e $NETNS_PATH ]]; then
     log "deleting network namespace $NETNS"
@@ -94,6 +104,7 @@ main() {
   stop etcd
   unmount_under "$KUBELET_ROOT"
   unmount_under "$STATE"
+  remove_cgroups
   delete_netns
   remove_dirs
   log "local cluster down"
