@@ -1,0 +1,67 @@
+// Package webhook is hami-go's mutating admission webhook (admission.k8s.io/v1) on
+// controller-runtime's webhook server: /mutate-pods defaults, validates and routes GPU pods and
+// sets `ray start --num-gpus` in KubeRay pods; /mutate-rayclusters writes the same GPU figures
+// into RayCluster group specs for the Ray autoscaler (rules in pkg/ray).
+package webhook
+
+import (
+	"fmt"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ray"
+)
+
+// PrivilegedPolicy says what happens to a GPU pod with a privileged container (case C25).
+type PrivilegedPolicy string
+
+const (
+	// PrivilegedDeny refuses the pod, naming the container (default). A privileged container
+	// sees every GPU of the node, outside any slice.
+	PrivilegedDeny PrivilegedPolicy = "deny"
+	// PrivilegedIgnore admits the pod untouched: no patch at all (no scheduler, no defaults);
+	// the pod is then not hami-go's and the device plugin refuses it a slice.
+	PrivilegedIgnore PrivilegedPolicy = "ignore"
+)
+
+// DefaultScheduler is the name the API server gives a pod that names no scheduler.
+const DefaultScheduler = "default-scheduler"
+
+// Config is what the admission handlers need.
+type Config struct {
+	// Names are the slice resource names (pkg/cliflags).
+	Names device.ResourceNames
+	// SchedulerName is set on GPU pods that use the default scheduler (case C27).
+	SchedulerName string
+	// Privileged is the rule for GPU pods with privileged containers (case C25).
+	Privileged PrivilegedPolicy
+	// Namespace is the webhook's own namespace; its pods and RayClusters are admitted untouched.
+	// Empty: none.
+	Namespace string
+	// Ray says how GPUs are counted and shown to Ray (pkg/ray).
+	Ray ray.Config
+}
+
+// DefaultConfig returns the defaults of docs/components.md.
+func DefaultConfig() Config {
+	n := device.DefaultResourceNames()
+	return Config{
+		Names:         n,
+		SchedulerName: device.SchedulerName,
+		Privileged:    PrivilegedDeny,
+		Ray:           ray.DefaultConfig(n.Count),
+	}
+}
+
+// Validate reports an invalid field by name and value.
+func (c Config) Validate() error {
+	if err := c.Names.Validate(); err != nil {
+		return err
+	}
+	if c.SchedulerName == "" {
+		return fmt.Errorf("scheduler name is empty")
+	}
+	if c.Privileged != PrivilegedDeny && c.Privileged != PrivilegedIgnore {
+		return fmt.Errorf("privileged: %q is not deny or ignore", c.Privileged)
+	}
+	return c.Ray.Validate(c.Names)
+}

@@ -1,0 +1,237 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ray"
+)
+
+// PodHandler is the admission.Handler of /mutate-pods (CREATE). For a pod that uses slices in
+// any container (init, sidecar or app; case C26) it
+//   - validates every quantity, percentage, policy and annotation (device.ParsePodRequest and
+//     validateAnnotations; cases C07, C08) and denies with the error, which names field and value;
+//   - applies the privileged rule (case C25, Config.Privileged);
+//   - denies a preset spec.nodeName, and sets spec.schedulerName to Config.SchedulerName where
+//     it is default-scheduler (a third-party scheduler is left alone; case C27);
+//   - adds the count resource = 1 to containers that give only memory or cores.
+//
+// For a KubeRay pod (label ray.io/node-type), GPU or not, it rewrites the Ray container's
+// `ray start` line (pkg/ray; cases C31-C33). A pod that uses no slices and is not a Ray pod, a
+// pod labelled hami-go.io/ignore=true, and a pod in Config.Namespace get no patch at all.
+type PodHandler struct {
+	cfg Config
+	m   *Metrics
+}
+
+// NewPodHandler returns the pod handler; cfg must be valid (Config.Validate), m may be nil.
+func NewPodHandler(cfg Config, m *Metrics) *PodHandler { return &PodHandler{cfg: cfg, m: m} }
+
+// Handle implements admission.Handler.
+func (h *PodHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+	return review(h.m, "pods", req, func() admission.Response { return h.handle(req) })
+}
+
+func (h *PodHandler) handle(req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("hami-go mutates pods only on create")
+	}
+	if h.cfg.Namespace != "" && req.Namespace == h.cfg.Namespace {
+		return admission.Allowed("hami-go's own namespace")
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return badRequest("pod", err)
+	}
+	if pod.Labels[device.LabelOptOut] == "true" {
+		return admission.Allowed("opted out (" + device.LabelOptOut + "=true)")
+	}
+	request, err := device.ParsePodRequest(&pod, h.cfg.Names)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	if err := validateAnnotations(pod.Annotations); err != nil {
+		return admission.Denied(err.Error())
+	}
+	isRay := pod.Labels[ray.LabelNodeType] != ""
+	if !request.UsesGPU() && !isRay {
+		return admission.Allowed("no GPU slices")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &doc); err != nil {
+		return badRequest("pod", err)
+	}
+	spec := child(doc, "spec", true)
+	var notes, warnings []string
+	if request.UsesGPU() {
+		if f := privilegedContainer(&pod.Spec); f != "" {
+			if h.cfg.Privileged == PrivilegedDeny {
+				return admission.Denied(fmt.Sprintf("%s: true; a privileged container sees every GPU of the node, so hami-go refuses GPU pods with privileged containers (webhook --privileged=deny)", f))
+			}
+			msg := fmt.Sprintf("%s: true; hami-go leaves this GPU pod untouched (webhook --privileged=ignore): it is not scheduled by %s and gets no slice from hami-go's device plugin", f, h.cfg.SchedulerName)
+			return admission.Allowed(msg).WithWarnings(msg)
+		}
+		if pod.Spec.NodeName != "" {
+			return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName, use a node selector instead, or label the pod %s=true to opt out)", pod.Spec.NodeName, h.cfg.SchedulerName, device.LabelOptOut))
+		}
+		switch pod.Spec.SchedulerName {
+		case "", DefaultScheduler:
+			spec["schedulerName"] = h.cfg.SchedulerName
+			notes = append(notes, "spec.schedulerName="+h.cfg.SchedulerName)
+		}
+		notes = append(notes, h.defaultCounts(&pod, spec)...)
+	}
+	if isRay {
+		n, w, err := h.rayStart(&pod, spec, request)
+		if err != nil {
+			return admission.Denied(err.Error())
+		}
+		notes, warnings = append(notes, n...), append(warnings, w...)
+	}
+	ops, err := diffPatch(req.Object.Raw, doc)
+	if err != nil {
+		return admission.Denied("hami-go webhook: " + err.Error())
+	}
+	msg := "hami-go: " + strings.Join(notes, "; ")
+	if len(ops) == 0 {
+		return admission.Allowed(msg).WithWarnings(warnings...)
+	}
+	return admission.Patched(msg, ops...).WithWarnings(warnings...)
+}
+
+// defaultCounts adds the count resource (1) where a container gives only memory or cores: to
+// its limits, and to its requests when they hold a slice resource (extended resources must
+// have requests equal to limits).
+func (h *PodHandler) defaultCounts(pod *corev1.Pod, spec map[string]any) []string {
+	n := h.cfg.Names
+	slice := []corev1.ResourceName{corev1.ResourceName(n.Memory), corev1.ResourceName(n.MemoryPercent), corev1.ResourceName(n.Cores)}
+	var notes []string
+	for _, l := range []struct {
+		key string
+		cs  []corev1.Container
+	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
+		for i, c := range l.cs {
+			count := corev1.ResourceName(n.Count)
+			if _, ok := c.Resources.Limits[count]; ok {
+				continue
+			}
+			if _, ok := c.Resources.Requests[count]; ok {
+				continue
+			}
+			inLimits, inRequests := hasAny(c.Resources.Limits, slice), hasAny(c.Resources.Requests, slice)
+			if !inLimits && !inRequests {
+				continue
+			}
+			res := child(item(spec, l.key, i), "resources", true)
+			child(res, "limits", true)[n.Count] = "1"
+			if inRequests {
+				child(res, "requests", true)[n.Count] = "1"
+			}
+			notes = append(notes, fmt.Sprintf("spec.%s[%s]: %s=1 (only memory or cores given)", l.key, c.Name, n.Count))
+		}
+	}
+	return notes
+}
+
+func hasAny(l corev1.ResourceList, names []corev1.ResourceName) bool {
+	for _, n := range names {
+		if q, ok := l[n]; ok && !q.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// rayStart rewrites the `ray start` line of the Ray container (the first app container, by
+// KubeRay's convention, or else the first one that runs `ray start`), in its command or args
+// and in KUBERAY_GEN_RAY_START_CMD, with --num-gpus = its GPU count (pkg/ray).
+func (h *PodHandler) rayStart(pod *corev1.Pod, spec map[string]any, request device.PodRequest) (notes, warnings []string, err error) {
+	idx := -1
+	for i, c := range pod.Spec.Containers {
+		if runsRayStart(c.Command) || runsRayStart(c.Args) {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		if len(pod.Spec.Containers) == 0 {
+			return nil, nil, nil
+		}
+		c := pod.Spec.Containers[ray.ContainerIndex]
+		return nil, []string{fmt.Sprintf("spec.containers[%s]: no `ray start` in its command or args; --num-gpus not set", c.Name)}, nil
+	}
+	c := &pod.Spec.Containers[idx]
+	field := fmt.Sprintf("spec.containers[%s]", c.Name)
+	dflt := 0
+	for _, cr := range request.Containers {
+		if cr.Kind == device.KindApp && cr.Name == c.Name {
+			dflt = cr.Count
+		}
+	}
+	n, err := h.cfg.Ray.GPUCount(field, c.Resources, h.cfg.Names.Count, dflt)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctr := item(spec, "containers", idx)
+	done := false
+	for _, key := range []string{"command", "args"} {
+		list, _ := ctr[key].([]any)
+		for j, v := range list {
+			s, ok := v.(string)
+			if !ok || done {
+				continue
+			}
+			r, err := h.cfg.Ray.RewriteStartLine(s, n)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s.%s[%d]: %v", field, key, j, err)
+			}
+			if !r.Found {
+				continue
+			}
+			done = true
+			for _, w := range r.Warnings {
+				warnings = append(warnings, field+": "+w)
+			}
+			if r.Changed {
+				list[j] = r.Line
+				notes = append(notes, field+": ray start --num-gpus="+numGPUsNote(r, n))
+			}
+		}
+	}
+	for j, e := range c.Env {
+		if e.Name != ray.EnvGeneratedStartCmd || e.ValueFrom != nil {
+			continue
+		}
+		r, err := h.cfg.Ray.RewriteStartLine(e.Value, n)
+		if err == nil && r.Changed {
+			if env := item(ctr, "env", j); env != nil {
+				env["value"] = r.Line
+			}
+		}
+	}
+	return notes, warnings, nil
+}
+
+func numGPUsNote(r ray.StartLine, n int) string {
+	if r.UserNumGPUs != "" {
+		return r.UserNumGPUs + " (the user's)"
+	}
+	return strconv.Itoa(n)
+}
+
+func runsRayStart(list []string) bool {
+	for _, s := range list {
+		if strings.Contains(s, "ray start") || strings.Contains(s, "/ray start") {
+			return true
+		}
+	}
+	return false
+}
