@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,3 +130,7 @@ func ruleSet(rules []rbacv1.PolicyRule) map[string]bool {
 	}
 	return m
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
