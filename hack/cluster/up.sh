@@ -275,14 +275,20 @@ node_ready() {
   [[ $(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
 }
 
-# start_kuberay: the KubeRay CRDs, then the operator as a host process.
+# start_kuberay: the KubeRay CRDs (applied once per KubeRay version: the label
+# hami-go.io/kuberay-version records it), then the operator as a host process.
 start_kuberay() {
-  local mod
-  mod=$(cd "$REPO_ROOT/hack/tools/kuberay" && go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)
-  [[ -d $mod/config/crd/bases ]] || die "KubeRay CRDs not found under $mod/config/crd/bases"
-  kubectl apply --server-side --force-conflicts -f "$mod/config/crd/bases" >>"$LOGS/kuberay-crds.log" 2>&1 ||
-    die "installing the KubeRay CRDs failed (see $LOGS/kuberay-crds.log)"
-  kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io >/dev/null
+  local crds=$(go env GOMODCACHE)/github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION/config/crd/bases
+  local names=(crd/rayclusters.ray.io crd/rayjobs.ray.io crd/rayservices.ray.io) have
+  have=$(kubectl get "${names[@]}" -o jsonpath='{range .items[*]}{.metadata.labels.hami-go\.io/kuberay-version}{" "}{end}' 2>/dev/null || true)
+  if [[ $have != "$KUBERAY_VERSION $KUBERAY_VERSION $KUBERAY_VERSION " ]]; then
+    [[ -d $crds ]] || die "KubeRay CRDs not found in $crds (hack/cluster/build-tools.sh downloads the module)"
+    log "installing the KubeRay $KUBERAY_VERSION CRDs"
+    kubectl apply --server-side --force-conflicts -f "$crds" >>"$LOGS/kuberay-crds.log" 2>&1 ||
+      die "installing the KubeRay CRDs failed (see $LOGS/kuberay-crds.log)"
+    kubectl label --overwrite "${names[@]}" "hami-go.io/kuberay-version=$KUBERAY_VERSION" >/dev/null
+  fi
+  kubectl wait --for=condition=Established --timeout=60s "${names[@]}" >/dev/null
   start kuberay-operator "kuberay-operator" kuberay-operator --kubeconfig="$KUBECONFIG_FILE" \
     --enable-leader-election=false --metrics-addr=127.0.0.1:18080 \
     --health-probe-bind-address=127.0.0.1:18082
