@@ -1,0 +1,165 @@
+package chart_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
+)
+
+// `helm lint` through the SDK, strict: no warning or error for the defaults and each values file.
+func TestHelmLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"values.yaml":       nil,
+		"values-local.yaml": valuesFile(t, "values-local.yaml"),
+		"values-kind.yaml":  valuesFile(t, "values-kind.yaml"),
+		"cert-manager":      sets(t, "webhook.certs.mode=certManager", "serviceMonitor.enabled=true"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := lint.All(chartDir(t), vals, releaseNamespace, false)
+			for _, m := range l.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("lint: %s", m.Error())
+				}
+			}
+		})
+	}
+}
+
+func TestInvalidValuesFailWithTheirName(t *testing.T) {
+	for _, c := range []struct{ set, want string }{
+		{"devicePlugin.backend=cuda", `devicePlugin.backend must be "nvml" or "fake", got "cuda"`},
+		{"devicePlugin.enforcement=strict", `devicePlugin.enforcement must be "hami-core", "mps" or "none", got "strict"`},
+		{"devicePlugin.deviceListStrategy=volume", `devicePlugin.deviceListStrategy must be "envvar" or "cdi", got "volume"`},
+		{"devicePlugin.splitCount=0", "devicePlugin.splitCount must be >= 1, got 0"},
+		{"devicePlugin.memoryScaling=0.5", "devicePlugin.memoryScaling must be >= 1, got 0.5"},
+		{"scheduler.extender.nodePolicy=pack", `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},
+		{"scheduler.extender.gpuPolicy=random", `scheduler.extender.gpuPolicy must be "binpack" or "spread", got "random"`},
+		{"scheduler.replicas=0", "scheduler.replicas must be >= 1, got 0"},
+		{"webhook.failurePolicy=fail", `webhook.failurePolicy must be "Fail" or "Ignore", got "fail"`},
+		{"webhook.privileged=allow", `webhook.privileged must be "deny" or "ignore", got "allow"`},
+		{"webhook.certs.mode=vault", `webhook.certs.mode must be "generate", "certManager" or "secret", got "vault"`},
+		{"webhook.certs.mode=secret", `webhook.certs.mode "secret" needs webhook.certs.secretName and webhook.certs.caBundle`},
+		{"webhook.url=http://10.0.0.1:9443", `webhook.url must start with https://, got "http://10.0.0.1:9443"`},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			_, err := renderFiles(t, sets(t, c.set))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// The dashboard is valid JSON whose queries use only metrics defined in pkg/ and the labels of
+// pkg/metrics (plus each metric's own: verb, outcome, resource, result, le).
+func TestDashboard(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "hami-go.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr   string `json:"expr"`
+				Legend string `json:"legendFormat"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	defined := definedMetrics(t)
+	allowed := append(slices.Clone(hmetrics.SliceLabels), "verb", "outcome", "resource", "result", "le")
+	metricRE := regexp.MustCompile(`\bhami_go_[a-z0-9_]+`)
+	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
+	legendRE := regexp.MustCompile(`\{\{(\w+)\}\}`)
+	used := map[string]bool{}
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			names := metricRE.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("panel %q: %q uses no hami_go_ metric", p.Title, tg.Expr)
+			}
+			for _, n := range names {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+				if !defined[base] {
+					t.Errorf("panel %q: metric %s is defined nowhere in pkg/", p.Title, n)
+				}
+				used[base] = true
+			}
+			var labels []string
+			for _, m := range byRE.FindAllStringSubmatch(tg.Expr, -1) {
+				for _, l := range strings.Split(m[1], ",") {
+					labels = append(labels, strings.TrimSpace(l))
+				}
+			}
+			for _, m := range legendRE.FindAllStringSubmatch(tg.Legend, -1) {
+				labels = append(labels, m[1])
+			}
+			for _, l := range labels {
+				if !slices.Contains(allowed, l) {
+					t.Errorf("panel %q: label %q is not one of %v", p.Title, l, allowed)
+				}
+			}
+		}
+	}
+	// Per-GPU and per-slice series are both shown.
+	for _, n := range []string{"hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib"} {
+		if !used[n] {
+			t.Errorf("dashboard does not show %s", n)
+		}
+	}
+	// The ConfigMap carries the file unchanged.
+	cm := renderChart(t, nil).get(t, "ConfigMap/hami-go-dashboard").raw
+	if got := field(t, cm, "data", "hami-go.json"); strings.TrimSpace(got.(string)) != strings.TrimSpace(string(b)) {
+		t.Error("dashboard ConfigMap differs from dashboards/hami-go.json")
+	}
+}
+
+// definedMetrics scans the Go sources under pkg/ for metric names: Namespace+"_<rest>" and
+// Namespace/Subsystem/Name options.
+func definedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	root := filepath.Join(chartDir(t), "..", "..", "pkg")
+	concat := regexp.MustCompile(`Namespace\s*\+\s*"_([a-z0-9_]+)"`)
+	opts := regexp.MustCompile(`(?s)Subsystem:\s*"([a-z0-9_]+)",\s*Name:\s*"([a-z0-9_]+)"`)
+	out := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
+		if err != nil || de.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range concat.FindAllSubmatch(b, -1) {
+			out[hmetrics.Namespace+"_"+string(m[1])] = true
+		}
+		for _, m := range opts.FindAllSubmatch(b, -1) {
+			out[hmetrics.Namespace+"_"+string(m[1])+"_"+string(m[2])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
