@@ -3,6 +3,8 @@ package device
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -30,37 +32,64 @@ func ParseMemoryMiB(field string, q resource.Quantity) (int64, error) {
 	if q.Sign() <= 0 {
 		return 0, fmt.Errorf("%s: %s is not a positive amount of GPU memory (MiB)", field, s)
 	}
+	// Bound the magnitude first with the cheap float view: exact comparisons of quantities with
+	// huge exponents ("9223E72036854775807") would materialize 10^exponent and never return.
+	approx := q.AsApproximateFloat64()
 	if q.Format == resource.BinarySI {
-		if q.Cmp(maxBinary) > 0 {
+		if approx > MaxGPUMemoryMiB*mib {
 			return 0, fmt.Errorf("%s: %s is more GPU memory than any GPU has (at most %d MiB)", field, s, int64(MaxGPUMemoryMiB))
 		}
 		bytes := q.Value() // rounds a fractional byte count up
+		if bytes > MaxGPUMemoryMiB*mib {
+			return 0, fmt.Errorf("%s: %s is more GPU memory than any GPU has (at most %d MiB)", field, s, int64(MaxGPUMemoryMiB))
+		}
 		return (bytes + mib - 1) / mib, nil
 	}
 	// Decimal: a whole number of MiB.
-	if q.MilliValue()%1000 != 0 || (q.Cmp(*resource.NewQuantity(1, resource.DecimalSI)) < 0) {
+	v, whole := q.AsInt64()
+	if !whole && approx <= MaxGPUMemoryMiB {
 		return 0, fmt.Errorf("%s: %s is not a whole number of MiB (GPU memory is given in MiB, e.g. 3000, or with a binary suffix, e.g. 1536Mi)", field, s)
 	}
-	v, ok := q.AsInt64()
-	if !ok || v > MaxGPUMemoryMiB {
-		return 0, fmt.Errorf("%s: %s is %s MiB, more than any GPU has (at most %d MiB); did you mean %s?", field, s, q.AsDec().String(), int64(MaxGPUMemoryMiB), suggestBinary(q))
+	if !whole || v > MaxGPUMemoryMiB {
+		figure := s
+		if whole {
+			figure = strconv.FormatInt(v, 10)
+		}
+		return 0, fmt.Errorf("%s: %s is %s MiB, more than any GPU has (at most %d MiB); did you mean %s?", field, s, figure, int64(MaxGPUMemoryMiB), suggestBinary(q, approx))
 	}
 	return v, nil
 }
 
-// suggestBinary turns a decimal-suffixed quantity into the binary suffix the user probably meant
-// ("3000M" -> "3000Mi", "16G" -> "16Gi").
-func suggestBinary(q resource.Quantity) string {
+// suggestBinary names the binary quantity a user probably meant by a decimal-suffixed one that is
+// too large to be MiB. Kubernetes has already normalized the spelling ("3000M" arrives as "3G"),
+// so both readings are offered: the figure in millions as Mi ("3000M" -> "3000Mi") and, where it
+// differs, the largest whole decimal unit made binary ("3G" -> "3Gi"): "3000Mi or 3Gi". Only
+// suggestions that are valid GPU memory figures are made.
+func suggestBinary(q resource.Quantity, approx float64) string {
+	var out []string
+	if approx > 2*MaxGPUMemoryMiB*1e12 { // beyond every suggestion; also keeps Cmp cheap
+		return "a binary quantity such as 3000Mi"
+	}
+	if n := q.ScaledValue(resource.Mega); n > 0 && n <= MaxGPUMemoryMiB && resource.NewScaledQuantity(n, resource.Mega).Cmp(q) == 0 {
+		out = append(out, strconv.FormatInt(n, 10)+"Mi")
+	}
 	for _, u := range []struct {
 		suffix string
 		scale  resource.Scale
-	}{{"Ti", resource.Tera}, {"Gi", resource.Giga}, {"Mi", resource.Mega}, {"Ki", resource.Kilo}} {
+		mib    int64
+	}{{"Ti", resource.Tera, 1 << 20}, {"Gi", resource.Giga, 1 << 10}, {"Mi", resource.Mega, 1}} {
 		n := q.ScaledValue(u.scale)
-		if resource.NewScaledQuantity(n, u.scale).Cmp(q) == 0 {
-			return fmt.Sprintf("%d%s", n, u.suffix)
+		if n > 0 && n <= MaxGPUMemoryMiB/u.mib && resource.NewScaledQuantity(n, u.scale).Cmp(q) == 0 {
+			if alt := strconv.FormatInt(n, 10) + u.suffix; len(out) == 0 || out[0] != alt {
+				out = append(out, alt)
+			}
+			break
 		}
 	}
-	return "a binary quantity such as 3000Mi"
+	if len(out) == 0 {
+		return "a binary quantity such as 3000Mi"
+	}
+	return strings.Join(out, " or ")
 }
 
 // ParsePercent parses a whole percentage in [lo, 100] (gpumem-percentage: lo = 1, case C08;
