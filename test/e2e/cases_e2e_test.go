@@ -1,0 +1,232 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// freeWithin is how soon a pod waiting for capacity must be bound once the pod holding it is
+// deleted (case C13: "at once", no multi-minute wait; kube-scheduler's backoff is at most 10 s).
+const freeWithin = 30 * time.Second
+
+// TestC20ConfusablePodsBothOrders is case C20 end to end: two pods with the same first
+// Allocate call (1 GPU) but different memory (24576 and 600 MiB) created together, in both
+// orders; each container's CUDA_DEVICE_MEMORY_LIMIT_0 is its own request.
+func TestC20ConfusablePodsBothOrders(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	for _, order := range []struct {
+		name  string
+		first gpuLimits
+		then  gpuLimits
+	}{
+		{"big-first", gpuLimits{count: 1, memMiB: 24576}, gpuLimits{count: 1, memMiB: 600}},
+		{"small-first", gpuLimits{count: 1, memMiB: 600}, gpuLimits{count: 1, memMiB: 24576}},
+	} {
+		t.Run(order.name, func(t *testing.T) {
+			ns := e2eNamespace(t, c)
+			a, b := gpuPod(ns, "first", order.first), gpuPod(ns, "then", order.then)
+			c.CreatePod(t, a)
+			c.CreatePod(t, b)
+			pa := c.WaitForRunning(t, ns, "first", 2*time.Minute)
+			pb := c.WaitForRunning(t, ns, "then", 2*time.Minute)
+			c.checkOwnLimit(t, pa, order.first.memMiB)
+			c.checkOwnLimit(t, pb, order.then.memMiB)
+		})
+	}
+}
+
+// fillPlan sizes two pods against the node's free memory: a holder asking every GPU with
+// holdMiB each, and a waiter of waitMiB that fits on no GPU while the holder exists and on
+// one once it is gone.
+func fillPlan(t *testing.T, c *Cluster, inv device.Inventory) (holder, waiter gpuLimits) {
+	t.Helper()
+	free := freeMiB(inv, c.nodeUsage(t))
+	minFree, maxRest := free[0], int64(0)
+	for _, f := range free {
+		minFree = min(minFree, f)
+	}
+	for _, f := range free {
+		maxRest = max(maxRest, f-minFree)
+	}
+	if minFree < 2000 {
+		t.Fatalf("node %s is too busy for this test: free MiB per GPU %v (other pods hold GPUs)", c.NodeName, free)
+	}
+	return gpuLimits{count: len(inv.GPUs), memMiB: minFree}, gpuLimits{count: 1, memMiB: maxRest + minFree/2}
+}
+
+// waitUnschedulable waits until kube-scheduler has reported the pod FailedScheduling.
+func (c *Cluster) waitUnschedulable(t *testing.T, ns, name string) string {
+	t.Helper()
+	var msg string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String(),
+		})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FailedScheduling" {
+				msg = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		p, _ := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		t.Fatalf("pod %s/%s: no FailedScheduling event within a minute\n%s", ns, name, c.describe(ns, name, p))
+	}
+	return msg
+}
+
+// holdAndRelease creates the holder and (once the holder is bound, and running when running
+// is true) the waiter, checks the waiter cannot be placed, deletes the holder and returns how
+// long the waiter then took to be bound.
+func (c *Cluster) holdAndRelease(t *testing.T, ns string, holder, waiter gpuLimits, running bool) time.Duration {
+	t.Helper()
+	c.CreatePod(t, gpuPod(ns, "holder", holder))
+	var h *corev1.Pod
+	if running {
+		h = c.WaitForRunning(t, ns, "holder", 2*time.Minute)
+		if _, claimed := allocations(t, h); claimed == nil {
+			t.Fatalf("holder is Running without a claimed allocation: %v", h.Annotations)
+		}
+	} else {
+		h = c.waitBound(t, ns, "holder", time.Minute)
+		if planned, claimed := allocations(t, h); planned == nil || claimed != nil {
+			t.Fatalf("holder bound with planned=%v claimed=%v; want planned only (the kubelet is stopped)", planned != nil, claimed != nil)
+		}
+	}
+	c.CreatePod(t, gpuPod(ns, "waiter", waiter))
+	msg := c.waitUnschedulable(t, ns, "waiter")
+	t.Logf("waiter (%d MiB) unschedulable while the holder (%d GPUs x %d MiB) exists: %s", waiter.memMiB, holder.count, holder.memMiB, msg)
+	if p, _ := c.Client.CoreV1().Pods(ns).Get(context.Background(), "waiter", metav1.GetOptions{}); p != nil && p.Spec.NodeName != "" {
+		t.Fatalf("waiter was bound to %s while the holder still holds the memory", p.Spec.NodeName)
+	}
+	start := time.Now()
+	c.deleteNow(t, ns, "holder")
+	c.waitBound(t, ns, "waiter", freeWithin)
+	took := time.Since(start)
+	for u, x := range c.nodeUsage(t) {
+		for _, p := range x.pods {
+			if strings.HasPrefix(p, ns+"/holder[") {
+				t.Errorf("GPU %s still charged to the deleted holder: %v", u, x.pods)
+			}
+		}
+	}
+	return took
+}
+
+// TestDeletedPodFreesSlice is case C13 after Allocate: a Running pod holding memory on every
+// GPU is deleted; the pod that needs that memory is bound within seconds and runs with its
+// own limit.
+func TestDeletedPodFreesSlice(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	inv := c.inventory(t)
+	ns := e2eNamespace(t, c)
+	holder, waiter := fillPlan(t, c, inv)
+	took := c.holdAndRelease(t, ns, holder, waiter, true)
+	t.Logf("waiter bound %v after the running holder was deleted", took.Round(time.Millisecond))
+	p := c.WaitForRunning(t, ns, "waiter", 2*time.Minute)
+	c.checkOwnLimit(t, p, waiter.memMiB)
+	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+}
+
+// stopKubelet stops the node's kubelet (hack/cluster/restart.sh stop kubelet) and makes sure
+// it is started again when the test ends. It returns the function that starts it.
+func stopKubelet(t *testing.T, c *Cluster) (start func()) {
+	t.Helper()
+	c.clusterScript(t, "restart.sh", "stop", "kubelet")
+	var once sync.Once
+	start = func() { once.Do(func() { c.clusterScript(t, "restart.sh", "start", "kubelet") }) }
+	t.Cleanup(func() {
+		start()
+		c.waitNodeReady(t, 2*time.Minute)
+	})
+	return start
+}
+
+// waitNodeReady waits for the node's Ready condition.
+func (c *Cluster) waitNodeReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		return err == nil && nodeReady(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s not Ready after %v (%s/logs/kubelet.log)", c.NodeName, timeout, c.State)
+	}
+}
+
+// TestC13DeletedBeforeAllocate: the kubelet is stopped, so a bound pod holding memory on
+// every GPU is never allocated; it is deleted, and the pod that needs its memory is bound
+// within seconds (the extender released the unallocated booking at the delete, not on a
+// timer); once the kubelet is back the waiter runs with its own limit.
+func TestC13DeletedBeforeAllocate(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	inv := c.inventory(t)
+	ns := e2eNamespace(t, c)
+	holder, waiter := fillPlan(t, c, inv)
+	startKubelet := stopKubelet(t, c)
+	took := c.holdAndRelease(t, ns, holder, waiter, false)
+	t.Logf("waiter bound %v after the unallocated holder was deleted", took.Round(time.Millisecond))
+	startKubelet()
+	p := c.WaitForRunning(t, ns, "waiter", 2*time.Minute)
+	c.checkOwnLimit(t, p, waiter.memMiB)
+	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+}
+
+// TestC14SlowAllocateKeepsOwnLimits: the kubelet is stopped, so pod big (1 GPU, 24576 MiB) is
+// bound but its Allocate comes late (after more than the extender's bind wait and the device
+// plugin's allocate wait). Pod small (1 GPU, 600 MiB) has the same first Allocate call: the
+// extender must not let it be in flight on the node meanwhile (no timer frees big's place).
+// Once the kubelet is back, both run, each with its own limit.
+func TestC14SlowAllocateKeepsOwnLimits(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	ns := e2eNamespace(t, c)
+	startKubelet := stopKubelet(t, c)
+	big, small := gpuLimits{count: 1, memMiB: 24576}, gpuLimits{count: 1, memMiB: 600}
+	c.CreatePod(t, gpuPod(ns, "big", big))
+	b := c.waitBound(t, ns, "big", time.Minute)
+	plannedBefore := b.Annotations[device.AnnoPlanned]
+	c.CreatePod(t, gpuPod(ns, "small", small))
+	held := 12 * time.Second
+	deadline := time.Now().Add(held)
+	for time.Now().Before(deadline) {
+		s, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "small", metav1.GetOptions{})
+		if err == nil && s.Spec.NodeName != "" {
+			t.Errorf("small was bound to %s while big, with the same first Allocate call, was still waiting for the kubelet (case C20/C14: the two could be confused)", s.Spec.NodeName)
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	b, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Annotations[device.AnnoPlanned] != plannedBefore {
+		t.Errorf("big's planned allocation changed while it waited:\nbefore %s\nafter  %s", plannedBefore, b.Annotations[device.AnnoPlanned])
+	}
+	startKubelet()
+	pb := c.WaitForRunning(t, ns, "big", 2*time.Minute)
+	ps := c.WaitForRunning(t, ns, "small", 2*time.Minute)
+	c.checkOwnLimit(t, pb, big.memMiB)
+	c.checkOwnLimit(t, ps, small.memMiB)
+}

@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+)
+
+// rayClusterGVR is KubeRay's RayCluster resource (ray.io/v1).
+var rayClusterGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+
+// rayCluster is a RayCluster laid out like KubeRay v1.5's quick start (rayproject/ray:2.46.0,
+// which the local cluster tags onto the workload image's `ray` stand-in): a head without GPU
+// and one worker group of `workers` workers, each with nvidia.com/gpu: 1 and gpumem memMiB.
+func rayCluster(name string, workers int64, memMiB int64) *unstructured.Unstructured {
+	container := func(name string, limits map[string]any) map[string]any {
+		return map[string]any{
+			"name": name, "image": "rayproject/ray:2.46.0", "imagePullPolicy": "IfNotPresent",
+			"resources": map[string]any{"limits": limits, "requests": map[string]any{"cpu": "100m", "memory": "128Mi"}},
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"rayVersion": "2.46.0",
+			"headGroupSpec": map[string]any{
+				"rayStartParams": map[string]any{},
+				"template": map[string]any{"spec": map[string]any{"containers": []any{
+					container("ray-head", map[string]any{"cpu": "1", "memory": "512Mi"}),
+				}}},
+			},
+			"workerGroupSpecs": []any{map[string]any{
+				"groupName": "gpu-group", "replicas": workers, "minReplicas": int64(0), "maxReplicas": int64(4),
+				"rayStartParams": map[string]any{},
+				"template": map[string]any{"spec": map[string]any{"containers": []any{
+					container("ray-worker", map[string]any{"cpu": "1", "memory": "512Mi", resCount: "1", resMemory: int64(memMiB)}),
+				}}},
+			}},
+		},
+	}}
+}
+
+// startLine returns the container's command and args joined, where KubeRay puts `ray start`.
+func startLine(c corev1.Container) string {
+	return strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
+}
+
+var registeredRE = regexp.MustCompile(`(?m)^ray-standin: registered node=(\w+) GPU=(\d+) .*$`)
+
+// TestKubeRayNumGPUs: the real KubeRay operator makes a head (no GPU) and two workers (1 GPU,
+// 8000 MiB); the webhook gives the head --num-gpus=0 and the workers --num-gpus=1 (cases C31,
+// C33), the device plugin's env reaches the rewritten line, and the `ray` stand-in registers
+// GPU=1 and gpu_memory_mib=8000 on each worker, GPU=0 on the head.
+func TestKubeRayNumGPUs(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	ns := e2eNamespace(t, c)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster("rc", 2, 8000), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create RayCluster: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{})
+	})
+
+	var pods []corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})
+		if err != nil {
+			return false, nil
+		}
+		pods = l.Items
+		running := 0
+		for i := range pods {
+			if allStarted(&pods[i]) {
+				running++
+			}
+		}
+		return running == 3 && len(pods) == 3, nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for i := range pods {
+			b.WriteString(c.describe(ns, pods[i].Name, &pods[i]) + "\n")
+		}
+		t.Fatalf("RayCluster rc: want 3 running pods (head + 2 workers), have:\n%s\n(operator log: %s/logs/kuberay-operator.log)", b.String(), c.State)
+	}
+	heads, workers := 0, 0
+	for _, p := range pods {
+		kind := p.Labels["ray.io/node-type"]
+		ctr := p.Spec.Containers[0]
+		line := startLine(ctr)
+		log := c.WaitForLog(t, ns, p.Name, ctr.Name, "ray-standin: registered", time.Minute)
+		m := registeredRE.FindStringSubmatch(log)
+		if m == nil {
+			t.Errorf("pod %s: no registered line in log:\n%s", p.Name, log)
+			continue
+		}
+		switch kind {
+		case "head":
+			heads++
+			if !strings.Contains(line, "--num-gpus=0") {
+				t.Errorf("head %s: ray start line lacks --num-gpus=0: %s", p.Name, line)
+			}
+			if m[1] != "head" || m[2] != "0" {
+				t.Errorf("head %s registered node=%s GPU=%s, want head GPU=0: %s", p.Name, m[1], m[2], m[0])
+			}
+			if p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+				t.Errorf("head %s: schedulerName %q, want %q (no GPU)", p.Name, p.Spec.SchedulerName, corev1.DefaultSchedulerName)
+			}
+		case "worker":
+			workers++
+			if !strings.Contains(line, "--num-gpus=1") {
+				t.Errorf("worker %s: ray start line lacks --num-gpus=1: %s", p.Name, line)
+			}
+			if m[1] != "worker" || m[2] != "1" {
+				t.Errorf("worker %s registered node=%s GPU=%s, want worker GPU=1: %s", p.Name, m[1], m[2], m[0])
+			}
+			if !strings.Contains(m[0], " gpu_memory_mib=8000 ") {
+				t.Errorf("worker %s: registered line lacks gpu_memory_mib=8000: %s", p.Name, m[0])
+			}
+			planned, claimed := allocations(t, &p)
+			if planned == nil || claimed == nil {
+				t.Errorf("worker %s: planned=%v claimed=%v, want both", p.Name, planned != nil, claimed != nil)
+			} else if cl := claimed.Container(ctr.Name); cl == nil || len(cl.Devices) != 1 || cl.Devices[0].MemoryMiB != 8000 {
+				t.Errorf("worker %s: claimed %+v, want one GPU of 8000 MiB", p.Name, claimed)
+			}
+		default:
+			t.Errorf("pod %s: ray.io/node-type %q", p.Name, kind)
+		}
+		t.Logf("%s %s: %s", kind, p.Name, m[0])
+	}
+	if heads != 1 || workers != 2 {
+		t.Errorf("%d heads and %d workers, want 1 and 2", heads, workers)
+	}
+}
