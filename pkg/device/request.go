@@ -60,12 +60,18 @@ type ContainerRequest struct {
 	CoresPercent int `json:"coresPercent,omitempty"`
 }
 
-// MemoryOn returns the MiB this container books on a GPU of totalMiB (rounding a percentage up).
+// MemoryOn returns the MiB this container books on a GPU of totalMiB (rounding a percentage up,
+// case C08). When neither MemoryMiB nor MemoryPercent is set the container books the whole GPU
+// (100%), never 0 MiB.
 func (c *ContainerRequest) MemoryOn(totalMiB int64) int64 {
 	if c.MemoryMiB > 0 {
 		return c.MemoryMiB
 	}
-	return PercentOfMiB(totalMiB, c.MemoryPercent)
+	pct := c.MemoryPercent
+	if pct <= 0 {
+		pct = 100
+	}
+	return PercentOfMiB(totalMiB, pct)
 }
 
 // Exclusive reports whether the container needs its GPUs to itself (cores 100%).
