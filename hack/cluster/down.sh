@@ -7,21 +7,6 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-# stop <name>: SIGTERM the recorded process, SIGKILL after 15 s.
-stop() {
-  local name=$1 pid i
-  if pid=$(pid_of "$name"); then
-    log "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDS/$name.pid" "$PIDS/$name.match"
-}
-
 # kill_tree <pid>: SIGKILL a process and all its descendants (children first).
 kill_tree() {
   local pid=$1 child

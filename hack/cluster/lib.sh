@@ -27,7 +27,7 @@ K8S_VERSION=v1.37.2
 KUBERAY_VERSION=v1.5.0
 VERSION=${VERSION:-0.1.0}
 
-log() { printf '%s up/down: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+log() { printf '%s hami-go cluster: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # pid_of <name>: the recorded pid of a component, if that process still runs it.
@@ -39,6 +39,44 @@ pid_of() {
   # The process must still be ours: its command line names the component's marker.
   [[ -f $PIDS/$1.match && $(tr '\0' ' ' <"/proc/$pid/cmdline") == *"$(<"$PIDS/$1.match")"* ]] || return 1
   echo "$pid"
+}
+
+# start <name> <marker> <command...>: runs the command detached, logging to $LOGS/<name>.log,
+# unless the recorded process still runs. <marker> is a string of its command line (down.sh
+# and re-runs check it before trusting a pid).
+start() {
+  local name=$1 marker=$2 pid
+  shift 2
+  if pid=$(pid_of "$name"); then
+    log "$name already running (pid $pid)"
+    return 0
+  fi
+  log "starting $name (log: $LOGS/$name.log)"
+  printf '%s\n' "$marker" >"$PIDS/$name.match"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$PIDS/$name.pid"
+}
+
+# stop <name>: SIGTERM the recorded process, SIGKILL after 15 s.
+stop() {
+  local name=$1 pid i
+  if pid=$(pid_of "$name"); then
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$PIDS/$name.pid" "$PIDS/$name.match"
+}
+
+# use_tools: put the cached tools (hack/cluster/build-tools.sh) first on PATH.
+use_tools() {
+  BIN=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin
+  [[ -x $BIN/kube-apiserver && -x $BIN/kubectl ]] || die "no tools in $BIN (run hack/cluster/build-tools.sh or up.sh)"
+  export PATH=$BIN:$PATH
 }
 
 # wait_for <description> <seconds> <command...>: polls the command every second.

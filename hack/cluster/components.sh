@@ -1,0 +1,286 @@
+# The steps of up.sh, one function each (sourced after lib.sh; restart.sh uses the start_*
+# functions to start one component again).
+
+require_root() {
+  [[ $(id -u) == 0 ]] || die "run as root (it starts containerd, a kubelet and a network namespace)"
+  mkdir -p "$LOGS" "$PIDS" "$PKI"
+}
+
+# install_packages: Debian packages the node needs, installed only when missing.
+install_packages() {
+  local missing=()
+  command -v containerd >/dev/null || missing+=(containerd)
+  command -v runc >/dev/null || missing+=(runc)
+  [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v nsenter >/dev/null || missing+=(util-linux)
+  [[ -x /bin/busybox ]] || missing+=(busybox-static)
+  [[ -x /bin/bash-static ]] || missing+=(bash-static)
+  command -v iptables >/dev/null || missing+=(iptables)   # the bridge plugin's ipMasq
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  ((${#missing[@]} == 0)) && return 0
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${missing[@]}" >>"$LOGS/apt.log" 2>&1 ||
+    { apt-get update >>"$LOGS/apt.log" 2>&1 && apt-get install -y --no-install-recommends "${missing[@]}" >>"$LOGS/apt.log" 2>&1; } ||
+    die "apt-get install ${missing[*]} failed (see $LOGS/apt.log)"
+}
+
+# build_tools: the Kubernetes binaries, etcd, helm, kubectl and the KubeRay operator (cached).
+build_tools() {
+  log "building or reusing the cached tools (20-40 minutes the first time; log: $LOGS/build-tools.log)"
+  "$REPO_ROOT/hack/cluster/build-tools.sh" >/dev/null 2>>"$LOGS/build-tools.log" ||
+    die "build-tools.sh failed (see $LOGS/build-tools.log)"
+  use_tools
+}
+
+# make_pki: CA, API server serving cert, service-account key pair, admin token, kubeconfig.
+make_pki() {
+  cd "$PKI"
+  if [[ ! -f ca.crt ]]; then
+    log "making certificates in $PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout ca.key -out ca.crt \
+      -subj "/CN=hami-go-local-ca" 2>>"$LOGS/pki.log"
+  fi
+  if [[ ! -f apiserver.crt ]]; then
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+      -subj "/CN=kube-apiserver" 2>>"$LOGS/pki.log"
+    printf '%s\n' \
+      "subjectAltName=IP:$HOST_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+      "extendedKeyUsage=serverAuth" "keyUsage=critical,digitalSignature,keyEncipherment" >apiserver.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile apiserver.ext -out apiserver.crt 2>>"$LOGS/pki.log"
+  fi
+  if [[ ! -f sa.key ]]; then
+    openssl genrsa -out sa.key 2048 2>>"$LOGS/pki.log"
+    openssl rsa -in sa.key -pubout -out sa.pub 2>>"$LOGS/pki.log"
+  fi
+  if [[ ! -f tokens.csv ]]; then
+    printf '%s,admin,admin,"system:masters"\n' "$(openssl rand -hex 32)" >tokens.csv
+    chmod 600 tokens.csv
+  fi
+  local token
+  token=$(cut -d, -f1 tokens.csv)
+  cat >"$KUBECONFIG_FILE" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: hami-go-local
+  cluster:
+    server: $API_URL
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: hami-go-local
+  context: {cluster: hami-go-local, user: admin}
+current-context: hami-go-local
+EOF
+  chmod 600 "$KUBECONFIG_FILE"
+  export KUBECONFIG=$KUBECONFIG_FILE
+  cd "$REPO_ROOT"
+}
+
+# make_netns: the node's network namespace, veth pair, addresses; no default route inside.
+make_netns() {
+  [[ -e $NETNS_PATH ]] || { log "creating network namespace $NETNS"; ip netns add "$NETNS"; }
+  if ! ip link show "$HOST_VETH" >/dev/null 2>&1; then
+    ip link add "$HOST_VETH" type veth peer name eth0 netns "$NETNS"
+  fi
+  [[ $(ip addr show dev "$HOST_VETH") == *"inet $HOST_IP/"* ]] || ip addr add "$HOST_IP/24" dev "$HOST_VETH"
+  ip link set "$HOST_VETH" up
+  [[ $(ip -n "$NETNS" addr show dev eth0) == *"inet $NODE_IP/"* ]] || ip -n "$NETNS" addr add "$NODE_IP/24" dev eth0
+  ip -n "$NETNS" link set eth0 up
+  ip -n "$NETNS" link set lo up
+  if [[ -n $(ip -n "$NETNS" route show default) ]]; then
+    die "network namespace $NETNS has a default route; it must not (run down.sh)"
+  fi
+}
+
+start_etcd() {
+  start etcd "$STATE/etcd-data" etcd --name=default --data-dir="$STATE/etcd-data" \
+    --listen-client-urls=http://127.0.0.1:2379 --advertise-client-urls=http://127.0.0.1:2379 \
+    --listen-peer-urls=http://127.0.0.1:2380 --initial-advertise-peer-urls=http://127.0.0.1:2380 \
+    --initial-cluster=default=http://127.0.0.1:2380 --listen-metrics-urls=http://127.0.0.1:2381
+  wait_for "etcd" 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379'
+}
+
+start_apiserver() {
+  start kube-apiserver "$PKI/tokens.csv" kube-apiserver \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address="$HOST_IP" --advertise-address="$HOST_IP" --secure-port=6443 \
+    --endpoint-reconciler-type=none \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range="$SERVICE_CIDR" --authorization-mode=RBAC \
+    --allow-privileged=true --kubelet-preferred-address-types=InternalIP --v=1
+  wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
+}
+
+start_controller_manager() {
+  start kube-controller-manager "$PKI/sa.key" kube-controller-manager \
+    --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
+    --authorization-kubeconfig="$KUBECONFIG_FILE" --bind-address=127.0.0.1 \
+    --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" \
+    --use-service-account-credentials=true --leader-elect=false \
+    --service-cluster-ip-range="$SERVICE_CIDR" --v=1
+}
+
+start_scheduler() {
+  start kube-scheduler "$KUBECONFIG_FILE" kube-scheduler \
+    --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
+    --authorization-kubeconfig="$KUBECONFIG_FILE" --bind-address=127.0.0.1 \
+    --leader-elect=false --v=1
+}
+
+# start_containerd: containerd with its own root, state and socket, inside the node's netns.
+start_containerd() {
+  mkdir -p "$CONTAINERD_DIR" "$STATE/cni/net.d" "$STATE/cni/networks"
+  containerd config default | sed \
+    -e "s|^root = .*|root = \"$CONTAINERD_DIR/root\"|" \
+    -e "s|^state = .*|state = \"$CONTAINERD_DIR/state\"|" \
+    -e "s|address = \"/run/containerd/containerd.sock\"|address = \"$CONTAINERD_SOCK\"|" \
+    -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" \
+    -e "s|netns_mounts_under_state_dir = false|netns_mounts_under_state_dir = true|" \
+    -e "s|sandbox_image = .*|sandbox_image = \"$SANDBOX_IMAGE\"|" \
+    -e "s|bin_dir = \"/opt/cni/bin\"|bin_dir = \"/usr/lib/cni\"|" \
+    -e "s|conf_dir = \"/etc/cni/net.d\"|conf_dir = \"$STATE/cni/net.d\"|" \
+    >"$CONTAINERD_DIR/config.toml"
+  grep -q "restrict_oom_score_adj = true" "$CONTAINERD_DIR/config.toml" || die "containerd config: restrict_oom_score_adj not set"
+  cat >"$STATE/cni/net.d/10-hami-go.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "hami-go",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_SUBNET"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$STATE/cni/networks"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  start containerd "$CONTAINERD_DIR/config.toml" nsenter --net="$NETNS_PATH" -- \
+    containerd --config "$CONTAINERD_DIR/config.toml"
+  wait_for "containerd socket" 60 ctr --address "$CONTAINERD_SOCK" version
+}
+
+# import_images: pause, workload (also as rayproject/ray), kube-scheduler and hami-go's own
+# images (hack/images, which also makes the kube-scheduler image when it exists).
+import_images() {
+  local out=$STATE/images tars=() ks_flag=(--kube-scheduler-bin "$BIN/kube-scheduler")
+  local have_images=false
+  compgen -G "$REPO_ROOT/hack/images/*.go" >/dev/null && have_images=true && ks_flag=()
+  mkdir -p "$out"
+  log "building images into $out"
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/workload" ./hack/workload) \
+    >>"$LOGS/images.log" 2>&1 || die "building hack/workload failed (see $LOGS/images.log)"
+  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" \
+    "${ks_flag[@]}" --version "$VERSION" --kube-version "$K8S_VERSION") \
+    >>"$LOGS/images.log" 2>&1 || die "mkimage failed (see $LOGS/images.log)"
+  tars=("$out"/*.tar)
+  if $have_images; then
+    log "building hami-go images with hack/images into _output/images"
+    if (cd "$REPO_ROOT" && go run ./hack/images --version "$VERSION" --out _output/images \
+      --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION") >>"$LOGS/images.log" 2>&1; then
+      tars+=("$REPO_ROOT"/_output/images/*.tar)
+    elif [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
+      log "WARNING: go run ./hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
+    else
+      die "go run ./hack/images failed (see $LOGS/images.log)"
+    fi
+  else
+    log "hack/images does not exist yet: no hami-go component images"
+  fi
+  for t in "${tars[@]}"; do
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$t" >>"$LOGS/images.log" 2>&1 ||
+      die "ctr images import $t failed (see $LOGS/images.log)"
+  done
+}
+
+# start_kubelet: the kubelet inside the netns, node IP 10.200.0.2, root dir /var/lib/kubelet.
+start_kubelet() {
+  mkdir -p "$STATE/kubelet"
+  if [[ ! -d $KUBELET_ROOT ]]; then
+    mkdir -p "$KUBELET_ROOT"
+    touch "$STATE/kubelet/created-root-dir"   # down.sh removes the root dir only then
+  fi
+  cat >"$STATE/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+cgroupDriver: cgroupfs
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+evictionHard: {}
+localStorageCapacityIsolation: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 250
+serializeImagePulls: false
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+  x509: {}
+authorization:
+  mode: AlwaysAllow
+EOF
+  start kubelet "$STATE/kubelet/config.yaml" nsenter --net="$NETNS_PATH" -- \
+    kubelet --config="$STATE/kubelet/config.yaml" --kubeconfig="$KUBECONFIG_FILE" \
+    --root-dir="$KUBELET_ROOT" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
+    --node-labels="hami-go.io/fake-profile=$FAKE_PROFILE" --v=2
+  wait_for "kubelet /healthz" 120 nsenter --net="$NETNS_PATH" -- curl -sf http://127.0.0.1:10248/healthz
+  wait_for "node $NODE_NAME Ready" 180 node_ready
+  kubectl label node "$NODE_NAME" --overwrite "hami-go.io/fake-profile=$FAKE_PROFILE" >/dev/null
+  wait_for "ServiceAccount default/default" 60 kubectl -n default get serviceaccount default
+}
+
+node_ready() {
+  [[ $(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+
+# start_kuberay: the KubeRay CRDs (applied once per KubeRay version: the label
+# hami-go.io/kuberay-version records it), then the operator as a host process.
+start_kuberay() {
+  local crds=$(go env GOMODCACHE)/github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION/config/crd/bases
+  local names=(crd/rayclusters.ray.io crd/rayjobs.ray.io crd/rayservices.ray.io) have
+  have=$(kubectl get "${names[@]}" -o jsonpath='{range .items[*]}{.metadata.labels.hami-go\.io/kuberay-version}{" "}{end}' 2>/dev/null || true)
+  if [[ $have != "$KUBERAY_VERSION $KUBERAY_VERSION $KUBERAY_VERSION " ]]; then
+    [[ -d $crds ]] || die "KubeRay CRDs not found in $crds (hack/cluster/build-tools.sh downloads the module)"
+    log "installing the KubeRay $KUBERAY_VERSION CRDs"
+    kubectl apply --server-side --force-conflicts -f "$crds" >>"$LOGS/kuberay-crds.log" 2>&1 ||
+      die "installing the KubeRay CRDs failed (see $LOGS/kuberay-crds.log)"
+    kubectl label --overwrite "${names[@]}" "hami-go.io/kuberay-version=$KUBERAY_VERSION" >/dev/null
+  fi
+  kubectl wait --for=condition=Established --timeout=60s "${names[@]}" >/dev/null
+  start kuberay-operator "kuberay-operator" kuberay-operator --kubeconfig="$KUBECONFIG_FILE" \
+    --enable-leader-election=false --metrics-addr=127.0.0.1:18080 \
+    --health-probe-bind-address=127.0.0.1:18082
+  wait_for "kuberay-operator /readyz" 60 curl -sf http://127.0.0.1:18082/readyz
+}
+
+# install_chart: hami-go with fake GPUs (charts/hami-go/values-local.yaml).
+install_chart() {
+  if [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
+    log "HAMI_GO_SKIP_CHART=1: not installing charts/hami-go"
+    return 0
+  fi
+  [[ -f $REPO_ROOT/charts/hami-go/values-local.yaml ]] ||
+    die "charts/hami-go/values-local.yaml does not exist (set HAMI_GO_SKIP_CHART=1 to bring the cluster up without the chart)"
+  log "installing charts/hami-go (log: $LOGS/helm.log)"
+  helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
+    -n hami-go-system --create-namespace --wait --timeout 5m \
+    --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
+}
+
