@@ -88,14 +88,16 @@ func (inv *Inventory) CapacityMiB(g *GPU) int64 {
 // is fixed.
 func SliceID(uuid string, n int) string { return uuid + "::" + strconv.Itoa(n) }
 
-// ParseSliceID splits a device ID made by SliceID. It fails on any other shape.
+// ParseSliceID splits a device ID made by SliceID. It fails on any other shape, including
+// non-canonical numbers ("GPU-a::01", "GPU-a::+1"), so every accepted ID is exactly
+// SliceID(uuid, n).
 func ParseSliceID(id string) (uuid string, n int, err error) {
 	i := strings.LastIndex(id, "::")
 	if i <= 0 {
 		return "", 0, fmt.Errorf("device id %q is not <GPU-UUID>::<n>", id)
 	}
 	n, err = strconv.Atoi(id[i+2:])
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || strconv.Itoa(n) != id[i+2:] { // canonical only: no "+1", "01"
 		return "", 0, fmt.Errorf("device id %q is not <GPU-UUID>::<n>", id)
 	}
 	return id[:i], n, nil
