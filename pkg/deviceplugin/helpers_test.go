@@ -1,0 +1,213 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+const testNode = "node-1"
+
+// testBackend is a test double of device.Backend (unit tests only).
+type testBackend struct {
+	gpus []device.GPU
+
+	mu       sync.Mutex
+	probeErr map[string]error
+	procs    map[string][]device.ProcessMemory
+}
+
+func newTestBackend(n int, memMiB int64) *testBackend {
+	b := &testBackend{probeErr: map[string]error{}, procs: map[string][]device.ProcessMemory{}}
+	for i := 0; i < n; i++ {
+		b.gpus = append(b.gpus, device.GPU{
+			UUID: fmt.Sprintf("GPU-%c", 'A'+i), Index: i, Model: "NVIDIA H100 80GB HBM3",
+			MemoryMiB: memMiB, NUMANode: i % 2, Healthy: true,
+		})
+	}
+	return b
+}
+
+func (b *testBackend) Name() string                       { return "test" }
+func (b *testBackend) Discover() ([]device.GPU, error)    { return append([]device.GPU(nil), b.gpus...), nil }
+func (b *testBackend) WatchXIDs(ctx context.Context, _ []string, _ chan<- device.XIDEvent) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (b *testBackend) Probe(uuid string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.probeErr[uuid]
+}
+func (b *testBackend) Processes(uuid string) ([]device.ProcessMemory, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.procs[uuid], nil
+}
+
+// ctr describes one GPU container of a test pod: its request and the GPUs the extender planned.
+type ctr struct {
+	name  string
+	kind  device.ContainerKind
+	mem   int64 // MiB per GPU
+	cores int
+	gpus  []string // planned UUIDs (len = count); per-GPU memory may differ via memOn
+	memOn map[string]int64
+}
+
+var podSeq int
+
+// testPod builds a pod placed by the extender on node with the given containers.
+func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod {
+	podSeq++
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%d", name, podSeq)),
+			CreationTimestamp: metav1.NewTime(created), Annotations: map[string]string{},
+		},
+		Spec: corev1.PodSpec{NodeName: node, SchedulerName: device.SchedulerName},
+	}
+	plan := device.Allocation{Node: node}
+	names := device.DefaultResourceNames()
+	always := corev1.ContainerRestartPolicyAlways
+	for _, c := range cs {
+		k := corev1.Container{Name: c.name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+		if len(c.gpus) > 0 {
+			k.Resources.Limits[corev1.ResourceName(names.Count)] = *resource.NewQuantity(int64(len(c.gpus)), resource.DecimalSI)
+			k.Resources.Limits[corev1.ResourceName(names.Memory)] = *resource.NewQuantity(c.mem, resource.DecimalSI)
+			if c.cores > 0 {
+				k.Resources.Limits[corev1.ResourceName(names.Cores)] = *resource.NewQuantity(int64(c.cores), resource.DecimalSI)
+			}
+			ca := device.ContainerAllocation{Name: c.name, Kind: c.kind}
+			if ca.Kind == "" {
+				ca.Kind = device.KindApp
+			}
+			for _, u := range c.gpus {
+				m := c.mem
+				if v, ok := c.memOn[u]; ok {
+					m = v
+				}
+				ca.Devices = append(ca.Devices, device.DeviceGrant{UUID: u, MemoryMiB: m, CoresPercent: c.cores})
+			}
+			plan.Containers = append(plan.Containers, ca)
+		}
+		switch c.kind {
+		case device.KindInit:
+			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
+		case device.KindSidecar:
+			k.RestartPolicy = &always
+			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
+		default:
+			p.Spec.Containers = append(p.Spec.Containers, k)
+		}
+	}
+	if len(plan.Containers) > 0 {
+		s, err := device.EncodeAllocation(plan)
+		if err != nil {
+			panic(err)
+		}
+		p.Annotations[device.AnnoPlanned] = s
+	}
+	return p
+}
+
+func testConfig(dir string) Config {
+	c := Defaults()
+	c.NodeName = testNode
+	c.DevicePluginDir = dir
+	c.AllocateWait = 0
+	return c
+}
+
+func newTestPlugin(t testing.TB, cfg Config, b *testBackend) (*Plugin, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, clk
+}
+
+func alloc(t testing.TB, p *Plugin, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
+	t.Helper()
+	r, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.ContainerResponses[0], nil
+}
+
+func mustAlloc(t testing.TB, p *Plugin, ids ...string) *pluginapi.ContainerAllocateResponse {
+	t.Helper()
+	r, err := alloc(t, p, ids...)
+	if err != nil {
+		t.Fatalf("Allocate(%v): %v", ids, err)
+	}
+	return r
+}
+
+// fakeKubelet is an in-process fake of the kubelet's registration service (unit tests only):
+// it serves kubelet.sock in a test directory and records every RegisterRequest.
+type fakeKubelet struct {
+	pluginapi.UnimplementedRegistrationServer
+	dir  string
+	srv  *grpc.Server
+	regs chan *pluginapi.RegisterRequest
+}
+
+func startFakeKubelet(t *testing.T, dir string) *fakeKubelet {
+	t.Helper()
+	k := &fakeKubelet{dir: dir, regs: make(chan *pluginapi.RegisterRequest, 10)}
+	l, err := net.Listen("unix", filepath.Join(dir, KubeletSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.srv = grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(k.srv, k)
+	go func() { _ = k.srv.Serve(l) }()
+	t.Cleanup(k.srv.Stop)
+	return k
+}
+
+func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.regs <- r
+	return &pluginapi.Empty{}, nil
+}
+
+func (k *fakeKubelet) waitRegistration(t *testing.T, within time.Duration) *pluginapi.RegisterRequest {
+	t.Helper()
+	select {
+	case r := <-k.regs:
+		return r
+	case <-time.After(within):
+		t.Fatalf("no registration within %s", within)
+		return nil
+	}
+}
+
+// client dials the plugin's socket the way the kubelet does.
+func (k *fakeKubelet) client(t *testing.T, endpoint string) pluginapi.DevicePluginClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(k.dir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pluginapi.NewDevicePluginClient(conn)
+}
