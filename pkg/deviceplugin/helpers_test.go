@@ -43,8 +43,10 @@ func newTestBackend(n int, memMiB int64) *testBackend {
 	return b
 }
 
-func (b *testBackend) Name() string                       { return "test" }
-func (b *testBackend) Discover() ([]device.GPU, error)    { return append([]device.GPU(nil), b.gpus...), nil }
+func (b *testBackend) Name() string { return "test" }
+func (b *testBackend) Discover() ([]device.GPU, error) {
+	return append([]device.GPU(nil), b.gpus...), nil
+}
 func (b *testBackend) WatchXIDs(ctx context.Context, _ []string, _ chan<- device.XIDEvent) error {
 	<-ctx.Done()
 	return ctx.Err()
