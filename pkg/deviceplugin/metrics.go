@@ -1,0 +1,151 @@
+package deviceplugin
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/metrics"
+)
+
+// PIDResolver maps a host process ID to the runtime container ID it runs in; ok is false when
+// unknown. The default reads /proc/<pid>/cgroup.
+type PIDResolver func(pid uint32) (containerID string, ok bool)
+
+var containerIDPattern = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// ProcCgroupResolver reads the container ID (64 hex digits) from /proc/<pid>/cgroup under root
+// ("/" on a node, "/host" when the host's /proc is mounted elsewhere).
+func ProcCgroupResolver(procRoot string) PIDResolver {
+	return func(pid uint32) (string, bool) {
+		b, err := os.ReadFile(procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/cgroup")
+		if err != nil {
+			return "", false
+		}
+		all := containerIDPattern.FindAllString(string(b), -1)
+		if len(all) == 0 {
+			return "", false
+		}
+		return all[len(all)-1], true
+	}
+}
+
+// Collector exports the plugin's per-GPU and per-slice metrics (prefix hami_go_, labels from
+// pkg/metrics). It reads state at scrape time, so series of ended or deleted pods disappear
+// with the pods.
+type Collector struct {
+	p       *Plugin
+	resolve PIDResolver
+
+	gpuMemTotal, gpuMemAlloc, gpuMemUsed, gpuCoresAlloc, gpuSharers, gpuHealthy *prometheus.Desc
+	sliceMemLimit, sliceMemUsed, sliceCoresLimit                                *prometheus.Desc
+}
+
+// NewCollector returns the collector; resolve may be nil (no per-slice memory use).
+func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
+	g := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "gpu", name), help, metrics.GPULabels, nil)
+	}
+	s := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "slice", name), help, metrics.SliceLabels, nil)
+	}
+	return &Collector{
+		p: p, resolve: resolve,
+		gpuMemTotal:     g("memory_total_mebibytes", "Total memory of the GPU, MiB."),
+		gpuMemAlloc:     g("memory_allocated_mebibytes", "GPU memory handed to containers by Allocate, MiB."),
+		gpuMemUsed:      g("memory_used_mebibytes", "GPU memory used by processes, MiB (from the backend)."),
+		gpuCoresAlloc:   g("cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
+		gpuSharers:      g("sharers", "Containers holding a slice of the GPU."),
+		gpuHealthy:      g("healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
+		sliceMemLimit:   s("memory_limit_mebibytes", "Memory limit of the container on the GPU, MiB."),
+		sliceMemUsed:    s("memory_used_mebibytes", "Memory the container's processes use on the GPU, MiB."),
+		sliceCoresLimit: s("cores_limit_percent", "Compute limit of the container on the GPU, percent (0 = none)."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.gpuMemTotal, c.gpuMemAlloc, c.gpuMemUsed, c.gpuCoresAlloc, c.gpuSharers, c.gpuHealthy, c.sliceMemLimit, c.sliceMemUsed, c.sliceCoresLimit} {
+		ch <- d
+	}
+}
+
+type sliceKey struct {
+	ns, pod, container, uuid string
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	node := c.p.cfg.NodeName
+	slices, owners := c.p.ledger.Snapshot()
+	type agg struct {
+		mem     int64
+		cores   int
+		sharers int
+	}
+	per := map[string]*agg{}
+	used := map[sliceKey]int64{}
+	gpuUsed := map[string]int64{}
+	gpuUsedOK := map[string]bool{}
+	for _, g := range c.p.gpus {
+		per[g.UUID] = &agg{}
+		procs, err := c.p.backend.Processes(g.UUID)
+		if err != nil {
+			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
+			continue
+		}
+		gpuUsedOK[g.UUID] = true
+		for _, pr := range procs {
+			gpuUsed[g.UUID] += pr.UsedMiB
+			if c.resolve == nil {
+				continue
+			}
+			if id, ok := c.resolve(pr.PID); ok {
+				if o, ok := owners[id]; ok {
+					used[sliceKey{o.Pod.Namespace, o.Pod.Name, o.Container, g.UUID}] += pr.UsedMiB
+				}
+			}
+		}
+	}
+	for _, s := range slices {
+		if a, ok := per[s.Grant.UUID]; ok {
+			a.mem += s.Grant.MemoryMiB
+			a.cores += s.Grant.CoresPercent
+			a.sharers++
+		}
+	}
+	for _, g := range c.p.gpus {
+		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model}
+		a := per[g.UUID]
+		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, float64(g.MemoryMiB), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, float64(a.mem), lv...)
+		if gpuUsedOK[g.UUID] {
+			ch <- prometheus.MustNewConstMetric(c.gpuMemUsed, prometheus.GaugeValue, float64(gpuUsed[g.UUID]), lv...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.gpuCoresAlloc, prometheus.GaugeValue, float64(a.cores), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuSharers, prometheus.GaugeValue, float64(a.sharers), lv...)
+		h := 0.0
+		if c.p.health.Healthy(g.UUID) {
+			h = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.gpuHealthy, prometheus.GaugeValue, h, lv...)
+	}
+	for _, s := range slices {
+		g, ok := c.p.byUUID[s.Grant.UUID]
+		if !ok {
+			continue
+		}
+		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model, s.Pod.Namespace, s.Pod.Name, s.Container}
+		ch <- prometheus.MustNewConstMetric(c.sliceMemLimit, prometheus.GaugeValue, float64(s.Grant.MemoryMiB), lv...)
+		ch <- prometheus.MustNewConstMetric(c.sliceCoresLimit, prometheus.GaugeValue, float64(s.Grant.CoresPercent), lv...)
+		if c.resolve != nil && gpuUsedOK[g.UUID] {
+			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, float64(used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, g.UUID}]), lv...)
+		}
+	}
+}
+
+var _ = device.SliceID

@@ -1,0 +1,134 @@
+package deviceplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// GPU Feature Discovery label names (NVIDIA gpu-feature-discovery), so existing nodeSelectors work.
+const (
+	LabelGPUProduct         = "nvidia.com/gpu.product"
+	LabelGPUCount           = "nvidia.com/gpu.count"
+	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB
+	LabelGPUReplicas        = "nvidia.com/gpu.replicas"
+	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
+)
+
+// LeaseRenewInterval is how often the node's liveness Lease is renewed.
+const LeaseRenewInterval = 10 * time.Second
+
+// leaseDurationSeconds is the Lease's declared duration (several renewals).
+const leaseDurationSeconds = 40
+
+// NodeLabels returns the GFD-style labels for an inventory: product (first GPU's model with
+// spaces as '-', as GFD writes it), count, memory of the first GPU in MiB, replicas (split
+// count) and sharing strategy ("mps" under MPS, "time-slicing" when split > 1, else "none").
+func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
+	if len(inv.GPUs) == 0 {
+		return map[string]string{LabelGPUCount: "0"}
+	}
+	strategy := "none"
+	if enforcement == EnforceMPS {
+		strategy = "mps"
+	} else if inv.SplitCount > 1 {
+		strategy = "time-slicing"
+	}
+	return map[string]string{
+		LabelGPUProduct:         labelValue(inv.GPUs[0].Model),
+		LabelGPUCount:           strconv.Itoa(len(inv.GPUs)),
+		LabelGPUMemory:          strconv.FormatInt(inv.GPUs[0].MemoryMiB, 10),
+		LabelGPUReplicas:        strconv.Itoa(inv.SplitCount),
+		LabelGPUSharingStrategy: strategy,
+	}
+}
+
+// labelValue makes a model name a valid label value ("NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3").
+func labelValue(s string) string {
+	b := []byte(strings.TrimSpace(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	out := strings.Trim(string(b), "-_.")
+	if len(out) > 63 {
+		out = strings.TrimRight(out[:63], "-_.")
+	}
+	return out
+}
+
+// PublishNode writes the inventory annotation and the GFD labels on the Node, only when they
+// differ from what the Node has. It reports whether it patched.
+func PublishNode(ctx context.Context, c kubernetes.Interface, inv device.Inventory, enforcement string) (bool, error) {
+	enc, err := device.EncodeInventory(inv)
+	if err != nil {
+		return false, fmt.Errorf("inventory of node %s: %w", inv.Node, err)
+	}
+	n, err := c.CoreV1().Nodes().Get(ctx, inv.Node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	labels := map[string]any{}
+	for k, v := range NodeLabels(&inv, enforcement) {
+		if n.Labels[k] != v {
+			labels[k] = v
+		}
+	}
+	meta := map[string]any{}
+	if n.Annotations[device.AnnoInventory] != enc {
+		meta["annotations"] = map[string]any{device.AnnoInventory: enc}
+	}
+	if len(labels) > 0 {
+		meta["labels"] = labels
+	}
+	if len(meta) == 0 {
+		return false, nil
+	}
+	b, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return false, err
+	}
+	_, err = c.CoreV1().Nodes().Patch(ctx, inv.Node, types.MergePatchType, b, metav1.PatchOptions{})
+	return err == nil, err
+}
+
+// RenewLease creates or renews the Lease hami-go-<node> in namespace: holder = node, renew
+// time = now, duration 40 s.
+func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node string, clk clock.PassiveClock) error {
+	name := device.LeasePrefix + node
+	now := metav1.NewMicroTime(clk.Now())
+	leases := c.CoordinationV1().Leases(namespace)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
+				AcquireTime: &now, RenewTime: &now,
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity = ptr.To(node)
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](leaseDurationSeconds)
+	l.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}

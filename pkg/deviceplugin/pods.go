@@ -1,0 +1,226 @@
+package deviceplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// PodResourcesLister is the part of the kubelet's PodResources API the plugin uses.
+type PodResourcesLister interface {
+	List(ctx context.Context, in *podresourcesapi.ListPodResourcesRequest, opts ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error)
+}
+
+// DialPodResources connects to the kubelet's PodResources socket (the connection is lazy).
+func DialPodResources(socket string) (PodResourcesLister, func(), error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod resources socket %s: %w", socket, err)
+	}
+	return podresourcesapi.NewPodResourcesListerClient(conn), func() { conn.Close() }, nil
+}
+
+// Observe lists what the kubelet holds of the count resource, per container.
+func Observe(ctx context.Context, l PodResourcesLister, resource string) ([]ObservedContainer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := l.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("kubelet PodResources List: %w", err)
+	}
+	var out []ObservedContainer
+	for _, p := range r.PodResources {
+		for _, c := range p.Containers {
+			var ids []string
+			for _, d := range c.Devices {
+				if d.ResourceName == resource {
+					ids = append(ids, d.DeviceIds...)
+				}
+			}
+			if len(ids) > 0 {
+				out = append(out, ObservedContainer{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, IDs: ids})
+			}
+		}
+	}
+	return out, nil
+}
+
+// PodSync feeds the ledger from a pod informer on this node, writes claimed records to pods
+// (AnnoClaimed) with retries, and reconciles claims from the kubelet's PodResources API shortly
+// after every claim and every ReconcileEvery.
+type PodSync struct {
+	ledger     *Ledger
+	client     kubernetes.Interface
+	lister     corelisters.PodLister
+	factory    informers.SharedInformerFactory
+	queue      workqueue.TypedRateLimitingInterface[PodRef]
+	podRes     PodResourcesLister
+	resource   string
+	soon       chan struct{}
+	reconcileE time.Duration
+}
+
+// NewPodSync builds the informer (field selector spec.nodeName=node) and the writer queue.
+// podRes may be nil (no reconcile). Call Dirty as the ledger's dirty callback.
+func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodResourcesLister) *PodSync {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	return &PodSync{
+		client: client, factory: f, lister: f.Core().V1().Pods().Lister(), podRes: podRes, resource: resource,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[PodRef]()),
+		soon:       make(chan struct{}, 1),
+		reconcileE: 30 * time.Second,
+	}
+}
+
+// Dirty queues a pod's claimed record for writing and asks for a reconcile soon.
+func (s *PodSync) Dirty(r PodRef) {
+	s.queue.Add(r)
+	select {
+	case s.soon <- struct{}{}:
+	default:
+	}
+}
+
+// Start attaches the ledger, starts the informer and waits for its sync, then reconciles once
+// from PodResources (restart: nothing lost) before returning. Workers run until ctx ends.
+func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
+	s.ledger = l
+	inf := s.factory.Core().V1().Pods().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.upsert(o) },
+		UpdateFunc: func(_, o any) { s.upsert(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				l.DeletePod(p.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("pod informer did not sync")
+	}
+	s.reconcile(ctx)
+	go s.writeLoop(ctx)
+	go s.reconcileLoop(ctx)
+	go func() { <-ctx.Done(); s.queue.ShutDown() }()
+	return nil
+}
+
+func (s *PodSync) upsert(o any) {
+	if p, ok := o.(*corev1.Pod); ok {
+		s.ledger.UpsertPod(p)
+	}
+}
+
+func (s *PodSync) reconcile(ctx context.Context) {
+	if s.podRes == nil {
+		return
+	}
+	obs, err := Observe(ctx, s.podRes, s.resource)
+	if err != nil {
+		klog.ErrorS(err, "Cannot reconcile claims from the kubelet")
+		return
+	}
+	if changed := s.ledger.Reconcile(obs); len(changed) > 0 {
+		klog.V(2).InfoS("Reconciled claims from the kubelet", "pods", len(changed))
+	}
+}
+
+func (s *PodSync) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(s.reconcileE)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.soon:
+			// Let the kubelet finish admitting the pod and checkpoint it first.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+		s.reconcile(ctx)
+	}
+}
+
+func (s *PodSync) writeLoop(ctx context.Context) {
+	for {
+		r, quit := s.queue.Get()
+		if quit {
+			return
+		}
+		if err := s.write(ctx, r); err != nil {
+			klog.ErrorS(err, "Writing the claimed allocation failed; retrying", "pod", r.String())
+			s.queue.AddRateLimited(r)
+		} else {
+			s.queue.Forget(r)
+		}
+		s.queue.Done(r)
+	}
+}
+
+// write makes the pod's AnnoClaimed equal the ledger's record (absent when nothing is claimed).
+func (s *PodSync) write(ctx context.Context, r PodRef) error {
+	rec, ok := s.ledger.ClaimedRecord(r.UID)
+	if !ok {
+		return nil // pod gone or ended
+	}
+	var want *string
+	if len(rec.Containers) > 0 {
+		v, err := device.EncodeAllocation(rec)
+		if err != nil {
+			return err
+		}
+		want = &v
+	}
+	if p, err := s.lister.Pods(r.Namespace).Get(r.Name); err == nil && p.UID == r.UID {
+		cur, has := p.Annotations[device.AnnoClaimed]
+		if (want == nil && !has) || (want != nil && has && cur == *want) {
+			return nil
+		}
+	}
+	return PatchClaimed(ctx, s.client, r, want)
+}
+
+// PatchClaimed sets (or, with nil, removes) the pod's AnnoClaimed by a merge patch that carries
+// the pod's UID as a precondition (a re-created pod of the same name is never touched).
+func PatchClaimed(ctx context.Context, c kubernetes.Interface, r PodRef, value *string) error {
+	patch := map[string]any{"metadata": map[string]any{
+		"uid":         r.UID,
+		"annotations": map[string]any{device.AnnoClaimed: value},
+	}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Pods(r.Namespace).Patch(ctx, r.Name, types.MergePatchType, b, metav1.PatchOptions{})
+	return err
+}

@@ -1,0 +1,137 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Deps are the plugin's connections to the world, made by cmd/device-plugin.
+type Deps struct {
+	// Client talks to the API server (pods, the Node, the Lease).
+	Client kubernetes.Interface
+	// Backend is NVML or fake.
+	Backend device.Backend
+	// Faults is the fake fleet's fault API; served only when Config.FakeFaultInjection.
+	Faults FaultInjector
+	// PodResources is the kubelet's PodResources API; nil disables reconcile.
+	PodResources PodResourcesLister
+	// Options are the injectable parts (clock, intervals).
+	Options Options
+	// PIDResolver maps GPU processes to containers for per-slice memory use; nil = none.
+	PIDResolver PIDResolver
+}
+
+// Run runs the device plugin until ctx ends: it discovers the GPUs, writes the CDI spec (cdi
+// strategy), syncs pods and rebuilds claims (AnnoClaimed + PodResources) before serving the
+// kubelet, watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
+// inventory and labels on change and renews the Lease every 10 s, and serves metrics.
+func Run(ctx context.Context, cfg Config, d Deps) error {
+	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, d.PodResources)
+	p, err := New(cfg, d.Backend, d.Options, sync.Dirty)
+	if err != nil {
+		return err
+	}
+	if cfg.DeviceListStrategy == StrategyCDI {
+		if err := WriteCDISpec(cfg.CDISpecDir, p.GPUs()); err != nil {
+			return err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(p, d.PIDResolver), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var faults FaultInjector
+	if cfg.FakeFaultInjection {
+		faults = d.Faults
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddress)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: Handler(reg, faults), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped", "address", cfg.MetricsAddress)
+		}
+	}()
+	defer srv.Close()
+
+	if err := sync.Start(ctx, p.Ledger()); err != nil {
+		return err
+	}
+	go p.watchXIDs(ctx)
+	go p.probeLoop(ctx)
+	go p.publishLoop(ctx, d.Client)
+	return p.Serve(ctx)
+}
+
+func (p *Plugin) watchXIDs(ctx context.Context) {
+	uuids := make([]string, 0, len(p.gpus))
+	for _, g := range p.gpus {
+		uuids = append(uuids, g.UUID)
+	}
+	ch := make(chan device.XIDEvent, 64)
+	go func() {
+		for {
+			err := p.backend.WatchXIDs(ctx, uuids, ch)
+			if ctx.Err() != nil {
+				return
+			}
+			klog.ErrorS(err, "Cannot watch XID events; retrying in 10s")
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.opts.Clock.After(10 * time.Second):
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-ch:
+			p.OnXID(ev)
+		}
+	}
+}
+
+func (p *Plugin) probeLoop(ctx context.Context) {
+	t := p.opts.Clock.NewTicker(p.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			p.ProbeUnhealthy()
+		}
+	}
+}
+
+func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
+	t := p.opts.Clock.NewTicker(LeaseRenewInterval)
+	defer t.Stop()
+	for {
+		changed := p.HealthChanged()
+		if _, err := PublishNode(ctx, c, p.Inventory(), p.cfg.Enforcement); err != nil {
+			klog.ErrorS(err, "Publishing the node inventory failed", "node", p.cfg.NodeName)
+		}
+		if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.opts.Clock); err != nil {
+			klog.ErrorS(err, "Renewing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		case <-changed:
+		}
+	}
+}
