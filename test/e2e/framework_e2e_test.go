@@ -461,10 +461,14 @@ func (c *Cluster) deleteNow(t testing.TB, ns, name string) {
 	}
 }
 
-// requireChart fails the test when the chart's three components are not running.
-func (c *Cluster) requireChart(t testing.TB) {
+// requireChart fails the test when one of the chart's components (device-plugin, scheduler,
+// webhook; all three when none is named) has no running pod.
+func (c *Cluster) requireChart(t testing.TB, components ...string) {
 	t.Helper()
-	for _, comp := range []string{"device-plugin", "scheduler", "webhook"} {
+	if len(components) == 0 {
+		components = []string{"device-plugin", "scheduler", "webhook"}
+	}
+	for _, comp := range components {
 		l, err := c.Client.CoreV1().Pods(chartNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: labelComponent + "=" + comp})
 		if err != nil {
 			t.Fatalf("list %s pods: %v", comp, err)

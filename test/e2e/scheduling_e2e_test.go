@@ -72,7 +72,7 @@ func TestGPUPodThroughExtender(t *testing.T) {
 // gpumem 3000M (3,000,000,000 MiB) with a message naming field and value (case C07).
 func TestWebhookDeniesBadQuantity(t *testing.T) {
 	c := NewCluster(t)
-	c.requireChart(t)
+	c.requireChart(t, "webhook")
 	ns := e2eNamespace(t, c)
 	p := gpuPod(ns, "bad-quantity", gpuLimits{count: 1})
 	p.Spec.Containers[0].Resources.Limits[resMemory] = resource.MustParse("3000M")
@@ -93,7 +93,7 @@ func TestWebhookDeniesBadQuantity(t *testing.T) {
 // with a reason naming the field and the node.
 func TestWebhookDeniesPresetNodeName(t *testing.T) {
 	c := NewCluster(t)
-	c.requireChart(t)
+	c.requireChart(t, "webhook")
 	ns := e2eNamespace(t, c)
 	p := gpuPod(ns, "preset-node", gpuLimits{count: 1, memMiB: 1000})
 	p.Spec.NodeName = c.NodeName
@@ -114,7 +114,7 @@ func TestWebhookDeniesPresetNodeName(t *testing.T) {
 // its resources and annotations (no patch), and runs.
 func TestWebhookLeavesNonGPUPod(t *testing.T) {
 	c := NewCluster(t)
-	c.requireChart(t)
+	c.requireChart(t, "webhook")
 	ns := e2eNamespace(t, c)
 	p := gpuPod(ns, "plain", gpuLimits{})
 	p.Annotations = map[string]string{"e2e/marker": "kept"}
