@@ -152,18 +152,9 @@ func (st *state) reset() {
 	clear(st.sums)
 }
 
-// memOn is the MiB container c books on GPU g: its MiB, or its percentage of g's memory rounded
-// up (device.PercentOfMiB, case C08); a container that gives neither gets 100%.
-func memOn(c *device.ContainerRequest, g *device.GPU) int64 {
-	return memOfTotal(c, g.MemoryMiB)
-}
-
-func memOfTotal(c *device.ContainerRequest, total int64) int64 {
-	if c.MemoryMiB <= 0 && c.MemoryPercent <= 0 {
-		return total
-	}
-	return c.MemoryOn(total)
-}
+// memOn is the MiB container c books on GPU g: device.ContainerRequest.MemoryOn (its MiB, or its
+// percentage of g's memory rounded up, case C08; 100% when it gives neither).
+func memOn(c *device.ContainerRequest, g *device.GPU) int64 { return c.MemoryOn(g.MemoryMiB) }
 
 // phaseMax is the largest booking of the pod on slot si over the phases of range r.
 func (st *state) phaseMax(si int, r phaseRange) usageSum {
@@ -417,7 +408,7 @@ func (st *state) sortLargestFirst() {
 		if ca.Count != cb.Count {
 			return ca.Count > cb.Count
 		}
-		return memOfTotal(ca, biggest) > memOfTotal(cb, biggest)
+		return ca.MemoryOn(biggest) > cb.MemoryOn(biggest)
 	}
 	o := st.order
 	for i := 1; i < len(o); i++ {
