@@ -1,0 +1,41 @@
+// Command webhook is hami-go's mutating admission webhook: GPU pod defaults, validation and
+// scheduler routing, and Ray GPU figures for KubeRay pods and RayClusters (pkg/webhook).
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hami-go/hami-go/pkg/webhook"
+)
+
+func main() {
+	gofs := goflag.NewFlagSet("klog", goflag.ExitOnError)
+	klog.InitFlags(gofs)
+	fs := pflag.NewFlagSet("webhook", pflag.ExitOnError)
+	fs.AddGoFlagSet(gofs)
+	cfg, err := parseFlags(fs, os.Args[1:], os.Getenv)
+	if err != nil {
+		klog.ErrorS(err, "Invalid flags")
+		os.Exit(2)
+	}
+	ctrllog.SetLogger(klog.NewKlogr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := webhook.NewServer(cfg)
+	if err != nil {
+		klog.ErrorS(err, "Cannot start")
+		os.Exit(1)
+	}
+	if err := s.Start(ctx); err != nil {
+		klog.ErrorS(err, "Webhook server failed")
+		os.Exit(1)
+	}
+}

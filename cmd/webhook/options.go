@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/webhook"
+)
+
+// parseFlags turns the command line (docs/components.md, "webhook") into the server's
+// configuration. getenv supplies POD_NAMESPACE, the default of --namespace. fs receives the
+// flags (main adds klog's to it first).
+func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (webhook.ServerConfig, error) {
+	cfg := webhook.ServerConfig{Admission: webhook.DefaultConfig()}
+	a := &cfg.Admission
+	fs.IntVar(&cfg.Port, "port", 9443, "TLS port of /mutate-pods and /mutate-rayclusters")
+	fs.StringVar(&cfg.CertDir, "cert-dir", "/etc/hami-go/tls", "directory of tls.crt and tls.key; reloaded when they change")
+	fs.StringVar(&cfg.HealthAddress, "health-address", ":8081", "address of /healthz and /readyz (plain HTTP)")
+	fs.StringVar(&cfg.MetricsAddress, "metrics-address", ":8080", "address of /metrics (plain HTTP)")
+	fs.StringVar(&a.SchedulerName, "scheduler-name", a.SchedulerName, "scheduler set on GPU pods that use default-scheduler (case C27)")
+	privileged := fs.String("privileged", string(a.Privileged), "GPU pods with a privileged container: deny, or ignore (admit untouched) (case C25)")
+	fs.StringVar(&a.Namespace, "namespace", getenv("POD_NAMESPACE"), "the webhook's own namespace, whose pods and RayClusters are admitted untouched (default $POD_NAMESPACE)")
+	rayGPU := fs.StringSlice("ray-gpu-resources", nil, "resource names whose limits count as GPUs for Ray, in priority order; name* matches a prefix (default: --resource-count,nvidia.com/mig-*) (case C32)")
+	fs.StringVar(&a.Ray.MemoryResource, "ray-memory-resource", a.Ray.MemoryResource, "Ray custom resource carrying the container's GPU memory, integer MiB (empty: none)")
+	fs.StringVar(&a.Ray.AcceleratorLabel, "ray-accelerator-label", a.Ray.AcceleratorLabel, "Ray node label carrying the GPU model (empty: none; Ray < 2.49 has no string --labels)")
+	cliflags.AddResourceNames(fs, &a.Names)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	a.Privileged = webhook.PrivilegedPolicy(*privileged)
+	if fs.Changed("ray-gpu-resources") {
+		a.Ray.GPUResources = *rayGPU
+	} else {
+		a.Ray.GPUResources = []string{a.Names.Count, "nvidia.com/mig-*"}
+	}
+	for _, f := range []struct{ name, v string }{{"health-address", cfg.HealthAddress}, {"metrics-address", cfg.MetricsAddress}} {
+		if _, p, err := net.SplitHostPort(f.v); err != nil {
+			return cfg, fmt.Errorf("--%s: %q is not host:port: %v", f.name, f.v, err)
+		} else if _, err := strconv.Atoi(p); err != nil {
+			return cfg, fmt.Errorf("--%s: %q has no numeric port", f.name, f.v)
+		}
+	}
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return cfg, fmt.Errorf("--port: %d is not a TCP port", cfg.Port)
+	}
+	if cfg.CertDir == "" {
+		return cfg, fmt.Errorf("--cert-dir is empty")
+	}
+	if err := a.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/hami-go/hami-go/pkg/webhook"
+)
+
+func parse(args []string, env map[string]string) (webhook.ServerConfig, error) {
+	return parseFlags(pflag.NewFlagSet("t", pflag.ContinueOnError), args, func(k string) string { return env[k] })
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := parse(nil, map[string]string{"POD_NAMESPACE": "hami-go-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Admission
+	if cfg.Port != 9443 || cfg.CertDir != "/etc/hami-go/tls" || cfg.HealthAddress != ":8081" || cfg.MetricsAddress != ":8080" ||
+		a.SchedulerName != "hami-go-scheduler" || a.Privileged != webhook.PrivilegedDeny || a.Namespace != "hami-go-system" ||
+		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "ray.io/accelerator-type" ||
+		!reflect.DeepEqual(a.Ray.GPUResources, []string{"nvidia.com/gpu", "nvidia.com/mig-*"}) || a.Names.Memory != "nvidia.com/gpumem" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+}
+
+func TestEveryFlag(t *testing.T) {
+	cfg, err := parse([]string{
+		"--port=10443", "--cert-dir=/certs", "--health-address=127.0.0.1:9081", "--metrics-address=127.0.0.1:9080",
+		"--scheduler-name=gpu-sched", "--privileged=ignore", "--namespace=ops",
+		"--ray-gpu-resources=example.com/vgpu,nvidia.com/mig-*", "--ray-memory-resource=vram_mib", "--ray-accelerator-label=",
+		"--resource-count=example.com/vgpu", "--resource-memory=example.com/vmem",
+		"--resource-memory-percentage=example.com/vmem-pct", "--resource-cores=example.com/vcores",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Admission
+	want := []any{10443, "/certs", "127.0.0.1:9081", "127.0.0.1:9080", "gpu-sched", webhook.PrivilegedIgnore, "ops",
+		[]string{"example.com/vgpu", "nvidia.com/mig-*"}, "vram_mib", "", "example.com/vgpu", "example.com/vmem", "example.com/vmem-pct", "example.com/vcores"}
+	got := []any{cfg.Port, cfg.CertDir, cfg.HealthAddress, cfg.MetricsAddress, a.SchedulerName, a.Privileged, a.Namespace,
+		a.Ray.GPUResources, a.Ray.MemoryResource, a.Ray.AcceleratorLabel, a.Names.Count, a.Names.Memory, a.Names.MemoryPercent, a.Names.Cores}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
+
+// The Ray GPU list follows --resource-count unless given.
+func TestRayGPUResourcesFollowCount(t *testing.T) {
+	cfg, err := parse([]string{"--resource-count=example.com/vgpu"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Admission.Ray.GPUResources; !reflect.DeepEqual(got, []string{"example.com/vgpu", "nvidia.com/mig-*"}) {
+		t.Fatalf("GPUResources %q", got)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"--privileged=allow":                    `privileged: "allow" is not deny or ignore`,
+		"--port=70000":                          "--port: 70000 is not a TCP port",
+		"--health-address=8081":                 `--health-address: "8081" is not host:port`,
+		"--metrics-address=:http":               `--metrics-address: ":http" has no numeric port`,
+		"--ray-gpu-resources=nvidia.com/gpumem": `"nvidia.com/gpumem" matches nvidia.com/gpumem, which is not a GPU count`,
+		"--resource-memory=nvidia.com/gpu":      "are both",
+		"--scheduler-name=":                     "scheduler name is empty",
+		"--cert-dir=":                           "--cert-dir is empty",
+		"--ray-accelerator-label=bad/key/x":     "not a label key",
+		"extra":                                 "unexpected arguments",
+	} {
+		if _, err := parse(strings.Fields(args), nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", args, err, want)
+		}
+	}
+}
