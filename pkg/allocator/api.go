@@ -67,32 +67,83 @@ func Score(inv *device.Inventory, used NodeUsage, req *device.PodRequest) int {
 	if req == nil {
 		return 0
 	}
+	if inv != nil && len(req.Containers) == 1 {
+		if s, ok := scoreAlone(inv, used, req); ok {
+			return s
+		}
+	}
+	return scoreFull(inv, used, req)
+}
+
+// scoreFull is Score by the full placement.
+func scoreFull(inv *device.Inventory, used NodeUsage, req *device.PodRequest) int {
 	var sc scratch
 	st, bad := newState(&sc, inv, used, req)
 	if bad != "" || st.place() >= 0 {
 		return 0
 	}
-	var mem, capMiB, sharers, slices int64
+	var t nodeTotals
 	for i := range st.slots {
 		s := &st.slots[i]
 		if s.static == refUnhealthy || s.static == refMIG {
 			continue
 		}
-		mem += s.used.MemoryMiB + s.charge.MemoryMiB
-		capMiB += s.capMiB
-		sharers += int64(s.used.Sharers + s.charge.Sharers)
-		slices += int64(st.split)
+		t.add(s.used.MemoryMiB+s.charge.MemoryMiB, s.capMiB, s.used.Sharers+s.charge.Sharers, st.split)
 	}
-	if capMiB == 0 || slices == 0 {
+	return t.score(req.NodePolicy)
+}
+
+// nodeTotals sums a node's booked memory and slices over its healthy, non-MIG GPUs.
+type nodeTotals struct{ mem, capMiB, sharers, slices int64 }
+
+func (t *nodeTotals) add(mem, capMiB int64, sharers, split int) {
+	t.mem += mem
+	t.capMiB += capMiB
+	t.sharers += int64(sharers)
+	t.slices += int64(split)
+}
+
+// score turns the totals into 0..10 by policy: fullness in thousandths is
+// (mem/capMiB + sharers/slices) / 2, rounded to tenths; spread scores 10 - binpack.
+func (t *nodeTotals) score(p device.Policy) int {
+	if t.capMiB == 0 || t.slices == 0 {
 		return 0
 	}
-	// fullness in thousandths: (mem/cap + sharers/slices) / 2
-	f := (mem*1000/capMiB + sharers*1000/slices) / 2
+	f := (t.mem*1000/t.capMiB + t.sharers*1000/t.slices) / 2
 	f = min(max(f, 0), 1000)
-	if req.NodePolicy == device.Spread {
+	if p == device.Spread {
 		f = 1000 - f
 	}
 	return int((f + 50) / 100)
+}
+
+// scoreAlone is Score's fast path for a pod with one GPU container whose memory figure is the
+// same on every GPU it may take (MiB, or a percentage on a node of one memory size): the node's
+// totals after placement do not depend on which GPUs Pick chooses. ok is false when the fast
+// path cannot decide; Score then runs the full placement.
+func scoreAlone(inv *device.Inventory, used NodeUsage, req *device.PodRequest) (score int, ok bool) {
+	c := &req.Containers[0]
+	if c.Count <= 0 || !fitsAlone(inv, used, req) {
+		return 0, false
+	}
+	var t nodeTotals
+	mem := int64(-1)
+	for i := range inv.GPUs {
+		g := &inv.GPUs[i]
+		if !g.Healthy || g.MIGEnabled {
+			continue
+		}
+		if m := c.MemoryOn(g.MemoryMiB); mem < 0 {
+			mem = m
+		} else if m != mem {
+			return 0, false
+		}
+		u := used[g.UUID]
+		t.add(u.MemoryMiB, inv.CapacityMiB(g), u.Sharers, inv.SplitCount)
+	}
+	t.mem += int64(c.Count) * mem
+	t.sharers += int64(c.Count)
+	return t.score(req.NodePolicy), true
 }
 
 // Pick chooses each GPU container's devices on the node by req.GPUPolicy and returns the

@@ -32,7 +32,7 @@ func randomInventory(rng *rand.Rand, id int) *device.Inventory {
 func randomRequest(rng *rand.Rand, inv *device.Inventory) *device.PodRequest {
 	r := &device.PodRequest{GPUPolicy: []device.Policy{device.Binpack, device.Spread}[rng.Intn(2)], NodePolicy: device.Binpack, NUMABind: rng.Intn(4) == 0}
 	kinds := []device.ContainerKind{device.KindInit, device.KindSidecar, device.KindApp}
-	n := 1 + rng.Intn(4)
+	n := []int{1, 1, 2, 3, 4}[rng.Intn(5)]
 	for i := 0; i < n; i++ {
 		c := device.ContainerRequest{Name: fmt.Sprintf("c%d", i), Kind: kinds[rng.Intn(3)], Count: 1 + rng.Intn(3)}
 		switch rng.Intn(3) {
@@ -85,6 +85,12 @@ func TestPropertyPickNeverOverbooks(t *testing.T) {
 			if s < 0 || s > 10 || (perr != nil && s != 0) {
 				t.Fatalf("Score %d (err %v)", s, perr)
 			}
+			if full := scoreFull(inv, used, req); s != full {
+				t.Fatalf("Score %d, full placement scores %d\nreq %+v\ninv %+v\nused %v", s, full, req, inv, used)
+			}
+			if (ferr == nil) != (fullFit(inv, used, req) == nil) {
+				t.Fatalf("Fit fast path %v disagrees with the full placement", ferr)
+			}
 			if perr != nil {
 				if perr.Error() == "" {
 					t.Fatal("empty reason")
@@ -132,6 +138,19 @@ func TestPropertyPickNeverOverbooks(t *testing.T) {
 	if placed < 500 || refused < 500 {
 		t.Errorf("placed %d, refused %d: the generator should exercise both", placed, refused)
 	}
+}
+
+// fullFit is Fit without the fast path.
+func fullFit(inv *device.Inventory, used NodeUsage, req *device.PodRequest) error {
+	var sc scratch
+	st, bad := newState(&sc, inv, used, req)
+	if bad != "" {
+		return &Unfit{Reason: bad}
+	}
+	if failed := st.place(); failed >= 0 {
+		return &Unfit{Reason: st.reason(failed)}
+	}
+	return nil
 }
 
 func findReq(r *device.PodRequest, name string) *device.ContainerRequest {
