@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/deviceplugin"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	o, err := parseOptions(nil, env(map[string]string{"NODE_NAME": "n1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Plugin
+	if c.NodeName != "n1" || o.Backend != "nvml" || o.FakeProfile != "dgxh100" || o.FakeProfileLabel != "hami-go.io/fake-profile" ||
+		c.SplitCount != 10 || c.MemoryScaling != 1 || c.Enforcement != "hami-core" || c.DeviceListStrategy != "envvar" ||
+		c.CDISpecDir != "/var/run/cdi" || c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
+		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
+		c.AllocateWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
+		c.PodResourcesSocket != "/var/lib/kubelet/pod-resources/kubelet.sock" || c.LeaseNamespace != "kube-node-lease" ||
+		c.MetricsAddress != ":9400" || c.FakeFaultInjection || o.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
+		t.Fatalf("defaults = %+v", o)
+	}
+}
+
+// Every flag of docs/components.md lands in its field.
+func TestEveryFlag(t *testing.T) {
+	args := []string{
+		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
+		"--fake-fault-injection", "--split-count=4", "--memory-scaling=1.5", "--enforcement=mps", "--device-list-strategy=cdi",
+		"--cdi-spec-dir=/c", "--hami-core-library=/l.so", "--mps-pipe-dir=/m", "--application-xids=13, 79", "--recovery-probes=5",
+		"--probe-interval=2s", "--allocate-wait=3s", "--device-plugin-dir=/d", "--pod-resources-socket=/p.sock",
+		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
+		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4",
+	}
+	o, err := parseOptions(args, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Plugin
+	got := []any{o.Kubeconfig, c.NodeName, o.Backend, o.FakeProfile, o.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
+		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, joinXIDs(c.ApplicationXIDs),
+		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.PodResourcesSocket, c.LeaseNamespace, c.MetricsAddress,
+		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores}
+	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
+		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                                       "--node-name is empty",
+		"--node-name=n --split-count=0":          "--split-count: 0 is outside 1..1000",
+		"--node-name=n --memory-scaling=0.5":     "--memory-scaling: 0.5 is outside",
+		"--node-name=n --enforcement=cuda":       `--enforcement: "cuda" is not hami-core, mps or none`,
+		"--node-name=n --device-list-strategy=x": `--device-list-strategy: "x" is not envvar or cdi`,
+		"--node-name=n --application-xids=1,x":   `--application-xids: "x" is not an XID number`,
+		"--node-name=n --backend=gpu":            `--backend: "gpu" is not nvml or fake`,
+		"--node-name=n --fake-fault-injection":   "--fake-fault-injection needs --backend=fake",
+		"--node-name=n --recovery-probes=0":      "--recovery-probes: 0 is below 1",
+		"--node-name=n --probe-interval=0s":      "--probe-interval: 0s is not positive",
+		"--node-name=n --allocate-wait=1m":       "--allocate-wait: 1m0s is outside 0..30s",
+		"--node-name=n --metrics-address=":       "--metrics-address is empty",
+		"--node-name=n --resource-count=":        "resource name count is empty",
+		"--node-name=n extra":                    "unexpected arguments",
+	} {
+		_, err := parseOptions(strings.Fields(args), env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", args, err, want)
+		}
+	}
+}
+
+func TestFakeProfileSpec(t *testing.T) {
+	if got := fakeProfileSpec(map[string]string{"hami-go.io/fake-profile": "2x24576.NVIDIA-A10"}, "hami-go.io/fake-profile", "dgxh100"); got != "2x24576.NVIDIA-A10" {
+		t.Fatalf("label: %q", got)
+	}
+	if got := fakeProfileSpec(nil, "hami-go.io/fake-profile", "dgxh100"); got != "dgxh100" {
+		t.Fatalf("default: %q", got)
+	}
+}
+
+var _ = deviceplugin.Defaults
