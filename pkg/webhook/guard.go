@@ -39,6 +39,5 @@ func review(m *Metrics, resource string, req admission.Request, f func() admissi
 
 // badRequest answers an object that cannot be decoded.
 func badRequest(what string, err error) admission.Response {
-	r := admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", what, err))
-	return r
+	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", what, err))
 }

@@ -229,7 +229,7 @@ func numGPUsNote(r ray.StartLine, n int) string {
 
 func runsRayStart(list []string) bool {
 	for _, s := range list {
-		if strings.Contains(s, "ray start") || strings.Contains(s, "/ray start") {
+		if strings.Contains(s, "ray start") { // also matches /path/to/ray start
 			return true
 		}
 	}
