@@ -232,6 +232,17 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"webhook.rayGPUResources=nvidia.com/gpu"}, whFlag("--ray-gpu-resources"), "nvidia.com/gpu"},
 		{[]string{"webhook.rayMemoryResource=vram_mib"}, whFlag("--ray-memory-resource"), "vram_mib"},
 		{[]string{"webhook.logLevel=3"}, whFlag("-v"), "3"},
+		{[]string{"webhook.rayAcceleratorLabel=gpu-model"}, whFlag("--ray-accelerator-label"), "gpu-model"},
+		{[]string{"webhook.extraArgs[0]=--x=y"}, whFlag("--x"), "y"},
+		{[]string{"webhook.nodeSelector.role=infra"}, func(t testing.TB, r rendered) string {
+			return deployment(t, r, webhookDep).Spec.Template.Spec.NodeSelector["role"]
+		}, "infra"},
+		{[]string{"webhook.tolerations[0].key=infra", "webhook.tolerations[0].operator=Exists"}, func(t testing.TB, r rendered) string {
+			return deployment(t, r, webhookDep).Spec.Template.Spec.Tolerations[0].Key
+		}, "infra"},
+		{[]string{"webhook.podAnnotations.a=b"}, func(t testing.TB, r rendered) string {
+			return deployment(t, r, webhookDep).Spec.Template.Annotations["a"]
+		}, "b"},
 		{[]string{"webhook.certs.secretName=my-tls"}, func(t testing.TB, r rendered) string {
 			return words(r.has("Secret/my-tls"), deployment(t, r, webhookDep).Spec.Template.Spec.Volumes[0].Secret.SecretName)
 		}, "true my-tls"},
