@@ -55,14 +55,14 @@ func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
 	}
 	return &Collector{
 		p: p, resolve: resolve,
-		gpuMemTotal:     g("memory_total_mebibytes", "Total memory of the GPU, MiB."),
-		gpuMemAlloc:     g("memory_allocated_mebibytes", "GPU memory handed to containers by Allocate, MiB."),
-		gpuMemUsed:      g("memory_used_mebibytes", "GPU memory used by processes, MiB (from the backend)."),
+		gpuMemTotal:     g("memory_total_bytes", "Total memory of the GPU, bytes."),
+		gpuMemAlloc:     g("memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes."),
+		gpuMemUsed:      g("memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
 		gpuCoresAlloc:   g("cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
 		gpuSharers:      g("sharers", "Containers holding a slice of the GPU."),
 		gpuHealthy:      g("healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
-		sliceMemLimit:   s("memory_limit_mebibytes", "Memory limit of the container on the GPU, MiB."),
-		sliceMemUsed:    s("memory_used_mebibytes", "Memory the container's processes use on the GPU, MiB."),
+		sliceMemLimit:   s("memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
+		sliceMemUsed:    s("memory_used_bytes", "Memory the container's processes use on the GPU, bytes."),
 		sliceCoresLimit: s("cores_limit_percent", "Compute limit of the container on the GPU, percent (0 = none)."),
 	}
 }
@@ -121,10 +121,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.p.gpus {
 		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model}
 		a := per[g.UUID]
-		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, float64(g.MemoryMiB), lv...)
-		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, float64(a.mem), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, mib(g.MemoryMiB), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, mib(a.mem), lv...)
 		if gpuUsedOK[g.UUID] {
-			ch <- prometheus.MustNewConstMetric(c.gpuMemUsed, prometheus.GaugeValue, float64(gpuUsed[g.UUID]), lv...)
+			ch <- prometheus.MustNewConstMetric(c.gpuMemUsed, prometheus.GaugeValue, mib(gpuUsed[g.UUID]), lv...)
 		}
 		ch <- prometheus.MustNewConstMetric(c.gpuCoresAlloc, prometheus.GaugeValue, float64(a.cores), lv...)
 		ch <- prometheus.MustNewConstMetric(c.gpuSharers, prometheus.GaugeValue, float64(a.sharers), lv...)
@@ -140,12 +140,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model, s.Pod.Namespace, s.Pod.Name, s.Container}
-		ch <- prometheus.MustNewConstMetric(c.sliceMemLimit, prometheus.GaugeValue, float64(s.Grant.MemoryMiB), lv...)
+		ch <- prometheus.MustNewConstMetric(c.sliceMemLimit, prometheus.GaugeValue, mib(s.Grant.MemoryMiB), lv...)
 		ch <- prometheus.MustNewConstMetric(c.sliceCoresLimit, prometheus.GaugeValue, float64(s.Grant.CoresPercent), lv...)
 		if c.resolve != nil && gpuUsedOK[g.UUID] {
-			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, float64(used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, g.UUID}]), lv...)
+			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, mib(used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, g.UUID}]), lv...)
 		}
 	}
 }
+
+// mib converts MiB to bytes (Prometheus base unit).
+func mib(v int64) float64 { return float64(v) * (1 << 20) }
 
 var _ = device.SliceID

@@ -1,0 +1,229 @@
+package deviceplugin
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// fakePodResources is a test double of the kubelet's PodResources List (unit tests only).
+type fakePodResources struct{ resp *podresourcesapi.ListPodResourcesResponse }
+
+func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
+	return f.resp, nil
+}
+
+func podRes(ns, pod, ctr, resource string, ids ...string) *podresourcesapi.PodResources {
+	return &podresourcesapi.PodResources{Namespace: ns, Name: pod, Containers: []*podresourcesapi.ContainerResources{{
+		Name: ctr, Devices: []*podresourcesapi.ContainerDevices{{ResourceName: resource, DeviceIds: ids}, {ResourceName: "other.io/x", DeviceIds: []string{"z"}}}}}}
+}
+
+// Restart with a fake clientset: the informer feeds the ledger, PodResources rebuilds the claim
+// of a pod whose record was never written, the writer records it on the pod, and a new
+// Allocate's claim is written too.
+func TestPodSyncWritesClaims(t *testing.T) {
+	a := testPod("a", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
+	b := testPod("b", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-B"}})
+	client := fake.NewClientset(a, b)
+	pr := &fakePodResources{resp: &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
+		podRes("default", "a", "c", "nvidia.com/gpu", "GPU-A::3")}}}
+	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
+	p.ledger.dirty = sync.Dirty
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sync.Start(ctx, p.Ledger()); err != nil {
+		t.Fatal(err)
+	}
+	claimed := func(name string) string {
+		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Annotations[device.AnnoClaimed]
+	}
+	waitFor(t, "a's claimed record", func() bool { return strings.Contains(claimed("a"), `"sliceIDs":["GPU-A::3"]`) })
+	if r := mustAlloc(t, p, "GPU-A::3"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+		t.Fatalf("repeat for a = %v", r.Envs)
+	}
+	mustAlloc(t, p, "GPU-B::0")
+	waitFor(t, "b's claimed record", func() bool { return strings.Contains(claimed("b"), `"sliceIDs":["GPU-B::0"]`) })
+	dec, err := device.DecodeAllocation(claimed("b"))
+	if err != nil || dec.Node != testNode || dec.Containers[0].Devices[0].MemoryMiB != 2000 {
+		t.Fatalf("b record = %v, %v", dec, err)
+	}
+}
+
+func TestObserve(t *testing.T) {
+	pr := &fakePodResources{resp: &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
+		podRes("ns", "p", "c", "nvidia.com/gpu", "GPU-A::1", "GPU-B::2"), podRes("ns", "q", "c", "x.io/gpu", "GPU-A::2")}}}
+	obs, err := Observe(context.Background(), pr, "nvidia.com/gpu")
+	if err != nil || len(obs) != 1 || obs[0].Pod != "p" || strings.Join(obs[0].IDs, ",") != "GPU-A::1,GPU-B::2" {
+		t.Fatalf("observe = %v, %v", obs, err)
+	}
+}
+
+func TestPublishNodeAndLease(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"keep": "me"}}})
+	p, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
+	ctx := context.Background()
+	if changed, err := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); err != nil || !changed {
+		t.Fatalf("first publish: %v %v", changed, err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+	for k, v := range map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "81559",
+		"nvidia.com/gpu.replicas": "10", "nvidia.com/gpu.sharing-strategy": "time-slicing", "keep": "me"} {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+		}
+	}
+	inv, err := device.DecodeInventory(n.Annotations[device.AnnoInventory])
+	if err != nil || len(inv.GPUs) != 2 || inv.SplitCount != 10 || !inv.GPUs[1].Healthy {
+		t.Fatalf("inventory = %v, %v", inv, err)
+	}
+	if changed, err := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); err != nil || changed {
+		t.Fatalf("unchanged publish patched: %v %v", changed, err)
+	}
+	p.OnXID(device.XIDEvent{UUID: "GPU-B", XID: 79})
+	if changed, _ := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); !changed {
+		t.Fatal("health change not published")
+	}
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(10 * time.Second)
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk); err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "hami-go-node-1", metav1.GetOptions{})
+	if err != nil || *l.Spec.HolderIdentity != testNode || !l.Spec.RenewTime.Time.Equal(clk.Now()) || l.Spec.AcquireTime.Time.Equal(clk.Now()) {
+		t.Fatalf("lease = %+v, %v", l, err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	b := newTestBackend(2, 81559)
+	b.procs["GPU-A"] = []device.ProcessMemory{{PID: 10, UsedMiB: 700}, {PID: 11, UsedMiB: 50}}
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
+	pod := testPod("m", t0, testNode, ctr{name: "c", mem: 3000, cores: 25, gpus: []string{"GPU-A"}})
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", ContainerID: "containerd://abc"}}
+	p.Ledger().UpsertPod(pod)
+	mustAlloc(t, p, "GPU-A::0")
+	p.OnXID(device.XIDEvent{UUID: "GPU-B", XID: 79})
+	c := NewCollector(p, func(pid uint32) (string, bool) { return "abc", pid == 10 })
+	if probs, err := testutil.CollectAndLint(c); err != nil || len(probs) != 0 {
+		t.Fatalf("promlint: %v %v", probs, err)
+	}
+	want := `
+# HELP hami_go_gpu_healthy 1 when the GPU is healthy, 0 after a fatal XID until it recovers.
+# TYPE hami_go_gpu_healthy gauge
+hami_go_gpu_healthy{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 1
+hami_go_gpu_healthy{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to containers by Allocate, bytes.
+# TYPE hami_go_gpu_memory_allocated_bytes gauge
+hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 3.145728e+09
+hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
+# HELP hami_go_gpu_memory_used_bytes GPU memory used by processes, bytes (from the backend).
+# TYPE hami_go_gpu_memory_used_bytes gauge
+hami_go_gpu_memory_used_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 7.86432e+08
+hami_go_gpu_memory_used_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
+# HELP hami_go_slice_memory_used_bytes Memory the container's processes use on the GPU, bytes.
+# TYPE hami_go_slice_memory_used_bytes gauge
+hami_go_slice_memory_used_bytes{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",uuid="GPU-A"} 7.340032e+08
+# HELP hami_go_slice_cores_limit_percent Compute limit of the container on the GPU, percent (0 = none).
+# TYPE hami_go_slice_cores_limit_percent gauge
+hami_go_slice_cores_limit_percent{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",uuid="GPU-A"} 25
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "hami_go_gpu_healthy", "hami_go_gpu_memory_allocated_bytes",
+		"hami_go_gpu_memory_used_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "hami_go_slice_memory_limit_bytes"); n != 1 {
+		t.Fatalf("%d slice series", n)
+	}
+	// The pod ends: its series disappear.
+	pod.Status.Phase = corev1.PodSucceeded
+	p.Ledger().UpsertPod(pod)
+	if n := testutil.CollectAndCount(c, "hami_go_slice_memory_limit_bytes", "hami_go_slice_cores_limit_percent", "hami_go_slice_memory_used_bytes"); n != 0 {
+		t.Fatalf("%d slice series after the pod ended", n)
+	}
+}
+
+type fakeFaults struct{ xids, recovers []string }
+
+func (f *fakeFaults) InjectXID(uuid string, xid uint64) error {
+	if uuid != "GPU-A" {
+		return os.ErrNotExist
+	}
+	f.xids = append(f.xids, uuid)
+	return nil
+}
+func (f *fakeFaults) Recover(uuid string) error { f.recovers = append(f.recovers, uuid); return nil }
+
+func TestHTTPHandler(t *testing.T) {
+	f := &fakeFaults{}
+	h := Handler(prometheus.NewRegistry(), f)
+	do := func(method, url string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(method, url, nil))
+		return w
+	}
+	if w := do("GET", "/healthz"); w.Code != 200 {
+		t.Fatalf("healthz %d", w.Code)
+	}
+	if w := do("POST", "/debug/fake/xid?uuid=GPU-A&xid=79"); w.Code != 200 || len(f.xids) != 1 {
+		t.Fatalf("xid %d %s", w.Code, w.Body)
+	}
+	if w := do("POST", "/debug/fake/xid?uuid=GPU-A&xid=x"); w.Code != 400 || !strings.Contains(w.Body.String(), `xid: "x" is not an XID number`) {
+		t.Fatalf("bad xid %d %s", w.Code, w.Body)
+	}
+	if w := do("POST", "/debug/fake/xid?uuid=GPU-Q&xid=79"); w.Code != 400 {
+		t.Fatalf("unknown uuid %d", w.Code)
+	}
+	if w := do("GET", "/debug/fake/recover?uuid=GPU-A"); w.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET recover %d", w.Code)
+	}
+	if w := do("POST", "/debug/fake/recover?uuid=GPU-A"); w.Code != 200 || len(f.recovers) != 1 {
+		t.Fatalf("recover %d", w.Code)
+	}
+	// Without fault injection the debug endpoints do not exist.
+	w := httptest.NewRecorder()
+	Handler(prometheus.NewRegistry(), nil).ServeHTTP(w, httptest.NewRequest("POST", "/debug/fake/xid?uuid=GPU-A&xid=79", nil))
+	if w.Code != 404 {
+		t.Fatalf("debug endpoint without injection: %d", w.Code)
+	}
+}
+
+func TestCDISpec(t *testing.T) {
+	dir := t.TempDir()
+	b := newTestBackend(2, 81559)
+	if err := WriteCDISpec(dir, b.gpus); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.GetDevice("hami-go.io/gpu=GPU-B"); d == nil || d.ContainerEdits.DeviceNodes[0].Path != "/dev/nvidia1" {
+		t.Fatalf("device = %v, errors %v", d, c.GetErrors())
+	}
+	if _, err := os.Stat(filepath.Join(dir, CDISpecName)); err != nil {
+		t.Fatal(err)
+	}
+}
