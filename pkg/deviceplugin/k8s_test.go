@@ -23,7 +23,9 @@ import (
 )
 
 // fakePodResources is a test double of the kubelet's PodResources List (unit tests only).
-type fakePodResources struct{ resp *podresourcesapi.ListPodResourcesResponse }
+type fakePodResources struct {
+	resp *podresourcesapi.ListPodResourcesResponse
+}
 
 func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
 	return f.resp, nil
