@@ -1,0 +1,137 @@
+// Command e2esched measures end-to-end scheduling throughput on the local cluster
+// (hack/cluster/up.sh) with the real kube-scheduler against simulated nodes: Node objects created
+// through the API with a hami-go inventory annotation, status Ready, capacity nvidia.com/gpu 80
+// and fresh Leases (the kubelet's and the device plugin's, renewed every --lease-renew), no
+// kubelet. It compares, side by side and interleaved run by run:
+//
+//   - extender: kube-scheduler (profile hami-go-bench-scheduler, binary --kube-scheduler) calling
+//     hami-go's extender (pkg/extender, in this process on 127.0.0.1) for pods asking 1 GPU with
+//     --gpumem MiB (HAMi resources);
+//   - baseline: the same kube-scheduler configuration without the extender (profile
+//     hami-go-bench-baseline) for the same pods asking nvidia.com/gpu: 1 only (whole GPUs the
+//     nodes advertise), labelled hami-go.io/ignore=true so the webhook leaves them alone.
+//
+// No kubelet calls Allocate, so the extender's pods stay in flight: every pod is an identical
+// replica (same call key and signature), so none waits for another (design.md, C20).
+// Everything lives in namespace --namespace and on nodes bench-node-NNNN labelled
+// hami-go.io/bench-node=true and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
+// land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON
+// (--out) read by hack/bench/report.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+)
+
+// Config is the whole configuration of a run (flags).
+type Config struct {
+	// Kubeconfig is the cluster's admin kubeconfig ($HAMI_GO_STATE/kubeconfig).
+	Kubeconfig string
+	// KubeScheduler is the kube-scheduler binary (v1.37.2 from hack/cluster's tools).
+	KubeScheduler string
+	// Nodes is the number of simulated nodes (bench-node-0000 ...).
+	Nodes int
+	// Pods is the number of pods per run.
+	Pods int
+	// Runs is the number of runs of each variant (interleaved).
+	Runs int
+	// GPUMemMiB is the nvidia.com/gpumem of each extender pod, MiB.
+	GPUMemMiB int64
+	// QPS and Burst are kube-scheduler's clientConnection (both variants), as values-local.yaml.
+	QPS, Burst int
+	// Namespace holds the pods.
+	Namespace string
+	// LeaseRenew is the renewal period of the simulated nodes' Leases.
+	LeaseRenew time.Duration
+	// RunTimeout bounds one run (all pods bound).
+	RunTimeout time.Duration
+	// Out is the JSON result file; WorkDir holds the schedulers' configs and logs.
+	Out, WorkDir string
+}
+
+func main() {
+	state := os.Getenv("HAMI_GO_STATE")
+	if state == "" {
+		state = "/var/lib/hami-go-cluster"
+	}
+	home, _ := os.UserHomeDir()
+	cfg := Config{}
+	fs := pflag.NewFlagSet("e2esched", pflag.ExitOnError)
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", filepath.Join(state, "kubeconfig"), "admin kubeconfig of the local cluster")
+	fs.StringVar(&cfg.KubeScheduler, "kube-scheduler", filepath.Join(home, ".cache/hami-go/tools/bin/kube-scheduler"), "kube-scheduler binary")
+	fs.IntVar(&cfg.Nodes, "nodes", 1000, "simulated nodes")
+	fs.IntVar(&cfg.Pods, "pods", 2000, "pods per run")
+	fs.IntVar(&cfg.Runs, "runs", 5, "runs of each variant")
+	fs.Int64Var(&cfg.GPUMemMiB, "gpumem", 4000, "nvidia.com/gpumem of each extender pod (MiB)")
+	fs.IntVar(&cfg.QPS, "qps", 1000, "kube-scheduler clientConnection.qps")
+	fs.IntVar(&cfg.Burst, "burst", 1000, "kube-scheduler clientConnection.burst")
+	fs.StringVar(&cfg.Namespace, "namespace", "hami-go-bench", "namespace of the pods")
+	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", 15*time.Second, "Lease renewal period of the simulated nodes")
+	fs.DurationVar(&cfg.RunTimeout, "run-timeout", 5*time.Minute, "longest run")
+	fs.StringVar(&cfg.Out, "out", "_output/bench/e2esched.json", "JSON result")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "_output/bench/e2esched", "schedulers' configs and logs")
+	klog.InitFlags(nil)
+	fs.AddGoFlagSet(flag.CommandLine)
+	_ = fs.Parse(os.Args[1:])
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2esched:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := Run(ctx, cfg)
+	if res != nil {
+		if werr := writeJSON(cfg.Out, res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		klog.ErrorS(err, "e2esched failed")
+		os.Exit(1)
+	}
+}
+
+// Validate reports the first bad field by flag name and value.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 9999:
+		return fmt.Errorf("--nodes: %d is not in 1..9999", c.Nodes)
+	case c.Pods < 10:
+		return fmt.Errorf("--pods: %d is below 10", c.Pods)
+	case c.Pods > c.Nodes*80:
+		return fmt.Errorf("--pods: %d do not fit on %d nodes of 80 slices", c.Pods, c.Nodes)
+	case c.Runs < 1:
+		return fmt.Errorf("--runs: %d is below 1", c.Runs)
+	case c.GPUMemMiB < 1 || c.GPUMemMiB > 81920:
+		return fmt.Errorf("--gpumem: %d is not in 1..81920 MiB", c.GPUMemMiB)
+	case c.QPS < 1 || c.Burst < 1:
+		return fmt.Errorf("--qps/--burst: %d/%d must be positive", c.QPS, c.Burst)
+	case c.LeaseRenew <= 0 || c.LeaseRenew > 30*time.Second:
+		return fmt.Errorf("--lease-renew: %v is not in (0, 30s] (node leases expire after 40s)", c.LeaseRenew)
+	case c.Namespace == "":
+		return fmt.Errorf("--namespace is empty")
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Result is the JSON this program writes.
+type Result struct {
+	Nodes     int       `json:"nodes"`
+	Pods      int       `json:"pods"`
+	QPS       int       `json:"qps"`
+	GPUMemMiB int64     `json:"gpumemMiB"`
+	Started   time.Time `json:"started"`
+	// Runs in the order they ran (variants interleaved).
+	Runs []RunResult `json:"runs"`
+}
+
+// RunResult is one run of one variant.
+type RunResult struct {
+	// Variant is "extender" or "baseline".
+	Variant string `json:"variant"`
+	Run     int    `json:"run"`
+	// Bound is how many of the pods were bound before the run's timeout.
+	Bound int `json:"bound"`
+	// CreateSeconds is how long creating the pods took (before the scheduler was started).
+	CreateSeconds float64 `json:"createSeconds"`
+	// Seconds from the first binding to the last.
+	Seconds float64 `json:"seconds"`
+	// PodsPerSecond is (Bound-1) / Seconds; SteadyPodsPerSecond is the rate between the 10th and
+	// the 90th percentile binding (without the ramp-up and the tail).
+	PodsPerSecond       float64 `json:"podsPerSecond"`
+	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
+}
+
+// rates returns, for binding times (any origin), the seconds from the first binding to the last,
+// the rate over that span ((n-1)/seconds) and the steady rate between the 10th and the 90th
+// percentile binding (without ramp-up and tail).
+func rates(bound []time.Duration) (seconds, overall, steady float64) {
+	if len(bound) < 2 {
+		return 0, 0, 0
+	}
+	s := append([]time.Duration(nil), bound...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	seconds = (s[len(s)-1] - s[0]).Seconds()
+	if seconds > 0 {
+		overall = float64(len(s)-1) / seconds
+	}
+	lo, hi := len(s)/10, len(s)*9/10
+	if hi > lo && s[hi] > s[lo] {
+		steady = float64(hi-lo) / (s[hi] - s[lo]).Seconds()
+	}
+	return seconds, overall, steady
+}
+
+// benchPod is pod i of a run of variant.
+func benchPod(cfg Config, variant, run string, i int) *corev1.Pod {
+	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: fmt.Sprintf("%s-%s-%04d", variant, run, i),
+			Labels: map[string]string{"hami-go.io/bench-run": variant + "-" + run}},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{benchLabel: "true"},
+			Tolerations:  []corev1.Toleration{{Key: benchTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers:   []corev1.Container{{Name: "main", Image: "docker.io/hami-go/workload:0.1.0", Command: []string{"pause"}}},
+		},
+	}
+	if variant == "extender" {
+		p.Spec.SchedulerName = ExtenderScheduler
+		limits["nvidia.com/gpumem"] = *resource.NewQuantity(cfg.GPUMemMiB, resource.DecimalSI)
+	} else {
+		p.Spec.SchedulerName = BaselineScheduler
+		p.Labels[device.LabelOptOut] = "true"
+	}
+	p.Spec.Containers[0].Resources.Limits = limits
+	return p
+}
+
+// runOnce creates cfg.Pods pods of variant while no scheduler of theirs runs, then starts that
+// variant's kube-scheduler (calling extenderURL for the extender variant) on a full queue, and
+// waits until all pods are bound (or RunTimeout); the scheduler is stopped before it returns.
+func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, extenderURL string, run int) (RunResult, error) {
+	r := RunResult{Variant: variant, Run: run}
+	id := strconv.Itoa(run)
+	sel := "hami-go.io/bench-run=" + variant + "-" + id
+	var (
+		mu    sync.Mutex
+		start time.Time
+	)
+	bound := map[string]time.Duration{}
+	done := make(chan struct{})
+	// An informer (list, then watch, re-established when the server ends a watch) sees every
+	// binding once; the first time a pod shows a nodeName is its binding time.
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	seen := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := bound[p.Name]; ok {
+			return
+		}
+		bound[p.Name] = time.Since(start)
+		if len(bound) == cfg.Pods {
+			close(done)
+		}
+	}
+	inf := f.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		return r, err
+	}
+	ictx, stopInf := context.WithCancel(ctx)
+	defer stopInf()
+	f.Start(ictx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
+		return r, fmt.Errorf("pod informer did not sync: %w", ctx.Err())
+	}
+	mu.Lock()
+	start = time.Now()
+	mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, cfg.RunTimeout)
+	defer cancel()
+	if err := parallel(cctx, cfg.Pods, 32, func(ctx context.Context, i int) error {
+		_, err := cs.CoreV1().Pods(cfg.Namespace).Create(ctx, benchPod(cfg, variant, id, i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return r, fmt.Errorf("%s run %d: create pods: %w", variant, run, err)
+	}
+	created := time.Since(start)
+	r.CreateSeconds = created.Seconds()
+	profile, url := ExtenderScheduler, extenderURL
+	if variant != "extender" {
+		profile, url = BaselineScheduler, ""
+	}
+	sctx, stopSched := context.WithCancel(cctx)
+	defer stopSched()
+	if err := startScheduler(sctx, cfg, profile, url); err != nil {
+		return r, err
+	}
+	select {
+	case <-done:
+	case <-cctx.Done():
+	}
+	stopSched()
+	stopInf()
+	mu.Lock()
+	times := make([]time.Duration, 0, len(bound))
+	for _, d := range bound {
+		times = append(times, d)
+	}
+	mu.Unlock()
+	r.Bound = len(times)
+	r.Seconds, r.PodsPerSecond, r.SteadyPodsPerSecond = rates(times)
+	klog.InfoS("Run done", "variant", variant, "run", run, "bound", r.Bound, "of", cfg.Pods, "createdIn", created.Round(time.Millisecond),
+		"seconds", fmt.Sprintf("%.1f", r.Seconds), "podsPerSecond", fmt.Sprintf("%.1f", r.PodsPerSecond), "steady", fmt.Sprintf("%.1f", r.SteadyPodsPerSecond))
+	if r.Bound < cfg.Pods {
+		return r, fmt.Errorf("%s run %d: %d of %d pods bound within %v (scheduler logs in %s)", variant, run, r.Bound, cfg.Pods, cfg.RunTimeout, cfg.WorkDir)
+	}
+	return r, nil
+}
+
+// Run sets up the simulated nodes and both schedulers, runs the variants interleaved
+// (extender, baseline, extender, ...), and always deletes what it created.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w (bring the cluster up with hack/cluster/up.sh)", cfg.Kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("API server of %s: %w (bring the cluster up with hack/cluster/up.sh)", cfg.Kubeconfig, err)
+	}
+	res := &Result{Nodes: cfg.Nodes, Pods: cfg.Pods, QPS: cfg.QPS, GPUMemMiB: cfg.GPUMemMiB, Started: time.Now().UTC()}
+	// Leftovers of an interrupted earlier run first.
+	if err := deleteAll(cs, cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("removing leftovers: %w", err)
+	}
+	defer func() {
+		if err := deleteAll(cs, cfg.Namespace); err != nil {
+			klog.ErrorS(err, "Cleanup incomplete: delete nodes -l "+benchLabel+"=true and namespace "+cfg.Namespace+" by hand")
+		} else {
+			klog.InfoS("Removed the simulated nodes, their Leases and the bench namespace")
+		}
+	}()
+	for {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace}}, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) { // AlreadyExists: the old one is still terminating
+			return nil, err
+		}
+		time.Sleep(time.Second)
+	}
+	t := time.Now()
+	if err := createNodes(ctx, cs, cfg.Nodes); err != nil {
+		return nil, err
+	}
+	rctx, stopRenew := context.WithCancel(ctx)
+	defer stopRenew()
+	go renewLeases(rctx, cs, cfg.LeaseRenew)
+	for {
+		ready, err := untaintNodes(ctx, cs)
+		if err != nil {
+			return nil, err
+		}
+		if ready == cfg.Nodes {
+			break
+		}
+		if time.Since(t) > 2*time.Minute {
+			return nil, fmt.Errorf("only %d of %d simulated nodes Ready and untainted after 2m", ready, cfg.Nodes)
+		}
+		time.Sleep(time.Second)
+	}
+	klog.InfoS("Simulated nodes ready", "nodes", cfg.Nodes, "took", time.Since(t).Round(time.Millisecond))
+	sctx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	url, err := startExtender(sctx, cs)
+	if err != nil {
+		return nil, fmt.Errorf("extender: %w", err)
+	}
+	// Warm-up: a short run of each variant checks the set-up.
+	for _, v := range []string{"extender", "baseline"} {
+		wcfg := cfg
+		wcfg.Pods, wcfg.RunTimeout = 10, 2*time.Minute
+		if _, err := runOnce(ctx, cs, wcfg, v, url, 0); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if err := deletePods(ctx, cs, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, v := range []string{"extender", "baseline"} {
+			r, err := runOnce(ctx, cs, cfg, v, url, run)
+			res.Runs = append(res.Runs, r)
+			if err != nil {
+				return res, err
+			}
+			if err := deletePods(ctx, cs, cfg.Namespace); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/extender"
+)
+
+const (
+	// ExtenderScheduler is the profile of the kube-scheduler that calls the extender.
+	ExtenderScheduler = "hami-go-bench-scheduler"
+	// BaselineScheduler is the profile of the kube-scheduler without the extender.
+	BaselineScheduler = "hami-go-bench-baseline"
+)
+
+// startExtender runs pkg/extender on 127.0.0.1 (a free port) for profile ExtenderScheduler and
+// returns its URL once its cache was rebuilt from the API.
+func startExtender(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	cfg := extender.DefaultConfig()
+	cfg.SchedulerName = ExtenderScheduler
+	ext, err := extender.New(cfg, cs, nil, clock.RealClock{}, prometheus.NewRegistry())
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := ext.Run(ctx); err != nil {
+			klog.ErrorS(err, "Extender stopped")
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: ext.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	for !ext.Ready() {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return "http://" + ln.Addr().String(), nil
+}
+
+// schedulerConfig is the KubeSchedulerConfiguration of both variants: the chart's settings
+// (charts/hami-go/templates/scheduler-configmap.yaml: percentageOfNodesToScore 100, the
+// extender's verbs and managed resources) with values-local.yaml's qps/burst; the baseline has
+// no extender. Leader election is off (each runs once).
+func schedulerConfig(cfg Config, profile, extenderURL string) string {
+	s := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: %d
+  burst: %d
+leaderElection:
+  leaderElect: false
+percentageOfNodesToScore: 100
+profiles:
+  - schedulerName: %s
+`, cfg.Kubeconfig, cfg.QPS, cfg.Burst, profile)
+	if extenderURL != "" {
+		s += fmt.Sprintf(`extenders:
+  - urlPrefix: %s
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    preemptVerb: preempt
+    weight: 1
+    enableHTTPS: false
+    httpTimeout: 30s
+    nodeCacheCapable: true
+    ignorable: false
+    managedResources:
+      - name: nvidia.com/gpu
+        ignoredByScheduler: false
+      - name: nvidia.com/gpumem
+        ignoredByScheduler: true
+      - name: nvidia.com/gpumem-percentage
+        ignoredByScheduler: true
+      - name: nvidia.com/gpucores
+        ignoredByScheduler: true
+`, extenderURL)
+	}
+	return s
+}
+
+// startScheduler starts kube-scheduler with the given profile (config and log, appended, in
+// cfg.WorkDir); it is interrupted when ctx ends.
+func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string) error {
+	if _, err := os.Stat(cfg.KubeScheduler); err != nil {
+		return fmt.Errorf("--kube-scheduler: %w (hack/cluster/up.sh builds it)", err)
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(cfg.WorkDir, profile+".yaml")
+	if err := os.WriteFile(conf, []byte(schedulerConfig(cfg, profile, extenderURL)), 0o644); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(cfg.WorkDir, profile+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, "--config="+conf, "--secure-port=0", "--v=1")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start kube-scheduler %s: %w", profile, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			klog.ErrorS(err, "kube-scheduler exited early", "profile", profile, "log", logf.Name())
+		}
+	}()
+	return nil
+}
