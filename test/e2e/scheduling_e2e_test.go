@@ -81,7 +81,9 @@ func TestWebhookDeniesBadQuantity(t *testing.T) {
 		t.Fatal("pod with gpumem 3000M was admitted; want it denied")
 	}
 	msg := err.Error()
-	for _, want := range []string{"denied the request", "spec.containers[main].resources.limits[nvidia.com/gpumem]", "3000M", "3000Mi"} {
+	// The API server hands the webhook the canonical form (3000M arrives as 3G, case C07), so
+	// the message names the field, the value in MiB and what was probably meant.
+	for _, want := range []string{"denied the request", "spec.containers[main].resources.limits[nvidia.com/gpumem]: 3G ", "3000000000 MiB", "did you mean 3000Mi"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("denial %q lacks %q", msg, want)
 		}
