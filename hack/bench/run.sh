@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make bench: hami-go's benchmarks and performance report (issue 8). Writes docs/bench/report.md,
+# its PNG plots and the raw outputs (docs/bench/go-bench.txt, docs/bench/e2esched.json).
+#   1. Go benchmarks, each repeated $HAMI_GO_BENCH_COUNT times (default 5): pkg/allocator
+#      (BenchmarkFilter and BenchmarkPick on one core, BenchmarkFilterScale), pkg/deviceplugin
+#      BenchmarkAllocate, pkg/webhook BenchmarkAdmissionLatency, pkg/extender
+#      BenchmarkExtenderScale (100..10,000 nodes; repetitions share each fleet).
+#   2. End-to-end scheduling (hack/bench/e2esched) on the local cluster: 1,000 simulated nodes,
+#      extender vs kube-scheduler alone. Uses the running cluster; when none answers, brings one up
+#      with hack/cluster/up.sh (HAMI_GO_SKIP_CHART=1: the chart is not needed) and tears it down
+#      afterwards. On a machine without the tool cache that first builds Kubernetes (20–30 min).
+#      HAMI_GO_BENCH_E2E=0 skips this part.
+#   3. hack/bench/report turns the outputs into the report.
+# Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_NODES (1000),
+# HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+GO=${GO:-go}
+COUNT=${HAMI_GO_BENCH_COUNT:-5}
+OUT=${HAMI_GO_BENCH_OUT:-_output/bench}
+E2E=${HAMI_GO_BENCH_E2E:-1}
+STATE=${HAMI_GO_STATE:-/var/lib/hami-go-cluster}
+export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations} CGO_ENABLED=${CGO_ENABLED:-1}
+START=$SECONDS
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+[[ $COUNT =~ ^[1-9][0-9]*$ ]] || { log "HAMI_GO_BENCH_COUNT: \"$COUNT\" is not a positive integer"; exit 2; }
+mkdir -p "$OUT" docs/bench
+rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json"
+
+bench() { # bench <package> <go test args...>
+  local pkg=$1
+  shift
+  log "go test -bench $* $pkg"
+  "$GO" test -run '^$' -benchmem -timeout 60m "$@" "$pkg" | tee -a "$OUT/go-bench.txt"
+}
+bench ./pkg/allocator -bench '^Benchmark(Filter|Pick)$' -cpu 1 -count "$COUNT"
+bench ./pkg/allocator -bench '^BenchmarkFilterScale$' -count "$COUNT"
+bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"
+bench ./pkg/webhook -bench '^BenchmarkAdmissionLatency$' -count "$COUNT"
+HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
+log "benchmarks done in $((SECONDS - START))s"
+
+if [[ $E2E != 0 ]]; then
+  KUBECTL=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/kubectl
+  brought_up=0
+  if ! [[ -x $KUBECTL && -f $STATE/kubeconfig ]] ||
+    ! "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --request-timeout=10s get --raw /readyz >/dev/null 2>&1; then
+    log "no local cluster answers; bringing one up (hack/cluster/up.sh, without the chart)"
+    HAMI_GO_SKIP_CHART=1 hack/cluster/up.sh
+    brought_up=1
+  fi
+  status=0
+  "$GO" run ./hack/bench/e2esched --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
+    --pods "${HAMI_GO_BENCH_PODS:-2000}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
+  if [[ $brought_up == 1 ]]; then
+    hack/cluster/down.sh || true
+  fi
+  if [[ $status != 0 ]]; then
+    log "end-to-end scheduling failed (exit $status); scheduler logs in $OUT/e2esched/; the report shows what was measured"
+  fi
+  log "end-to-end done at $((SECONDS - START))s"
+fi
+
+cp "$OUT/go-bench.txt" docs/bench/go-bench.txt
+if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched.json; else rm -f docs/bench/e2esched.json; fi
+took=$((SECONDS - START))
+"$GO" run ./hack/bench/report --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
+log "report: docs/bench/report.md (took $((SECONDS - START))s)"
+exit "${status:-0}"
