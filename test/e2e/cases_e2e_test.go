@@ -4,8 +4,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,6 +166,53 @@ func stopKubelet(t *testing.T, c *Cluster) (start func()) {
 	return start
 }
 
+// pauseKubelet freezes the node's kubelet (SIGSTOP to the pid hack/cluster recorded) so that it
+// calls back late, as a slow kubelet does, while it stays registered with the device plugin;
+// the returned function (also run when the test ends) resumes it with SIGCONT. Keep pauses well
+// under the node monitor grace period (50 s), or the node turns NotReady.
+func pauseKubelet(t *testing.T, c *Cluster) (resume func()) {
+	t.Helper()
+	pid := c.componentPid(t, "kubelet")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP kubelet (pid %d): %v", pid, err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT kubelet (pid %d): %v", pid, err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
+// componentPid returns the pid hack/cluster recorded for a component ($STATE/pids/<name>.pid),
+// after checking, as lib.sh's pid_of does, that the process's command line still holds the
+// recorded marker ($STATE/pids/<name>.match).
+func (c *Cluster) componentPid(t testing.TB, name string) int {
+	t.Helper()
+	dir := filepath.Join(c.State, "pids")
+	b, err := os.ReadFile(filepath.Join(dir, name+".pid"))
+	if err != nil {
+		t.Fatalf("pid of %s: %v", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file of %s: %q: %v", name, b, err)
+	}
+	marker, err := os.ReadFile(filepath.Join(dir, name+".match"))
+	if err != nil {
+		t.Fatalf("marker of %s: %v", name, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), strings.TrimSpace(string(marker))) {
+		t.Fatalf("%s: pid %d does not run it any more (cmdline %q, marker %q); is the cluster up?", name, pid, cmdline, marker)
+	}
+	return pid
+}
+
 // waitNodeReady waits for the node's Ready condition.
 func (c *Cluster) waitNodeReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
@@ -173,26 +225,66 @@ func (c *Cluster) waitNodeReady(t testing.TB, timeout time.Duration) {
 	}
 }
 
-// TestC13DeletedBeforeAllocate: the kubelet is stopped, so a bound pod holding memory on
-// every GPU is never allocated; it is deleted, and the pod that needs its memory is bound
-// within seconds (the extender released the unallocated booking at the delete, not on a
-// timer); once the kubelet is back the waiter runs with its own limit.
+// TestC13DeletedBeforeAllocate: the kubelet is frozen, so a bound pod holding memory on every
+// GPU is not allocated; it is deleted, and the pod that needs its memory is bound within
+// seconds (the extender released the unallocated booking at the delete, not on a timer); once
+// the kubelet resumes the waiter runs with its own limit.
 func TestC13DeletedBeforeAllocate(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	inv := c.inventory(t)
 	ns := e2eNamespace(t, c)
 	holder, waiter := fillPlan(t, c, inv)
-	startKubelet := stopKubelet(t, c)
+	resume := pauseKubelet(t, c)
 	took := c.holdAndRelease(t, ns, holder, waiter, false)
 	t.Logf("waiter bound %v after the unallocated holder was deleted", took.Round(time.Millisecond))
-	startKubelet()
+	resume()
 	p := c.WaitForRunning(t, ns, "waiter", 2*time.Minute)
 	c.checkOwnLimit(t, p, waiter.memMiB)
 	checkNotOvercommitted(t, inv, c.nodeUsage(t))
 }
 
-// TestC14SlowAllocateKeepsOwnLimits: the kubelet is stopped, so pod big (1 GPU, 24576 MiB) is
+// TestC13AdmissionRejectedFreesSlice: a pod bound while the kubelet is down is admitted right
+// after the kubelet restarts; when the device plugin has not registered again by then, the
+// kubelet rejects it (phase Failed, UnexpectedAdmissionError; kubelet v1.37 does not wait for
+// device plugins). Case C13: the next pod, which needs that pod's memory on every GPU, then
+// proceeds at once. When the plugin won the race the pod runs instead, and the test checks its
+// limit and says that the rejection branch was not exercised.
+func TestC13AdmissionRejectedFreesSlice(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	inv := c.inventory(t)
+	ns := e2eNamespace(t, c)
+	holder, _ := fillPlan(t, c, inv)
+	start := stopKubelet(t, c)
+	c.CreatePod(t, gpuPod(ns, "early", holder))
+	c.waitBound(t, ns, "early", time.Minute)
+	start()
+	p := c.WaitForPod(t, ns, "early", 2*time.Minute, "Running or Failed", func(p *corev1.Pod) bool {
+		return allStarted(p) || p.Status.Phase == corev1.PodFailed
+	})
+	if p.Status.Phase != corev1.PodFailed {
+		c.checkOwnLimit(t, p, holder.memMiB)
+		t.Skip("the device plugin registered before the kubelet admitted the pod: it runs with its own limit; the admission-rejection branch of C13 was not exercised")
+	}
+	if p.Status.Reason != "UnexpectedAdmissionError" {
+		t.Fatalf("early: phase Failed with reason %q, want UnexpectedAdmissionError\n%s", p.Status.Reason, c.describe(ns, "early", p))
+	}
+	t.Logf("early rejected by the kubelet: %s", p.Status.Message)
+	// After its restart the kubelet reports 0 devices until the plugin registers and corrects
+	// the Node only at its next status sync; a pod tried meanwhile waits in kube-scheduler's
+	// queue (bugs.md). C13 is about the extender's booking, so start once allocatable is back.
+	c.waitAllocatable(t, int64(len(inv.GPUs)*inv.SplitCount), time.Minute)
+	begin := time.Now()
+	c.CreatePod(t, gpuPod(ns, "next", holder))
+	c.waitBound(t, ns, "next", freeWithin)
+	t.Logf("next (%d GPUs x %d MiB) bound %v after it was created", holder.count, holder.memMiB, time.Since(begin).Round(time.Millisecond))
+	n := c.WaitForRunning(t, ns, "next", 2*time.Minute)
+	c.checkOwnLimit(t, n, holder.memMiB)
+	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+}
+
+// TestC14SlowAllocateKeepsOwnLimits: the kubelet is frozen, so pod big (1 GPU, 24576 MiB) is
 // bound but its Allocate comes late (after more than the extender's bind wait and the device
 // plugin's allocate wait). Pod small (1 GPU, 600 MiB) has the same first Allocate call: the
 // extender must not let it be in flight on the node meanwhile (no timer frees big's place).
@@ -201,7 +293,7 @@ func TestC14SlowAllocateKeepsOwnLimits(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	ns := e2eNamespace(t, c)
-	startKubelet := stopKubelet(t, c)
+	resume := pauseKubelet(t, c)
 	big, small := gpuLimits{count: 1, memMiB: 24576}, gpuLimits{count: 1, memMiB: 600}
 	c.CreatePod(t, gpuPod(ns, "big", big))
 	b := c.waitBound(t, ns, "big", time.Minute)
@@ -224,7 +316,7 @@ func TestC14SlowAllocateKeepsOwnLimits(t *testing.T) {
 	if b.Annotations[device.AnnoPlanned] != plannedBefore {
 		t.Errorf("big's planned allocation changed while it waited:\nbefore %s\nafter  %s", plannedBefore, b.Annotations[device.AnnoPlanned])
 	}
-	startKubelet()
+	resume()
 	pb := c.WaitForRunning(t, ns, "big", 2*time.Minute)
 	ps := c.WaitForRunning(t, ns, "small", 2*time.Minute)
 	c.checkOwnLimit(t, pb, big.memMiB)
