@@ -231,7 +231,7 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out := c.Prioritize(probe, f.names)
-				if len(out) != nodes || out[0].Score <= 0 {
+				if len(out) != nodes || out[nodes-1].Host != f.names[nodes-1] || out[0].Score < 0 || out[0].Score > extenderv1.MaxExtenderPriority {
 					b.Fatalf("prioritize: %d scores, first %+v", len(out), out[0])
 				}
 			}
