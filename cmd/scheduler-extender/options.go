@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/extender"
+)
+
+// options are the binary's flags (docs/components.md, "scheduler-extender").
+type options struct {
+	// Address is where the HTTP API listens (--address).
+	Address string
+	// Kubeconfig is an explicit kubeconfig path; "" = in-cluster config (--kubeconfig).
+	Kubeconfig string
+	// Extender is the extender's configuration.
+	Extender extender.Config
+}
+
+// parseOptions parses args into options and validates them. Errors name the flag and value.
+func parseOptions(args []string) (options, error) {
+	o := options{Address: ":8888", Extender: extender.DefaultConfig()}
+	fs := pflag.NewFlagSet("scheduler-extender", pflag.ContinueOnError)
+	fs.StringVar(&o.Address, "address", o.Address, "HTTP address of /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig; empty = in-cluster configuration")
+	fs.StringVar(&o.Extender.SchedulerName, "scheduler-name", o.Extender.SchedulerName, "kube-scheduler profile whose pods are the extender's")
+	node := fs.String("node-policy", string(o.Extender.NodePolicy), "default node policy (binpack or spread); a pod's hami.io/node-scheduler-policy annotation overrides it")
+	gpu := fs.String("gpu-policy", string(o.Extender.GPUPolicy), "default GPU policy (binpack or spread); a pod's hami.io/gpu-scheduler-policy annotation overrides it")
+	fs.DurationVar(&o.Extender.StaleAfter, "inventory-stale-after", o.Extender.StaleAfter, "a node whose device-plugin Lease is older than this takes no GPU pods")
+	fs.DurationVar(&o.Extender.BindWait, "bind-wait", o.Extender.BindWait, "longest wait of a bind behind an in-flight pod the device plugin could confuse with it (case C20)")
+	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
+	cliflags.AddResourceNames(fs, &o.Extender.Resources)
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	fs.AddGoFlagSet(kfs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	var err error
+	if o.Extender.NodePolicy, err = device.ParsePolicy("--node-policy", *node, ""); err != nil || *node == "" {
+		return o, fmt.Errorf("--node-policy: %q is not binpack or spread", *node)
+	}
+	if o.Extender.GPUPolicy, err = device.ParsePolicy("--gpu-policy", *gpu, ""); err != nil || *gpu == "" {
+		return o, fmt.Errorf("--gpu-policy: %q is not binpack or spread", *gpu)
+	}
+	if o.Address == "" {
+		return o, fmt.Errorf("--address is empty")
+	}
+	if err := o.Extender.Validate(); err != nil {
+		return o, fmt.Errorf("invalid flags: %w", err)
+	}
+	return o, nil
+}

@@ -1,0 +1,450 @@
+package extender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// case C01: two GPU containers in one pod land on different cards; usage equals what was
+// written to the pod; no card exceeds its memory.
+func TestC01TwoContainersDifferentCards(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 2, 10240, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p := testPod("default", "c01", gpuCtr("c1", 1, "10240", 0), gpuCtr("c2", 1, "1024", 0))
+	e.create(p)
+	node, err := e.schedule(p, names)
+	if err != nil || node != "node-1" {
+		t.Fatalf("schedule: %q %v", node, err)
+	}
+	a := plannedOf(t, e.getPod("default", "c01"))
+	c1, c2 := a.Container("c1"), a.Container("c2")
+	if c1 == nil || c2 == nil || c1.Devices[0].UUID == c2.Devices[0].UUID {
+		t.Fatalf("containers not on different cards: %+v", a)
+	}
+	if c1.Devices[0].MemoryMiB != 10240 || c2.Devices[0].MemoryMiB != 1024 {
+		t.Fatalf("limits: %+v", a)
+	}
+	want := map[string]int64{c1.Devices[0].UUID: 10240, c2.Devices[0].UUID: 1024}
+	for _, g := range e.ext.cache.NodeGPUUsage("node-1") {
+		if g.Usage.MemoryMiB != want[g.GPU.UUID] || g.Usage.Sharers != 1 {
+			t.Fatalf("GPU %s usage %+v, want %d MiB, 1 sharer", g.GPU.UUID, g.Usage, want[g.GPU.UUID])
+		}
+	}
+	checkInvariants(t, e.ext.cache)
+}
+
+// case C02: non-GPU containers around GPU ones; allocation looked up by container name.
+func TestC02NonGPUContainersAround(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 2, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p1 := testPod("default", "c02a", ctr{name: "a", nogpu: true}, gpuCtr("b", 1, "3000", 30), ctr{name: "c", nogpu: true})
+	p2 := testPod("default", "c02b", gpuCtr("gpu1", 1, "1000", 0), ctr{name: "none", nogpu: true}, gpuCtr("gpu2", 1, "2000", 0))
+	e.create(p1, p2)
+	for _, p := range []*corev1.Pod{p1, p2} {
+		if _, err := e.schedule(p, names); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		e.claim(p.Namespace, p.Name) // same first call as the next pod (C20): let it be allocated
+	}
+	a1 := plannedOf(t, e.getPod("default", "c02a"))
+	if len(a1.Containers) != 1 || a1.Container("b") == nil || a1.Container("b").Devices[0].MemoryMiB != 3000 || a1.Container("b").Devices[0].CoresPercent != 30 {
+		t.Fatalf("c02a allocation %+v", a1)
+	}
+	a2 := plannedOf(t, e.getPod("default", "c02b"))
+	if a2.Container("gpu1").Devices[0].MemoryMiB != 1000 || a2.Container("gpu2").Devices[0].MemoryMiB != 2000 || a2.Container("none") != nil {
+		t.Fatalf("c02b allocation %+v", a2)
+	}
+	checkInvariants(t, e.ext.cache)
+}
+
+// case C03: init containers by Kubernetes' effective-request rule.
+func TestC03InitContainers(t *testing.T) {
+	t.Run("A: 2-pod job with 3 classic init containers of 1 slice + 10240 each", func(t *testing.T) {
+		objs, names := setupNodes(t, testInventory("node-1", 2, 16384, 10), testInventory("node-2", 3, 16384, 10))
+		e := newEnv(t, nil, objs...)
+		e.waitNodes(names...)
+		for i := 0; i < 2; i++ {
+			init := func(n string) ctr { return ctr{name: n, kind: device.KindInit, count: 1, mem: "10240"} }
+			p := testPod("default", fmt.Sprintf("job-%d", i), init("i1"), init("i2"), init("i3"), ctr{name: "app", nogpu: true})
+			e.create(p)
+			if _, err := e.schedule(p, names); err != nil {
+				t.Fatalf("pod %d: %v", i, err)
+			}
+		}
+		checkInvariants(t, e.ext.cache)
+	})
+	t.Run("B: app 50% + sidecar 50% are both charged", func(t *testing.T) {
+		objs, names := setupNodes(t, testInventory("node-1", 1, 16000, 10))
+		e := newEnv(t, nil, objs...)
+		e.waitNodes(names...)
+		p := testPod("default", "b", ctr{name: "side", kind: device.KindSidecar, count: 1, pct: 50}, ctr{name: "app", kind: device.KindApp, count: 1, pct: 50})
+		e.create(p)
+		if _, err := e.schedule(p, names); err != nil {
+			t.Fatal(err)
+		}
+		if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 16000 || u.Sharers != 2 {
+			t.Fatalf("usage %+v, want 16000 MiB (100%%), 2 sharers", u)
+		}
+	})
+	t.Run("C: sidecar 50% then classic init 60% is 110% at init time", func(t *testing.T) {
+		objs, names := setupNodes(t, testInventory("node-1", 1, 16000, 10))
+		e := newEnv(t, nil, objs...)
+		e.waitNodes(names...)
+		p := testPod("default", "c", ctr{name: "side", kind: device.KindSidecar, count: 1, pct: 50}, ctr{name: "init", kind: device.KindInit, count: 1, pct: 60})
+		res := e.ext.cache.Filter(p, names)
+		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["node-1"], "MiB free") {
+			t.Fatalf("want node-1 unresolvable with a memory reason; got %+v", res)
+		}
+	})
+}
+
+// case C04 (a): 2 nodes × 4 GPUs split 10, 90 one-slice pods filtered and bound from many
+// goroutines at once: exactly 80 bind, no GPU ever has more than 10 sharers.
+func TestC04aBurstOneSlicePods(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 4, 81920, 10), testInventory("node-2", 4, 81920, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	const n = 90
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = testPod("burst", fmt.Sprintf("p-%02d", i), gpuCtr("main", 1, "1000", 0))
+		e.create(pods[i])
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bound, failures := 0, 0
+	for _, p := range pods {
+		wg.Add(1)
+		go func(p *corev1.Pod) {
+			defer wg.Done()
+			_, err := e.schedule(p, names)
+			checkInvariants(t, e.ext.cache)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				bound++
+			} else {
+				failures++
+			}
+		}(p)
+	}
+	wg.Wait()
+	if bound != 80 || failures != 10 {
+		t.Fatalf("bound %d, failed %d; want 80 and 10", bound, failures)
+	}
+	for _, node := range names {
+		for i := 0; i < 4; i++ {
+			if u := gpuUse(e.ext.cache, node, i); u.Sharers != 10 || u.MemoryMiB != 10000 {
+				t.Fatalf("%s GPU %d: %+v, want 10 sharers, 10000 MiB", node, i, u)
+			}
+		}
+	}
+	checkInvariants(t, e.ext.cache)
+}
+
+// claimedPod returns a pod bound to node with a claimed allocation (as the device plugin leaves it).
+func claimedPod(t testing.TB, ns, name, node string, grants map[string][]device.DeviceGrant) *corev1.Pod {
+	var ctrs []ctr
+	a := device.Allocation{Node: node}
+	for cn, g := range grants {
+		ctrs = append(ctrs, gpuCtr(cn, int64(len(g)), fmt.Sprint(g[0].MemoryMiB), int64(g[0].CoresPercent)))
+		a.Containers = append(a.Containers, device.ContainerAllocation{Name: cn, Kind: device.KindApp, Devices: g})
+	}
+	p := testPod(ns, name, ctrs...)
+	p.Spec.NodeName = node
+	s, err := device.EncodeAllocation(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[device.AnnoPlanned] = s
+	p.Annotations[device.AnnoClaimed] = s
+	p.Status.Phase = corev1.PodRunning
+	return p
+}
+
+// case C04 (b): 8 × 24 GiB GPUs, 7 full; 3 replicas of 1 slice + 12288 at once: exactly 2 bind.
+func TestC04bReplicasOnLastGPU(t *testing.T) {
+	inv := testInventory("node-1", 8, 24576, 10)
+	objs, names := setupNodes(t, inv)
+	for i := 0; i < 7; i++ {
+		objs = append(objs, claimedPod(t, "busy", fmt.Sprintf("full-%d", i), "node-1", map[string][]device.DeviceGrant{"main": {{UUID: inv.GPUs[i].UUID, MemoryMiB: 24576}}}))
+	}
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	if u := gpuUse(e.ext.cache, "node-1", 6); u.MemoryMiB != 24576 {
+		t.Fatalf("rebuilt usage of GPU 6: %+v", u)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bound := 0
+	for i := 0; i < 3; i++ {
+		p := testPod("default", fmt.Sprintf("replica-%d", i), gpuCtr("main", 1, "12288", 0))
+		e.create(p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.schedule(p, names)
+			checkInvariants(t, e.ext.cache)
+			if err == nil {
+				mu.Lock()
+				bound++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if bound != 2 {
+		t.Fatalf("%d replicas bound, want exactly 2", bound)
+	}
+	if u := gpuUse(e.ext.cache, "node-1", 7); u.MemoryMiB != 24576 || u.Sharers != 2 {
+		t.Fatalf("GPU 7 usage %+v, want 24576 MiB and 2 sharers", u)
+	}
+}
+
+// case C09: impossible requests and strange nodes get per-node reasons; later pods still schedule.
+func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
+	objs, _ := setupNodes(t, testInventory("node-1", 2, 24576, 10))
+	bad := testNode(t, testInventory("node-bad", 1, 1000, 10))
+	bad.Annotations[device.AnnoInventory] = `{"version":"v1","node":"node-bad","splitCount":0}`
+	objs = append(objs, bad, testLease("node-bad", t0),
+		&corev1.Node{}, testLease("node-none", t0))
+	objs[len(objs)-2].(*corev1.Node).Name = "node-none"
+	e := newEnv(t, nil, objs...)
+	e.waitNodes("node-1")
+	names := []string{"node-1", "node-bad", "node-none", "node-unknown"}
+	eventually(t, "node-bad", func() bool { return e.ext.cache.node("node-bad") != nil })
+
+	four := testPod("default", "four", gpuCtr("main", 4, "1000", 0))
+	res := e.ext.cache.Filter(four, names)
+	if len(*res.NodeNames) != 0 {
+		t.Fatalf("gpu:4 fits somewhere: %+v", res)
+	}
+	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "node has 2 GPUs") {
+		t.Fatalf("node-1 reason %q", r)
+	}
+	if r := res.FailedAndUnresolvableNodes["node-bad"]; !strings.Contains(r, "malformed inventory") || !strings.Contains(r, "splitCount") {
+		t.Fatalf("node-bad reason %q", r)
+	}
+	for _, n := range []string{"node-none", "node-unknown"} {
+		if r := res.FailedAndUnresolvableNodes[n]; r != errNoInventory {
+			t.Fatalf("%s reason %q", n, r)
+		}
+	}
+	huge := testPod("default", "huge", gpuCtr("main", 1, "30000", 0))
+	res = e.ext.cache.Filter(huge, names)
+	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "24576 of 24576 MiB free") {
+		t.Fatalf("huge: node-1 reason %q", r)
+	}
+	bad1 := testPod("default", "badq", gpuCtr("main", 1, "3000M", 0))
+	res = e.ext.cache.Filter(bad1, names)
+	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "did you mean 3000Mi") || len(res.FailedAndUnresolvableNodes) != 4 {
+		t.Fatalf("unparsable pod: %+v", res)
+	}
+	ok := testPod("default", "ok", gpuCtr("main", 1, "1000", 0))
+	e.create(ok)
+	if node, err := e.schedule(ok, names); err != nil || node != "node-1" {
+		t.Fatalf("later pod: %q %v", node, err)
+	}
+}
+
+// case C12: identity is namespace + name + UID exactly.
+func TestC12ExactIdentity(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	pods := []*corev1.Pod{
+		testPod("ns1", "abc", gpuCtr("m", 1, "1000", 0)),
+		testPod("ns1", "abc-123", gpuCtr("m", 1, "2000", 0)),
+		testPod("ns2", "abc-123", gpuCtr("m", 1, "4000", 0)),
+	}
+	for _, p := range pods {
+		e.create(p)
+		if _, err := e.schedule(p, names); err != nil {
+			t.Fatal(err)
+		}
+		e.claim(p.Namespace, p.Name)
+	}
+	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
+		t.Fatalf("usage %+v", u)
+	}
+	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc", UID: "uid-ns1-abc-123"}) // wrong UID: nothing
+	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc-12", UID: "uid-ns1-abc-123"})
+	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
+		t.Fatalf("near-miss releases freed something: %+v", u)
+	}
+	e.deletePod("ns1", "abc")
+	eventually(t, "abc released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 6000 })
+	e.deletePod("ns1", "abc-123")
+	eventually(t, "ns1/abc-123 released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 4000 })
+	if n, _, _ := e.ext.cache.PodState(KeyOfPod(pods[2])); n != "node-1" {
+		t.Fatalf("ns2/abc-123 lost its booking")
+	}
+}
+
+// confusable pair of C20: same call key (nvidia.com/gpu/1), different signatures.
+func bigSmall() (*corev1.Pod, *corev1.Pod) {
+	return testPod("default", "big", gpuCtr("main", 1, "24576", 0)), testPod("default", "small", gpuCtr("main", 1, "600", 0))
+}
+
+func bindAsync(e *env, p *corev1.Pod, node string) chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- e.ext.Bind(context.Background(), KeyOfPod(p), node) }()
+	return ch
+}
+
+// waitBlocked waits until a bind is parked on the fake clock's timer.
+func waitBlocked(t *testing.T, e *env) {
+	eventually(t, "bind waiting", func() bool { return e.clock.HasWaiters() })
+}
+
+// case C13: the blocking pod is deleted, or rejected at admission (phase Failed,
+// UnexpectedAdmissionError): the next pod proceeds at once, without the clock moving.
+func TestC13NextPodProceedsAtOnce(t *testing.T) {
+	for _, how := range []string{"deleted", "UnexpectedAdmissionError"} {
+		t.Run(how, func(t *testing.T) {
+			objs, names := setupNodes(t, testInventory("node-1", 2, 81920, 10))
+			cfg := DefaultConfig()
+			cfg.BindWait = time.Hour
+			cfg.ReservationTTL = 24 * time.Hour // no sweeper tick during the test
+			e := newEnv(t, &cfg, objs...)
+			e.waitNodes(names...)
+			big, small := bigSmall()
+			e.create(big, small)
+			if _, err := e.schedule(big, names); err != nil {
+				t.Fatal(err)
+			}
+			e.ext.cache.Filter(small, names)
+			ch := bindAsync(e, small, "node-1")
+			waitBlocked(t, e)
+			select {
+			case err := <-ch:
+				t.Fatalf("bind did not wait: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if how == "deleted" {
+				e.deletePod("default", "big")
+			} else {
+				p := e.getPod("default", "big")
+				p.Status.Phase, p.Status.Reason = corev1.PodFailed, "UnexpectedAdmissionError"
+				e.updatePod(p)
+			}
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("bind still waiting after the blocker went")
+			}
+			if got := e.clock.Now(); !got.Equal(t0) {
+				t.Fatalf("clock moved to %v", got)
+			}
+			if u := gpuUse(e.ext.cache, "node-1", 0).MemoryMiB + gpuUse(e.ext.cache, "node-1", 1).MemoryMiB; u != 600 {
+				t.Fatalf("node usage %d MiB, want 600 (big released)", u)
+			}
+		})
+	}
+}
+
+// case C14: a slow Allocate keeps its own pod's slot however long it takes: no timer releases
+// an in-flight pod or lets a confusable pod in beside it.
+func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 81920, 10))
+	cfg := DefaultConfig()
+	e := newEnv(t, &cfg, objs...)
+	e.waitNodes(names...)
+	big, small := bigSmall()
+	e.create(big, small)
+	if _, err := e.schedule(big, names); err != nil {
+		t.Fatal(err)
+	}
+	before := plannedOf(t, e.getPod("default", "big"))
+	for i := 0; i < 5; i++ {
+		e.clock.Step(time.Hour)
+		e.ext.cache.Sweep()
+		e.create(testLease(fmt.Sprintf("keepalive-%d", i), e.clock.Now())) // unrelated churn
+	}
+	// The node's own lease is stale after hours; renew it so only C20 can refuse.
+	l := testLease("node-1", e.clock.Now())
+	if _, err := e.client.CoordinationV1().Leases(l.Namespace).Update(context.Background(), l, metaUpdate()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "lease renewed", func() bool {
+		ns := e.ext.cache.node("node-1")
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		return ns.leaseTime.Equal(e.clock.Now())
+	})
+	node, stage, alloc := e.ext.cache.PodState(KeyOfPod(big))
+	if node != "node-1" || stage != "planned" || slotKey(alloc) != slotKey(&before) {
+		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
+	}
+	e.ext.cache.Filter(small, names)
+	ch := bindAsync(e, small, "node-1")
+	waitBlocked(t, e)
+	e.clock.Step(cfg.BindWait + time.Millisecond)
+	err := <-ch
+	var r *BindRefusal
+	if !errors.As(err, &r) || !strings.Contains(r.Reason, "default/big") || !strings.Contains(r.Reason, "nvidia.com/gpu/1") {
+		t.Fatalf("small's bind: %v", err)
+	}
+	if ev := <-e.rec.Events; !strings.Contains(ev, EventReasonBindFailed) || !strings.Contains(ev, "default/big") {
+		t.Fatalf("event %q", ev)
+	}
+}
+
+// case C20: pods with the same call key and different signatures are never in flight on one
+// node together; the second waits until the first is claimed. Different call keys and equal
+// signatures never wait.
+func TestC20BindSerialization(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 2, 81920, 10))
+	cfg := DefaultConfig()
+	cfg.BindWait = time.Hour
+	cfg.ReservationTTL = 24 * time.Hour
+	e := newEnv(t, &cfg, objs...)
+	e.waitNodes(names...)
+	big, small := bigSmall()
+	two := testPod("default", "two", gpuCtr("main", 2, "600", 0))
+	twin := testPod("default", "big-twin", gpuCtr("main", 1, "24576", 0))
+	e.create(big, small, two, twin)
+	if _, err := e.schedule(small, names); err != nil {
+		t.Fatal(err)
+	}
+	// Different call key (2 GPUs) and the same signature never wait.
+	for _, p := range []*corev1.Pod{two} {
+		if _, err := e.schedule(p, names); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+	}
+	e.ext.cache.Filter(big, names)
+	ch := bindAsync(e, big, "node-1")
+	waitBlocked(t, e)
+	// big's twin waits behind small too (same key, different signature from small).
+	// The device plugin claims small: big proceeds at once.
+	p := e.getPod("default", "small")
+	p.Annotations[device.AnnoClaimed] = p.Annotations[device.AnnoPlanned]
+	e.updatePod(p)
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("big still waiting after small was claimed")
+	}
+	if _, err := e.schedule(twin, names); err != nil {
+		t.Fatalf("twin (same signature as in-flight big): %v", err)
+	}
+	checkInvariants(t, e.ext.cache)
+}
