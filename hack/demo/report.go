@@ -38,7 +38,9 @@ func (d *demo) waitRay(ctx context.Context, cluster string, workers int) ([]rayP
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, d.stepTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := d.kube.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + cluster})
 		if err != nil {
-			state = err.Error()
+			if state == "" { // keep the last real state: at the deadline the client fails too
+				state = err.Error()
+			}
 			return false, nil
 		}
 		out = out[:0]
