@@ -303,9 +303,13 @@ func bindAsync(e *env, p *corev1.Pod, node string) chan error {
 	return ch
 }
 
-// waitBlocked waits until a bind is parked on the fake clock's timer.
-func waitBlocked(t *testing.T, e *env) {
-	eventually(t, "bind waiting", func() bool { return e.clock.HasWaiters() })
+// bindAndWaitBlocked starts a bind and waits until it is parked on a timer of the fake clock
+// (beyond the sweeper's ticker).
+func bindAndWaitBlocked(t *testing.T, e *env, p *corev1.Pod, node string) chan error {
+	base := e.clock.Waiters()
+	ch := bindAsync(e, p, node)
+	eventually(t, "bind waiting", func() bool { return e.clock.Waiters() > base })
+	return ch
 }
 
 // case C13: the blocking pod is deleted, or rejected at admission (phase Failed,
@@ -325,8 +329,7 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.ext.cache.Filter(small, names)
-			ch := bindAsync(e, small, "node-1")
-			waitBlocked(t, e)
+			ch := bindAndWaitBlocked(t, e, small, "node-1")
 			select {
 			case err := <-ch:
 				t.Fatalf("bind did not wait: %v", err)
@@ -391,8 +394,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}
 	e.ext.cache.Filter(small, names)
-	ch := bindAsync(e, small, "node-1")
-	waitBlocked(t, e)
+	ch := bindAndWaitBlocked(t, e, small, "node-1")
 	e.clock.Step(cfg.BindWait + time.Millisecond)
 	err := <-ch
 	var r *BindRefusal
@@ -428,8 +430,7 @@ func TestC20BindSerialization(t *testing.T) {
 		}
 	}
 	e.ext.cache.Filter(big, names)
-	ch := bindAsync(e, big, "node-1")
-	waitBlocked(t, e)
+	ch := bindAndWaitBlocked(t, e, big, "node-1")
 	// big's twin waits behind small too (same key, different signature from small).
 	// The device plugin claims small: big proceeds at once.
 	p := e.getPod("default", "small")

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"errors"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -57,7 +58,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	fit := make([]string, 0, len(names))
 	failed := extenderv1.FailedNodesMap{}
 	unres := extenderv1.FailedNodesMap{}
-	best, bestScore := "", -1
+	var ranked []scored
 	for _, n := range names {
 		ns := c.node(n)
 		if ns == nil {
@@ -93,12 +94,12 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 			continue
 		}
 		fit = append(fit, n)
-		if score > bestScore {
-			best, bestScore = n, score
-		}
+		ranked = append(ranked, scored{n, score})
 	}
-	if best != "" {
-		c.reserve(k, req, best)
+	if len(ranked) > 0 {
+		// Best score first; among equals, kube-scheduler's order.
+		sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
+		c.reserve(k, req, ranked)
 	}
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
@@ -110,9 +111,15 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	return res
 }
 
-// reserve books the pod speculatively on node, replacing its previous reservation. A pod that is
+type scored struct {
+	node  string
+	score int
+}
+
+// reserve books the pod speculatively on the first node of ranked where it still fits (others
+// may have filled the best one since Fit), replacing its previous reservation. A pod that is
 // already being bound or is bound keeps its booking; a pod known to be gone is not booked.
-func (c *Cache) reserve(k PodKey, req *device.PodRequest, node string) {
+func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -125,26 +132,32 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, node string) {
 	if old != nil {
 		c.removeLocked(old)
 	}
-	ns := c.nodeOrNew(node)
-	ns.mu.Lock()
-	if ns.inv == nil {
+	for _, r := range ranked {
+		ns := c.nodeOrNew(r.node)
+		ns.mu.Lock()
+		if ns.inv == nil {
+			ns.mu.Unlock()
+			continue
+		}
+		a, err := allocator.Pick(ns.inv, ns.used, req)
 		ns.mu.Unlock()
+		if err != nil {
+			continue
+		}
+		b := c.newBooking(k, r.node, stageReserved, req)
+		b.planned = &a
+		c.putLocked(b)
+		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", r.node)
 		return
 	}
-	a, err := allocator.Pick(ns.inv, ns.used, req)
-	ns.mu.Unlock()
-	if err != nil {
-		klog.V(4).InfoS("No speculative reservation: node filled up meanwhile", "pod", k.String(), "node", node, "reason", err.Error())
-		return
-	}
-	b := c.newBooking(k, node, stageReserved, req)
-	b.planned = &a
-	c.putLocked(b)
-	klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", node)
+	klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
 }
 
 // Prioritize scores every candidate node 0..10 for pod by its node policy (the pod's own
-// reservation is left out of the node's usage). Pods that are not the extender's score 0.
+// reservation is left out of the node's usage). The node holding the pod's speculative
+// reservation, which Filter chose as the best, scores 10 and every other node at most 9, so that
+// kube-scheduler binds where the capacity is already booked. Pods that are not the extender's
+// score 0.
 func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
 	out := make(extenderv1.HostPriorityList, len(names))
 	req, ours, err := c.ParseRequest(p)
@@ -155,6 +168,12 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		return out
 	}
 	own := c.ownBooking(KeyOfPod(p))
+	ownNode := ""
+	c.mu.Lock()
+	if own != nil && own.stage == stageReserved {
+		ownNode = own.node
+	}
+	c.mu.Unlock()
 	now := c.clock.Now()
 	for i, n := range names {
 		ns := c.node(n)
@@ -166,9 +185,11 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 			out[i].Score = int64(allocator.Score(ns.inv, usageExcluding(ns, own), req))
 		}
 		ns.mu.Unlock()
-		if out[i].Score > extenderv1.MaxExtenderPriority {
-			out[i].Score = extenderv1.MaxExtenderPriority
+		top := extenderv1.MaxExtenderPriority - 1
+		if n == ownNode && out[i].Score > 0 {
+			top, out[i].Score = extenderv1.MaxExtenderPriority, extenderv1.MaxExtenderPriority
 		}
+		out[i].Score = min(out[i].Score, top)
 	}
 	return out
 }

@@ -56,13 +56,13 @@ func testLease(node string, renew time.Time) *coordinationv1.Lease {
 
 // ctr is a container of a test pod: GPU count, MiB (or percent when pct), cores.
 type ctr struct {
-	name   string
-	kind   device.ContainerKind
-	count  int64
-	mem    string
-	pct    int64
-	cores  int64
-	nogpu  bool
+	name  string
+	kind  device.ContainerKind
+	count int64
+	mem   string
+	pct   int64
+	cores int64
+	nogpu bool
 }
 
 func gpuCtr(name string, count int64, mem string, cores int64) ctr {
