@@ -5,6 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,10 +83,11 @@ func TestBurstOneSlicePods(t *testing.T) {
 	t.Logf("pods per GPU: %v", perGPU)
 }
 
-// TestExtenderRestartMidBurst: the scheduler pod (kube-scheduler + extender) is deleted while a
-// burst of 30 one-slice pods is being bound; its Deployment starts a new one, whose extender
-// rebuilds from the API. Nothing is over-committed and nothing lost: every pod ends Running
-// with its own claimed GPU and limit.
+// TestExtenderRestartMidBurst: the extender process (the extender container of the scheduler
+// pod, found by its container ID in /proc/<pid>/cgroup) is killed with SIGKILL while a burst of
+// 30 one-slice pods is being bound; the kubelet restarts the container and the new extender
+// rebuilds its state from the API while kube-scheduler keeps calling it. Nothing is
+// over-committed and nothing lost: every pod ends Running with its own claimed GPU and limit.
 func TestExtenderRestartMidBurst(t *testing.T) {
 	const n = 30
 	c := NewCluster(t)
@@ -90,21 +96,15 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 	ns := e2eNamespace(t, c)
 	ctx := context.Background()
 
-	old, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=scheduler"})
-	if err != nil || len(old.Items) == 0 {
-		t.Fatalf("scheduler pods in %s: %v (%d found)", chartNamespace, err, len(old.Items))
-	}
-	oldUIDs := map[string]bool{}
-	for _, p := range old.Items {
-		oldUIDs[string(p.UID)] = true
-	}
+	sched, ctrID, restarts := c.extenderContainer(t)
+	pid := containerPid(t, ctrID, "scheduler-extender")
 
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() { created <- c.createPodsErr(burstPods(ns, "mid", n, gpuLimits{count: 1, memMiB: 1000})) }()
-	// Delete the scheduler once some of the burst, but not all, is bound.
+	// Kill the extender once some of the burst, but not all, is bound.
 	var bound int
-	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -115,31 +115,98 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 				bound++
 			}
 		}
-		return bound >= 5, nil
+		return bound >= 3, nil
 	})
-	zero := int64(0)
-	for _, p := range old.Items {
-		if err := c.Client.CoreV1().Pods(chartNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			t.Fatalf("delete scheduler pod %s: %v", p.Name, err)
-		}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill extender (pid %d): %v", pid, err)
 	}
-	t.Logf("deleted the scheduler pod(s) after %v with %d of %d pods bound", time.Since(start).Round(time.Millisecond), bound, n)
+	t.Logf("killed the extender (pid %d, pod %s) %v after the burst began, with %d of %d pods bound", pid, sched, time.Since(start).Round(time.Millisecond), bound, n)
 	if err := <-created; err != nil {
 		t.Fatal(err)
 	}
 
 	pods := c.waitAllRunning(t, ns, n, 5*time.Minute)
 	t.Logf("all %d pods Running %v after the burst began", n, time.Since(start).Round(time.Millisecond))
-	now, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=scheduler"})
-	if err == nil {
-		for _, p := range now.Items {
-			if oldUIDs[string(p.UID)] {
-				t.Errorf("scheduler pod %s was not replaced", p.Name)
+	p, err := c.Client.CoreV1().Pods(chartNamespace).Get(ctx, sched, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("scheduler pod %s: %v", sched, err)
+	}
+	var newStart time.Time
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "extender" {
+			if s.RestartCount <= restarts {
+				t.Errorf("extender container restart count %d, want more than %d (was it killed?)", s.RestartCount, restarts)
+			}
+			if s.State.Running != nil {
+				newStart = s.State.Running.StartedAt.Time
 			}
 		}
+	}
+	// Condition times have a resolution of one second.
+	after := 0
+	for i := range pods {
+		for _, cond := range pods[i].Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue && !cond.LastTransitionTime.Time.Before(newStart.Truncate(time.Second)) {
+				after++
+			}
+		}
+	}
+	t.Logf("%d of %d pods were bound after the new extender started (%v)", after, n, newStart.Format(time.TimeOnly))
+	if after == 0 {
+		t.Errorf("no pod was bound by the restarted extender: the restart did not happen mid-burst")
 	}
 	checkNotOvercommitted(t, inv, c.nodeUsage(t))
 	for i := range pods {
 		c.checkOwnLimit(t, &pods[i], 1000)
 	}
+}
+
+// extenderContainer returns the running scheduler pod's name, its extender container's ID
+// (without the runtime prefix) and restart count.
+func (c *Cluster) extenderContainer(t testing.TB) (pod, id string, restarts int32) {
+	t.Helper()
+	l, err := c.Client.CoreV1().Pods(chartNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: labelComponent + "=scheduler"})
+	if err != nil {
+		t.Fatalf("scheduler pods: %v", err)
+	}
+	for _, p := range l.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "extender" && s.State.Running != nil && s.ContainerID != "" {
+				_, cid, _ := strings.Cut(s.ContainerID, "://")
+				return p.Name, cid, s.RestartCount
+			}
+		}
+	}
+	t.Fatalf("no running extender container in %s", chartNamespace)
+	return "", "", 0
+}
+
+// containerPid finds the process of container ctrID whose argv[0] ends in prog: its
+// /proc/<pid>/cgroup names the container ID (containerd's cgroup path).
+func containerPid(t testing.TB, ctrID, prog string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !strings.Contains(string(cg), ctrID) {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmd), "\x00")
+		if filepath.Base(argv0) == prog {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process in container %s (does this test run as root on the cluster's host?)", prog, ctrID)
+	return 0
 }
