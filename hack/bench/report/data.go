@@ -112,6 +112,11 @@ func FitLine(xs, ys []float64) (Fit, error) {
 	return f, nil
 }
 
+// LocalExponent is k of y ∝ x^k through two points (x0, y0), (x1, y1), all positive.
+func LocalExponent(x0, y0, x1, y1 float64) float64 {
+	return math.Log(y1/y0) / math.Log(x1/x0)
+}
+
 // E2E is hack/bench/e2esched's JSON.
 type E2E struct {
 	Nodes     int      `json:"nodes"`

@@ -194,8 +194,25 @@ func scaleSection(w *bytes.Buffer, out string, b Benchmarks) error {
 		}
 	}
 	fitRow("allocator Fit+Score over all nodes", axs, ast)
-	fmt.Fprintf(w, "\n(k is computed over the sizes measured; the speculative reservation and the HTTP JSON of N node names are part of the "+
-		"filter figures. Per-op costs at 100 nodes are dominated by fixed costs, which pulls k below 1.)\n\n")
+	fmt.Fprintf(w, "\nCost per node (median time / nodes, µs) and the local exponent between consecutive sizes "+
+		"(k = Δlog time / Δlog nodes; 1 = linear):\n\n")
+	fmt.Fprintf(w, "| series | µs per node at 100 / 1,000 / 5,000 / 10,000 | k 100→1,000 | k 1,000→5,000 | k 5,000→10,000 |\n|---|---|---:|---:|---:|\n")
+	all := append(append([]Line(nil), lines...), Line{Label: "allocator Fit+Score over all nodes", Xs: axs, Stats: ast})
+	for _, l := range all {
+		per := make([]string, len(l.Xs))
+		for i := range l.Xs {
+			per[i] = fmt.Sprintf("%.2f", l.Stats[i].Median*1e3/l.Xs[i])
+		}
+		ks := make([]string, 3)
+		for i := range ks {
+			ks[i] = "–"
+			if i+1 < len(l.Xs) {
+				ks[i] = fmt.Sprintf("%.2f", LocalExponent(l.Xs[i], l.Stats[i].Median, l.Xs[i+1], l.Stats[i+1].Median))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Label, strings.Join(per, " / "), ks[0], ks[1], ks[2])
+	}
+	fmt.Fprintf(w, "\n(The speculative reservation is part of the filter figures, and the JSON of N node names part of the HTTP ones.)\n\n")
 	if err := PlotLines(filepath.Join(out, "scale.png"), "hami-go extender: time per call vs nodes (8 GPUs each, 32 pods per node)",
 		"nodes", "milliseconds (median, min–max; dashed: fitted line)", lines); err != nil {
 		return err

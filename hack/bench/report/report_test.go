@@ -63,6 +63,9 @@ func TestFitLine(t *testing.T) {
 	if f, _ := FitLine(xs, sq); math.Abs(f.Exponent-2) > 1e-9 {
 		t.Errorf("exponent of x² = %v, want 2", f.Exponent)
 	}
+	if k := LocalExponent(1000, 2, 5000, 50); math.Abs(k-2) > 1e-9 {
+		t.Errorf("local exponent of 5x nodes, 25x time = %v, want 2", k)
+	}
 	if _, err := FitLine(xs[:1], sq[:1]); err == nil {
 		t.Error("one point: want an error")
 	}
