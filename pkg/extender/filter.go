@@ -96,11 +96,10 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		fit = append(fit, n)
 		ranked = append(ranked, scored{n, score})
 	}
-	if len(ranked) > 0 {
-		// Best score first; among equals, kube-scheduler's order.
-		sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
-		c.reserve(k, req, ranked)
-	}
+	// Best score first; among equals, kube-scheduler's order. With no fitting node, the pod's
+	// previous reservation is dropped all the same.
+	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
+	c.reserve(k, req, ranked)
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
 		res.FailedNodes = failed
@@ -150,7 +149,9 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored) {
 		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", r.node)
 		return
 	}
-	klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
+	if len(ranked) > 0 {
+		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
+	}
 }
 
 // Prioritize scores every candidate node 0..10 for pod by its node policy (the pod's own

@@ -1,0 +1,383 @@
+package extender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// boundPod is a pod bound to node with a planned allocation on the given GPUs (claimed too when
+// claimed is set), as the extender and device plugin leave it.
+func boundPod(t testing.TB, ns, name, node string, uuid string, mib int64, claimed bool) *corev1.Pod {
+	p := testPod(ns, name, gpuCtr("main", 1, fmt.Sprint(mib), 0))
+	p.Spec.NodeName = node
+	s, err := device.EncodeAllocation(device.Allocation{Node: node, Containers: []device.ContainerAllocation{{Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: uuid, MemoryMiB: mib}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[device.AnnoPlanned] = s
+	if claimed {
+		p.Annotations[device.AnnoClaimed] = s
+	}
+	return p
+}
+
+// Restart: a new extender rebuilds every booking from the API (claimed wins over planned) before
+// it reports ready; pods that ended or are unbound are not charged.
+func TestRestartRebuildsFromAPI(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	objs, names := setupNodes(t, inv)
+	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
+	claimedElsewhere := boundPod(t, "a", "moved", "node-1", g0, 1000, false)
+	claimedElsewhere.Annotations[device.AnnoClaimed] = boundPod(t, "a", "moved", "node-1", g1, 1000, true).Annotations[device.AnnoClaimed]
+	ended := boundPod(t, "a", "ended", "node-1", g0, 5000, true)
+	ended.Status.Phase = corev1.PodSucceeded
+	unbound := boundPod(t, "a", "unbound", "node-1", g0, 7000, false)
+	unbound.Spec.NodeName = ""
+	terminating := boundPod(t, "a", "terminating", "node-1", g1, 3000, true)
+	now := metav1.NewTime(t0)
+	terminating.DeletionTimestamp = &now
+	objs = append(objs, boundPod(t, "a", "planned", "node-1", g0, 2000, false), claimedElsewhere, ended, unbound, terminating)
+	e := newEnv(t, nil, objs...) // newEnv returns once Ready: the rebuild is complete by then
+	if u0, u1 := gpuUse(e.ext.cache, "node-1", 0), gpuUse(e.ext.cache, "node-1", 1); u0.MemoryMiB != 2000 || u1.MemoryMiB != 4000 || u0.Sharers != 1 || u1.Sharers != 2 {
+		t.Fatalf("rebuilt usage GPU0 %+v GPU1 %+v; want 2000 MiB/1 and 4000 MiB/2", u0, u1)
+	}
+	if _, st, _ := e.ext.cache.PodState(KeyOfPod(claimedElsewhere)); st != "claimed" {
+		t.Fatalf("moved pod stage %q", st)
+	}
+	_ = names
+}
+
+func TestReadyOnlyAfterRebuild(t *testing.T) {
+	ext, err := New(DefaultConfig(), nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ext.Ready() {
+		t.Fatal("ready before Run")
+	}
+}
+
+// Deletion in all its forms releases the usage of exactly that pod.
+func TestDeletionForms(t *testing.T) {
+	inv := testInventory("node-1", 1, 81920, 10)
+	objs, _ := setupNodes(t, inv)
+	g := inv.GPUs[0].UUID
+	e := newEnv(t, nil, objs...)
+	e.waitNodes("node-1")
+	c := e.ext.cache
+	pods := map[string]*corev1.Pod{}
+	for i, n := range []string{"plain", "tomb", "tomb-bare", "tomb-key", "succeeded", "failed", "terminating", "keep"} {
+		p := boundPod(t, "d", n, "node-1", g, int64(1000*(i+1)), true)
+		pods[n] = p
+		c.OnPod(p)
+	}
+	total := func() int64 { return gpuUse(c, "node-1", 0).MemoryMiB }
+	if total() != 36000 {
+		t.Fatalf("total %d", total())
+	}
+	c.OnPodDelete(pods["plain"], nil)
+	if total() != 35000 {
+		t.Fatalf("plain delete: %d", total())
+	}
+	c.OnPodDelete(cache.DeletedFinalStateUnknown{Key: "d/tomb", Obj: pods["tomb"]}, nil)
+	if total() != 33000 {
+		t.Fatalf("tombstone: %d", total())
+	}
+	bare := pods["tomb-bare"].DeepCopy()
+	bare.Annotations = nil // the last state lost its annotations
+	c.OnPodDelete(cache.DeletedFinalStateUnknown{Key: "d/tomb-bare", Obj: bare}, nil)
+	if total() != 30000 {
+		t.Fatalf("tombstone without annotations: %d", total())
+	}
+	c.OnPodDelete(cache.DeletedFinalStateUnknown{Key: "d/tomb-key", Obj: "not a pod"}, func(ns, name string) (types.UID, bool) { return "", false })
+	if total() != 26000 {
+		t.Fatalf("tombstone with key only: %d", total())
+	}
+	for _, n := range []string{"succeeded", "failed"} {
+		p := pods[n].DeepCopy()
+		p.Status.Phase = corev1.PodSucceeded
+		if n == "failed" {
+			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "UnexpectedAdmissionError"
+		}
+		c.OnPod(p)
+	}
+	if total() != 15000 {
+		t.Fatalf("ended pods: %d", total())
+	}
+	p := pods["terminating"].DeepCopy()
+	now := metav1.NewTime(t0)
+	p.DeletionTimestamp = &now
+	c.OnPod(p)
+	if total() != 15000 {
+		t.Fatalf("terminating pod released early: %d", total())
+	}
+	// A pod that lost its annotations while alive keeps its booking.
+	k := pods["keep"].DeepCopy()
+	k.Annotations = map[string]string{}
+	c.OnPod(k)
+	if total() != 15000 {
+		t.Fatalf("pod without annotations lost its booking: %d", total())
+	}
+	c.OnPodDelete(p, nil)
+	c.OnPodDelete(k, nil)
+	if total() != 0 {
+		t.Fatalf("after all deletions: %d", total())
+	}
+	checkInvariants(t, c)
+}
+
+// A tombstone with only a key never releases a live pod of the same name (recreated, new UID).
+func TestTombstoneKeyKeepsLivePod(t *testing.T) {
+	inv := testInventory("node-1", 1, 81920, 10)
+	objs, _ := setupNodes(t, inv)
+	e := newEnv(t, nil, objs...)
+	c := e.ext.cache
+	live := boundPod(t, "d", "web", "node-1", inv.GPUs[0].UUID, 1000, true)
+	c.OnPod(live)
+	c.OnPodDelete(cache.DeletedFinalStateUnknown{Key: "d/web"}, func(ns, name string) (types.UID, bool) { return live.UID, true })
+	if gpuUse(c, "node-1", 0).MemoryMiB != 1000 {
+		t.Fatal("live pod released by a key-only tombstone")
+	}
+}
+
+// Interchangeable pods: the device plugin hands X the slot planned for Y; Y is deleted before
+// its Allocate: one UNCLAIMED slot of the group is released (X's original), not Y's planned one.
+func TestGroupReleasesUnclaimedSlot(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	objs, _ := setupNodes(t, inv)
+	e := newEnv(t, nil, objs...)
+	c := e.ext.cache
+	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
+	x := boundPod(t, "g", "x", "node-1", g0, 8000, false)
+	y := boundPod(t, "g", "y", "node-1", g1, 8000, false)
+	c.OnPod(x)
+	c.OnPod(y)
+	xc := x.DeepCopy()
+	xc.Annotations[device.AnnoClaimed] = y.Annotations[device.AnnoPlanned] // X got Y's GPU
+	c.OnPod(xc)
+	if u0, u1 := gpuUse(c, "node-1", 0), gpuUse(c, "node-1", 1); u0.MemoryMiB != 8000 || u1.MemoryMiB != 8000 {
+		t.Fatalf("after the swap: GPU0 %+v GPU1 %+v; want 8000 each", u0, u1)
+	}
+	_, _, ya := c.PodState(KeyOfPod(y))
+	if ya.Containers[0].Devices[0].UUID != g0 {
+		t.Fatalf("Y now holds %+v, want X's unclaimed slot on GPU 0", ya)
+	}
+	c.OnPodDelete(y, nil)
+	if u0, u1 := gpuUse(c, "node-1", 0), gpuUse(c, "node-1", 1); u0.MemoryMiB != 0 || u1.MemoryMiB != 8000 {
+		t.Fatalf("after Y's deletion: GPU0 %+v GPU1 %+v; want 0 and 8000 (X's claim)", u0, u1)
+	}
+	checkInvariants(t, c)
+}
+
+// Bind failures: a definite API error releases the booking (and records an Event); a timeout
+// after which the pod shows up bound is reconciled as bound.
+func TestBindFailureReconcile(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	e.create(p)
+	e.ext.cache.Filter(p, names)
+	e.mu.Lock()
+	e.bindErr = apierrors.NewForbidden(corev1.Resource("pods/binding"), "p", errors.New("denied"))
+	e.mu.Unlock()
+	err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1")
+	if err == nil || !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("bind error %v", err)
+	}
+	if n, _, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "" || gpuUse(e.ext.cache, "node-1", 0).MemoryMiB != 0 {
+		t.Fatalf("definite failure kept the booking on %q", n)
+	}
+	if ev := <-e.rec.Events; !strings.HasPrefix(ev, "Warning "+EventReasonBindFailed) || !strings.Contains(ev, "denied") {
+		t.Fatalf("event %q", ev)
+	}
+	// Timeout after commit: the Binding landed; the reconcile read sees spec.nodeName.
+	e.mu.Lock()
+	e.bindErr, e.bindCommits = context.DeadlineExceeded, true
+	e.mu.Unlock()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+		t.Fatalf("bind that committed before timing out: %v", err)
+	}
+	if n, st, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "node-1" || (st != "planned" && st != "claimed") {
+		t.Fatalf("after reconcile: %q %q", n, st)
+	}
+	if gpuUse(e.ext.cache, "node-1", 0).MemoryMiB != 1000 {
+		t.Fatal("usage lost")
+	}
+}
+
+// A timeout without commit keeps the booking as a reservation (never forgotten), which the
+// informer turns into a planned booking if the Binding lands later.
+func TestBindTimeoutKeepsReservation(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	e.create(p)
+	e.mu.Lock()
+	e.bindErr = context.DeadlineExceeded
+	e.mu.Unlock()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+		t.Fatal("bind succeeded")
+	}
+	if n, st, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+		t.Fatalf("after timeout: %q %q", n, st)
+	}
+	// The Binding was committed after all: the informer shows the pod bound with its plan.
+	got := e.getPod("default", "p")
+	got.Spec.NodeName = "node-1"
+	e.updatePod(got)
+	eventually(t, "informer confirms", func() bool { _, st, _ := e.ext.cache.PodState(KeyOfPod(p)); return st == "planned" })
+}
+
+// Reservations: a second Filter replaces the first; an unconfirmed one expires; a bound pod's
+// booking never does.
+func TestReservationLifecycle(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	c := e.ext.cache
+	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
+	q := testPod("default", "q", gpuCtr("main", 1, "20000", 0))
+	c.Filter(p, names)
+	n1, st, _ := c.PodState(KeyOfPod(p))
+	if st != "reserved" {
+		t.Fatalf("no reservation: %q", st)
+	}
+	res := c.Filter(q, names) // sees p's reservation
+	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] == n1 || !strings.Contains(res.FailedNodes[n1], "4576 of 24576 MiB free") {
+		t.Fatalf("second pod's filter ignores the reservation: %+v", res)
+	}
+	c.Filter(p, []string{other(n1)}) // re-filter where q holds the GPU: nothing fits, old one dropped
+	if n, _, _ := c.PodState(KeyOfPod(p)); n != "" {
+		t.Fatalf("reservation not dropped by a re-filter: %q", n)
+	}
+	c.OnPodDelete(q, nil)
+	c.Filter(p, []string{other(n1)}) // re-filter: replaces
+	if n, _, _ := c.PodState(KeyOfPod(p)); n != other(n1) {
+		t.Fatalf("reservation not moved by a re-filter: %q", n)
+	}
+	e.clock.Step(DefaultConfig().ReservationTTL + time.Second)
+	c.Sweep()
+	if n, _, _ := c.PodState(KeyOfPod(p)); n != "" {
+		t.Fatalf("stale reservation kept on %q", n)
+	}
+}
+
+func other(n string) string {
+	if n == "node-1" {
+		return "node-2"
+	}
+	return "node-1"
+}
+
+// Stale and missing Leases make a node unresolvable with the reason; renewal brings it back.
+func TestStaleAndMissingLease(t *testing.T) {
+	objs := []runtime.Object{testNode(t, testInventory("node-1", 1, 24576, 10)), testLease("node-1", t0), testNode(t, testInventory("node-2", 1, 24576, 10))}
+	e := newEnv(t, nil, objs...)
+	e.waitNodes("node-1")
+	eventually(t, "node-2", func() bool { return e.ext.cache.node("node-2") != nil })
+	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	e.clock.Step(61 * time.Second)
+	res := e.ext.cache.Filter(p, []string{"node-1", "node-2"})
+	if r := res.FailedAndUnresolvableNodes["node-1"]; r != "inventory stale since 2026-03-01T12:00:00Z (device plugin Lease not renewed for 1m0s)" {
+		t.Fatalf("stale reason %q", r)
+	}
+	if r := res.FailedAndUnresolvableNodes["node-2"]; r != "no heartbeat from device plugin (Lease kube-node-lease/hami-go-node-2 not found)" {
+		t.Fatalf("missing lease reason %q", r)
+	}
+}
+
+// Pods of another scheduler profile pass through: every node, score 0, bound without a plan.
+func TestOtherSchedulerPassesThrough(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p := testPod("default", "other", gpuCtr("main", 1, "99999", 0))
+	p.Spec.SchedulerName = "default-scheduler"
+	e.create(p)
+	res := e.ext.cache.Filter(p, []string{"node-1", "nowhere"})
+	if len(*res.NodeNames) != 2 {
+		t.Fatalf("filter %+v", res)
+	}
+	if s := e.ext.cache.Prioritize(p, names); s[0].Score != 0 {
+		t.Fatalf("score %+v", s)
+	}
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	got := e.getPod("default", "other")
+	if got.Spec.NodeName != "node-1" || got.Annotations[device.AnnoPlanned] != "" {
+		t.Fatalf("bound %q with plan %q", got.Spec.NodeName, got.Annotations[device.AnnoPlanned])
+	}
+}
+
+// --node-policy sets the default; the pod's annotation overrides it.
+func TestNodePolicyDefaultAndAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		flag device.Policy
+		anno string
+		want string // the node that scores higher
+	}{{device.Binpack, "", "node-1"}, {device.Spread, "", "node-2"}, {device.Spread, "binpack", "node-1"}, {device.Binpack, "spread", "node-2"}} {
+		t.Run(fmt.Sprintf("%s-%s", tc.flag, tc.anno), func(t *testing.T) {
+			inv1 := testInventory("node-1", 1, 24576, 10)
+			objs, names := setupNodes(t, inv1, testInventory("node-2", 1, 24576, 10))
+			objs = append(objs, boundPod(t, "x", "busy", "node-1", inv1.GPUs[0].UUID, 12000, true))
+			cfg := DefaultConfig()
+			cfg.NodePolicy = tc.flag
+			e := newEnv(t, &cfg, objs...)
+			e.waitNodes(names...)
+			p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+			if tc.anno != "" {
+				p.Annotations[device.AnnoNodePolicy] = tc.anno
+			}
+			s := e.ext.cache.Prioritize(p, names)
+			best := s[0]
+			if s[1].Score > best.Score {
+				best = s[1]
+			}
+			if best.Host != tc.want || s[0].Score == s[1].Score {
+				t.Fatalf("scores %+v, want %s higher", s, tc.want)
+			}
+		})
+	}
+}
+
+// --gpu-policy sets the default GPU choice; the annotation overrides it.
+func TestGPUPolicyDefault(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	objs, names := setupNodes(t, inv)
+	objs = append(objs, boundPod(t, "x", "busy", "node-1", inv.GPUs[0].UUID, 1000, true))
+	for _, pol := range []device.Policy{device.Binpack, device.Spread} {
+		cfg := DefaultConfig()
+		cfg.GPUPolicy = pol
+		e := newEnv(t, &cfg, objs...)
+		e.waitNodes(names...)
+		p := testPod("default", "p-"+string(pol), gpuCtr("main", 1, "1000", 0))
+		e.create(p)
+		if _, err := e.schedule(p, names); err != nil {
+			t.Fatal(err)
+		}
+		want := inv.GPUs[0].UUID
+		if pol == device.Spread {
+			want = inv.GPUs[1].UUID
+		}
+		if got := plannedOf(t, e.getPod("default", p.Name)).Containers[0].Devices[0].UUID; got != want {
+			t.Fatalf("%s: GPU %s, want %s", pol, got, want)
+		}
+		e.stop()
+	}
+}
