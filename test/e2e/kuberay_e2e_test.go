@@ -80,6 +80,8 @@ func TestKubeRayNumGPUs(t *testing.T) {
 	})
 
 	var pods []corev1.Pod
+	var crashed *corev1.Pod
+	var crashedCtr string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})
 		if err != nil {
@@ -91,9 +93,20 @@ func TestKubeRayNumGPUs(t *testing.T) {
 			if allStarted(&pods[i]) {
 				running++
 			}
+			for _, s := range pods[i].Status.ContainerStatuses {
+				if term := s.LastTerminationState.Terminated; term != nil && term.ExitCode != 0 {
+					crashed, crashedCtr = &pods[i], s.Name
+					return true, nil
+				}
+			}
 		}
 		return running == 3 && len(pods) == 3, nil
 	})
+	if crashed != nil {
+		b, _ := c.Client.CoreV1().Pods(ns).GetLogs(crashed.Name, &corev1.PodLogOptions{Container: crashedCtr, Previous: true}).Do(ctx).Raw()
+		t.Fatalf("pod %s (%s) container %s exited with an error; its ray start line:\n%s\nits log:\n%s",
+			crashed.Name, crashed.Labels["ray.io/node-type"], crashedCtr, startLine(crashed.Spec.Containers[0]), b)
+	}
 	if err != nil {
 		var b strings.Builder
 		for i := range pods {
@@ -104,17 +117,22 @@ func TestKubeRayNumGPUs(t *testing.T) {
 	heads, workers := 0, 0
 	for _, p := range pods {
 		kind := p.Labels["ray.io/node-type"]
+		switch kind {
+		case "head":
+			heads++
+		case "worker":
+			workers++
+		}
 		ctr := p.Spec.Containers[0]
 		line := startLine(ctr)
-		log := c.WaitForLog(t, ns, p.Name, ctr.Name, "ray-standin: registered", time.Minute)
+		log := c.rayLog(ctx, ns, p.Name, ctr.Name)
 		m := registeredRE.FindStringSubmatch(log)
 		if m == nil {
-			t.Errorf("pod %s: no registered line in log:\n%s", p.Name, log)
+			t.Errorf("%s %s: no registered line in its log; ray start line:\n%s\nlog:\n%s", kind, p.Name, line, log)
 			continue
 		}
 		switch kind {
 		case "head":
-			heads++
 			if !strings.Contains(line, "--num-gpus=0") {
 				t.Errorf("head %s: ray start line lacks --num-gpus=0: %s", p.Name, line)
 			}
@@ -125,7 +143,6 @@ func TestKubeRayNumGPUs(t *testing.T) {
 				t.Errorf("head %s: schedulerName %q, want %q (no GPU)", p.Name, p.Spec.SchedulerName, corev1.DefaultSchedulerName)
 			}
 		case "worker":
-			workers++
 			if !strings.Contains(line, "--num-gpus=1") {
 				t.Errorf("worker %s: ray start line lacks --num-gpus=1: %s", p.Name, line)
 			}
@@ -149,4 +166,28 @@ func TestKubeRayNumGPUs(t *testing.T) {
 	if heads != 1 || workers != 2 {
 		t.Errorf("%d heads and %d workers, want 1 and 2", heads, workers)
 	}
+}
+
+// rayLog waits up to a minute for the `ray` stand-in's registered line or a Ray error
+// (Traceback, Usage) in the container's log, current or previous, and returns that log.
+func (c *Cluster) rayLog(ctx context.Context, ns, pod, ctr string) string {
+	var out string
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, prev := range []bool{false, true} {
+			b, err := c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: ctr, Previous: prev}).Do(ctx).Raw()
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			if strings.Contains(s, "ray-standin: registered") || strings.Contains(s, "Traceback") || strings.Contains(s, "Usage:") {
+				out = s
+				return true, nil
+			}
+			if out == "" {
+				out = s
+			}
+		}
+		return false, nil
+	})
+	return out
 }
