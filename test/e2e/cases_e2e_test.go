@@ -53,23 +53,37 @@ func TestC20ConfusablePodsBothOrders(t *testing.T) {
 	}
 }
 
-// fillPlan sizes two pods against the node's free memory: a holder asking every GPU with
-// holdMiB each, and a waiter of waitMiB that fits on no GPU while the holder exists and on
-// one once it is gone.
+// fillPlan sizes two pods against the node's free memory: a holder asking every GPU that has
+// free memory and a free slot, holdMiB each (the least free among them), and a waiter that
+// fits on no GPU while the holder exists and on one once it is gone. GPUs that other pods
+// fill completely are left out.
 func fillPlan(t *testing.T, c *Cluster, inv device.Inventory) (holder, waiter gpuLimits) {
 	t.Helper()
-	free := freeMiB(inv, c.nodeUsage(t))
-	minFree, maxRest := free[0], int64(0)
-	for _, f := range free {
+	use := c.nodeUsage(t)
+	free := freeMiB(inv, use)
+	var usable []int64
+	for i, g := range inv.GPUs {
+		if u := use[g.UUID]; free[i] > 0 && (u == nil || u.sharers < inv.SplitCount) {
+			usable = append(usable, free[i])
+		}
+	}
+	if len(usable) == 0 {
+		t.Fatalf("node %s has no GPU with free memory and a free slot: free MiB per GPU %v (other pods hold them)", c.NodeName, free)
+	}
+	minFree, maxRest := usable[0], int64(0)
+	for _, f := range usable {
 		minFree = min(minFree, f)
 	}
-	for _, f := range free {
+	for _, f := range usable {
 		maxRest = max(maxRest, f-minFree)
 	}
 	if minFree < 2000 {
 		t.Fatalf("node %s is too busy for this test: free MiB per GPU %v (other pods hold GPUs)", c.NodeName, free)
 	}
-	return gpuLimits{count: len(inv.GPUs), memMiB: minFree}, gpuLimits{count: 1, memMiB: maxRest + minFree/2}
+	if len(usable) < len(inv.GPUs) {
+		t.Logf("other pods fill %d of %d GPUs; the holder takes the other %d", len(inv.GPUs)-len(usable), len(inv.GPUs), len(usable))
+	}
+	return gpuLimits{count: len(usable), memMiB: minFree}, gpuLimits{count: 1, memMiB: maxRest + minFree/2}
 }
 
 // waitUnschedulable waits until kube-scheduler has reported the pod FailedScheduling.
