@@ -1,0 +1,195 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+func post(t *testing.T, url string, body []byte) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The wire format kube-scheduler sends and reads: the extender/v1 Go types, marshalled.
+func TestHTTPWireFormat(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	srv := httptest.NewServer(e.ext.Handler(e.reg))
+	defer srv.Close()
+	p := testPod("default", "web", gpuCtr("main", 1, "8000", 0))
+	e.create(p)
+	all := []string{"node-1", "node-x"}
+	code, body := post(t, srv.URL+"/filter", mustJSON(t, extenderv1.ExtenderArgs{Pod: p, NodeNames: &all}))
+	if code != 200 {
+		t.Fatalf("filter %d %s", code, body)
+	}
+	// Field names exactly as the Go types marshal them (no json tags: NodeNames, FailedNodes...).
+	if !strings.Contains(string(body), `"NodeNames":["node-1"]`) || !strings.Contains(string(body), `"FailedAndUnresolvableNodes":{"node-x":"no inventory from device plugin"}`) {
+		t.Fatalf("filter reply %s", body)
+	}
+	code, body = post(t, srv.URL+"/prioritize", mustJSON(t, extenderv1.ExtenderArgs{Pod: p, NodeNames: &all}))
+	var pl extenderv1.HostPriorityList
+	if code != 200 || json.Unmarshal(body, &pl) != nil || len(pl) != 2 || pl[0].Host != "node-1" || pl[0].Score != 10 || pl[1].Score != 0 {
+		t.Fatalf("prioritize %d %s", code, body)
+	}
+	code, body = post(t, srv.URL+"/bind", mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "web", PodNamespace: "default", PodUID: p.UID, Node: "node-1"}))
+	if code != 200 || string(body) != `{"Error":""}` {
+		t.Fatalf("bind %d %s", code, body)
+	}
+	if got := e.getPod("default", "web"); got.Spec.NodeName != "node-1" || plannedOf(t, got).Containers[0].Devices[0].MemoryMiB != 8000 {
+		t.Fatalf("pod after bind: %q %v", got.Spec.NodeName, got.Annotations)
+	}
+	e.claim("default", "web") // allocated: no C20 wait for the next pod
+	// A second pod that does not fit: the bind answers the reason in Error.
+	q := testPod("default", "big", gpuCtr("main", 1, "20000", 0))
+	e.create(q)
+	code, body = post(t, srv.URL+"/bind", mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "big", PodNamespace: "default", PodUID: q.UID, Node: "node-1"}))
+	var br extenderv1.ExtenderBindingResult
+	if code != 200 || json.Unmarshal(body, &br) != nil || !strings.Contains(br.Error, "16576 of 24576 MiB free") {
+		t.Fatalf("refused bind %d %s", code, body)
+	}
+	// Metrics reflect the booking and the calls.
+	want := `
+# HELP hami_go_extender_gpu_allocated_memory_mib GPU memory booked on the GPU (bound pods and reservations), MiB.
+# TYPE hami_go_extender_gpu_allocated_memory_mib gauge
+hami_go_extender_gpu_allocated_memory_mib{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-node-1-0"} 8000
+# HELP hami_go_extender_pod_allocated_memory_mib GPU memory allocated to the container on the GPU, MiB.
+# TYPE hami_go_extender_pod_allocated_memory_mib gauge
+hami_go_extender_pod_allocated_memory_mib{container="main",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="web",uuid="GPU-node-1-0"} 8000
+`
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(e.ext.metrics.outcomes.WithLabelValues("bind", "refused")); n != 1 {
+		t.Fatalf("bind refused count %v", n)
+	}
+	if n := testutil.ToFloat64(e.ext.metrics.outcomes.WithLabelValues("filter", "ok")); n != 1 {
+		t.Fatalf("filter ok count %v", n)
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/metrics %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `hami_go_extender_request_duration_seconds_count{verb="bind"} 2`) {
+		t.Fatalf("/metrics lacks the bind histogram")
+	}
+}
+
+func TestHTTPMalformedAndHealth(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := httptest.NewServer(e.ext.Handler(e.reg))
+	defer srv.Close()
+	for _, tc := range []struct{ path, body, want string }{
+		{"/filter", `{"Pod":`, "malformed *v1.ExtenderArgs"},
+		{"/filter", `{"NodeNames":["a"]}`, "ExtenderArgs.Pod is missing"},
+		{"/prioritize", `[1,2]`, "malformed *v1.ExtenderArgs"},
+		{"/bind", `{"PodName":"x"}`, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node"},
+		{"/bind", `nope`, "malformed *v1.ExtenderBindingArgs"},
+		{"/preempt", `{"Pod":{"metadata":{"name":3}}}`, "malformed *v1.ExtenderPreemptionArgs"},
+	} {
+		code, body := post(t, srv.URL+tc.path, []byte(tc.body))
+		if code != 400 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, code, body)
+		}
+	}
+	if resp, err := http.Get(srv.URL + "/filter"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /filter: %v %v", resp.StatusCode, err)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if resp, err := http.Get(srv.URL + p); err != nil || resp.StatusCode != 200 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	e.stop()
+	if resp, err := http.Get(srv.URL + "/readyz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after stop: %d", resp.StatusCode)
+	}
+}
+
+// A panic inside a handler is answered 500 with its message; the process lives on.
+func TestHTTPRecoversPanics(t *testing.T) {
+	e := newEnv(t, nil)
+	h := e.ext.verb("filter", func(http.ResponseWriter, *http.Request) string { panic("boom") })
+	rr := httptest.NewRecorder()
+	h(rr, httptest.NewRequest("POST", "/filter", strings.NewReader("{}")))
+	if rr.Code != 500 || !strings.Contains(rr.Body.String(), "internal error in filter: boom") {
+		t.Fatalf("%d %s", rr.Code, rr.Body.String())
+	}
+	if n := testutil.ToFloat64(e.ext.metrics.outcomes.WithLabelValues("filter", "error")); n != 1 {
+		t.Fatalf("error count %v", n)
+	}
+}
+
+// Preempt keeps only nodes where removing the victims' GPU usage lets the pod fit, with the
+// fewest GPU victims; non-GPU victims are kept.
+func TestPreempt(t *testing.T) {
+	inv1, inv2 := testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10)
+	objs, names := setupNodes(t, inv1, inv2)
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	c := e.ext.cache
+	v1 := boundPod(t, "v", "v1", "node-1", inv1.GPUs[0].UUID, 10000, true)
+	v2 := boundPod(t, "v", "v2", "node-1", inv1.GPUs[0].UUID, 10000, true)
+	v3 := boundPod(t, "v", "v3", "node-2", inv2.GPUs[0].UUID, 2000, true)
+	v4 := boundPod(t, "v", "v4", "node-2", inv2.GPUs[0].UUID, 20000, true)
+	for _, p := range []*corev1.Pod{v1, v2, v3, v4} {
+		c.OnPod(p)
+	}
+	cpu := testPod("v", "cpu-only", ctr{name: "c", nogpu: true})
+	cpu.UID = "uid-cpu"
+	p := testPod("default", "want", gpuCtr("main", 1, "14000", 0))
+	meta := func(uids ...string) *extenderv1.MetaVictims {
+		mv := &extenderv1.MetaVictims{NumPDBViolations: 1}
+		for _, u := range uids {
+			mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: u})
+		}
+		return mv
+	}
+	res := c.Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+		"node-1": meta(string(v1.UID), string(v2.UID), "uid-cpu"),
+		"node-2": meta(string(v3.UID)), // 2000 freed of 20000 used: 4576+2000 < 14000
+	}})
+	if _, ok := res.NodeNameToMetaVictims["node-2"]; ok {
+		t.Fatalf("node-2 kept although its victims free too little: %+v", res.NodeNameToMetaVictims["node-2"])
+	}
+	got := res.NodeNameToMetaVictims["node-1"]
+	if got == nil || len(got.Pods) != 2 || got.Pods[0].UID != "uid-cpu" || got.Pods[1].UID != string(v1.UID) || got.NumPDBViolations != 1 {
+		t.Fatalf("node-1 victims %+v", got)
+	}
+	// Full victims (nodeCacheCapable false) answer the same way.
+	res = c.Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToVictims: map[string]*extenderv1.Victims{
+		"node-2": {Pods: []*corev1.Pod{v3, v4}},
+	}})
+	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {
+		t.Fatalf("node-2 victims %+v", got)
+	}
+	_ = device.AnnoPlanned
+}
