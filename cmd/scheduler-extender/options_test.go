@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+func TestDefaults(t *testing.T) {
+	o, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := o.Extender
+	if o.Address != ":8888" || o.Kubeconfig != "" || x.SchedulerName != "hami-go-scheduler" || x.NodePolicy != device.Binpack ||
+		x.GPUPolicy != device.Binpack || x.StaleAfter != 60*time.Second || x.BindWait != 2*time.Second ||
+		x.LeaseNamespace != "kube-node-lease" || x.Resources != device.DefaultResourceNames() {
+		t.Fatalf("defaults %+v", o)
+	}
+}
+
+// Every flag of docs/components.md lands in the config field whose effect pkg/extender tests.
+func TestEveryFlag(t *testing.T) {
+	o, err := parseOptions([]string{
+		"--address=127.0.0.1:9999", "--kubeconfig=/tmp/kc", "--scheduler-name=gpu-sched", "--node-policy=spread",
+		"--gpu-policy=spread", "--inventory-stale-after=30s", "--bind-wait=500ms", "--lease-namespace=hami",
+		"--resource-count=example.com/gpu", "--resource-memory=example.com/mem", "--resource-memory-percentage=example.com/pct",
+		"--resource-cores=example.com/cores", "-v=4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := o.Extender
+	if o.Address != "127.0.0.1:9999" || o.Kubeconfig != "/tmp/kc" || x.SchedulerName != "gpu-sched" || x.NodePolicy != device.Spread ||
+		x.GPUPolicy != device.Spread || x.StaleAfter != 30*time.Second || x.BindWait != 500*time.Millisecond || x.LeaseNamespace != "hami" ||
+		x.Resources != (device.ResourceNames{Count: "example.com/gpu", Memory: "example.com/mem", MemoryPercent: "example.com/pct", Cores: "example.com/cores"}) {
+		t.Fatalf("parsed %+v", o)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"--node-policy=tight", `--node-policy: "tight" is not binpack or spread`},
+		{"--gpu-policy=", `--gpu-policy: "" is not binpack or spread`},
+		{"--inventory-stale-after=0s", "inventory-stale-after: 0s is not positive"},
+		{"--bind-wait=-1s", "bind-wait: -1s is negative"},
+		{"--lease-namespace=", "lease-namespace is empty"},
+		{"--scheduler-name=", "scheduler-name is empty"},
+		{"--resource-cores=nvidia.com/gpu", `resource names count and cores are both "nvidia.com/gpu"`},
+		{"--address=", "--address is empty"},
+		{"--bind-wait=soon", `invalid argument "soon"`},
+		{"stray", `unexpected arguments: ["stray"]`},
+	} {
+		_, err := parseOptions([]string{tc.arg})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}
