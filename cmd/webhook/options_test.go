@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 	a := cfg.Admission
 	if cfg.Port != 9443 || cfg.CertDir != "/etc/hami-go/tls" || cfg.HealthAddress != ":8081" || cfg.MetricsAddress != ":8080" ||
 		a.SchedulerName != "hami-go-scheduler" || a.Privileged != webhook.PrivilegedDeny || a.Namespace != "hami-go-system" ||
-		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "ray.io/accelerator-type" ||
+		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "hami-go.io/accelerator-type" ||
 		!reflect.DeepEqual(a.Ray.GPUResources, []string{"nvidia.com/gpu", "nvidia.com/mig-*"}) || a.Names.Memory != "nvidia.com/gpumem" {
 		t.Fatalf("defaults %+v", cfg)
 	}

@@ -46,7 +46,9 @@ type Config struct {
 	// slices, integer MiB (default "gpu_memory_mib"). Empty: not exposed.
 	MemoryResource string
 	// AcceleratorLabel is the Ray node label that carries the GPU model (default
-	// "ray.io/accelerator-type"). Empty: not exposed (Ray older than 2.49 has no string --labels).
+	// "hami-go.io/accelerator-type"). Empty: not exposed (Ray older than 2.49 has no string --labels).
+	// It must not start with "ray.io/": Ray reserves that prefix for the labels it sets itself and
+	// refuses to start a node given one (validate_node_labels in python/ray/_private/utils.py).
 	AcceleratorLabel string
 }
 
@@ -56,7 +58,7 @@ func DefaultConfig(countResource string) Config {
 	return Config{
 		GPUResources:     []string{countResource, "nvidia.com/mig-*"},
 		MemoryResource:   "gpu_memory_mib",
-		AcceleratorLabel: "ray.io/accelerator-type",
+		AcceleratorLabel: "hami-go.io/accelerator-type",
 	}
 }
 

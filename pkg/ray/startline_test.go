@@ -17,7 +17,7 @@ const kubeRayHead = "ulimit -n 65536; ray start --head  --block  --dashboard-age
 func TestRewriteStartLine(t *testing.T) {
 	c := DefaultConfig("nvidia.com/gpu")
 	mem := `--resources='{"gpu_memory_mib":'"${HAMI_GO_GPU_MEMORY_MIB:-0}"'}'`
-	lab := `--labels=ray.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown}`
+	lab := `--labels=hami-go.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown}`
 	for _, tc := range []struct {
 		name, line string
 		n          int
@@ -40,9 +40,9 @@ func TestRewriteStartLine(t *testing.T) {
 		{name: "existing memory key kept", line: `ray start --num-gpus=1 --resources='{"gpu_memory_mib":8000}'`, n: 1,
 			want: `ray start --num-gpus=1 --resources='{"gpu_memory_mib":8000}' ` + lab, user: "1"},
 		{name: "labels merged", line: `ray start --num-gpus=1 --labels=zone=a,tier=gold`, n: 1,
-			want: `ray start --num-gpus=1 --labels=zone=a,tier=gold,ray.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown} ` + mem, user: "1"},
-		{name: "existing accelerator label kept", line: `ray start --num-gpus=1 --labels="ray.io/accelerator-type=H100"`, n: 1,
-			want: `ray start --num-gpus=1 --labels="ray.io/accelerator-type=H100" ` + mem, user: "1"},
+			want: `ray start --num-gpus=1 --labels=zone=a,tier=gold,hami-go.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown} ` + mem, user: "1"},
+		{name: "existing accelerator label kept", line: `ray start --num-gpus=1 --labels="hami-go.io/accelerator-type=H100"`, n: 1,
+			want: `ray start --num-gpus=1 --labels="hami-go.io/accelerator-type=H100" ` + mem, user: "1"},
 		{name: "only the ray start command is extended", line: "ray start --block && echo done", n: 1,
 			want: "ray start --block --num-gpus=1 " + mem + " " + lab + " && echo done"},
 		{name: "full path to ray", line: "exec /home/ray/anaconda3/bin/ray start --block", n: 2,
@@ -108,19 +108,19 @@ func TestRewrittenLineUnderBash(t *testing.T) {
 	got, _ := c.RewriteStartLine(kubeRayWorker, 1)
 	args := run(got.Line, "HAMI_GO_GPU_MEMORY_MIB=8000", "HAMI_GO_GPU_MODEL=H100")
 	tail := args[len(args)-3:]
-	want := []string{"--num-gpus=1", `--resources={"gpu_memory_mib":8000}`, "--labels=ray.io/accelerator-type=H100"}
+	want := []string{"--num-gpus=1", `--resources={"gpu_memory_mib":8000}`, "--labels=hami-go.io/accelerator-type=H100"}
 	if !reflect.DeepEqual(tail, want) {
 		t.Fatalf("ray received %q, want tail %q", args, want)
 	}
 	// Without the device plugin's env the values fall back to 0 and "unknown", still valid.
 	tail = run(got.Line)[len(args)-3:]
-	want = []string{"--num-gpus=1", `--resources={"gpu_memory_mib":0}`, "--labels=ray.io/accelerator-type=unknown"}
+	want = []string{"--num-gpus=1", `--resources={"gpu_memory_mib":0}`, "--labels=hami-go.io/accelerator-type=unknown"}
 	if !reflect.DeepEqual(tail, want) {
 		t.Fatalf("without env ray received %q, want %q", tail, want)
 	}
 	merged, _ := c.RewriteStartLine(`ray start --resources='{"x":1}' --labels=zone=a`, 2)
 	args = run(merged.Line, "HAMI_GO_GPU_MEMORY_MIB=16000", "HAMI_GO_GPU_MODEL=A100")
-	want = []string{"start", `--resources={"x":1,"gpu_memory_mib":16000}`, "--labels=zone=a,ray.io/accelerator-type=A100", "--num-gpus=2"}
+	want = []string{"start", `--resources={"x":1,"gpu_memory_mib":16000}`, "--labels=zone=a,hami-go.io/accelerator-type=A100", "--num-gpus=2"}
 	if !reflect.DeepEqual(args, want) {
 		t.Fatalf("merged: ray received %q, want %q", args, want)
 	}
@@ -141,5 +141,14 @@ func TestSplitWords(t *testing.T) {
 	}
 	if _, err := splitWords(`a "b`); err == nil {
 		t.Fatal("unterminated double quote: no error")
+	}
+}
+
+// The default label key must be one Ray accepts from users: Ray refuses custom labels under its
+// reserved "ray.io/" prefix and the node never starts (found end to end with KubeRay).
+func TestDefaultAcceleratorLabelNotReserved(t *testing.T) {
+	got := DefaultConfig("nvidia.com/gpu").AcceleratorLabel
+	if got != "hami-go.io/accelerator-type" {
+		t.Fatalf("default accelerator label = %q, want hami-go.io/accelerator-type", got)
 	}
 }

@@ -35,7 +35,7 @@ const (
 	workerLine = "ray start  --address=raycluster-kuberay-head-svc.default.svc.cluster.local:6379  --block  --dashboard-agent-listen-port=52365  --memory=4000000000  --metrics-export-port=8080  --num-cpus=2 "
 	headLine   = "ray start --head  --block  --dashboard-agent-listen-port=52365  --dashboard-host=0.0.0.0  --metrics-export-port=8080  --num-cpus=1 "
 	memFlag    = `--resources='{"gpu_memory_mib":'"${HAMI_GO_GPU_MEMORY_MIB:-0}"'}'`
-	labelFlag  = `--labels=ray.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown}`
+	labelFlag  = `--labels=hami-go.io/accelerator-type=${HAMI_GO_GPU_MODEL:-unknown}`
 )
 
 func TestRayPodAdmission(t *testing.T) {
