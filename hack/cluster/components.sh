@@ -282,5 +282,24 @@ install_chart() {
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
     -n hami-go-system --create-namespace --wait --timeout 5m \
     --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
+  restart_if_images_changed
+}
+
+# restart_if_images_changed: the images keep their tag (VERSION) when the code changes, so a
+# re-run of up.sh after a rebuild would leave the old binaries running. Restart the chart's
+# workloads when the image tars' checksums differ from the ones recorded at the last install.
+restart_if_images_changed() {
+  local sums=$STATE/images/hami-go.sha256 now
+  now=$(cd "$REPO_ROOT/_output/images" 2>/dev/null && sha256sum ./*.tar 2>/dev/null || true)
+  if [[ -f $sums && $now != "$(cat "$sums")" ]]; then
+    log "hami-go images changed since the last install: restarting the chart's workloads"
+    local w
+    for w in $(kubectl -n hami-go-system get daemonset,deployment -o name); do
+      kubectl -n hami-go-system rollout restart "$w" >/dev/null
+      kubectl -n hami-go-system rollout status "$w" --timeout=5m >>"$LOGS/helm.log" 2>&1 ||
+        die "$w did not roll out (see $LOGS/helm.log)"
+    done
+  fi
+  printf '%s' "$now" >"$sums"
 }
 
