@@ -294,3 +294,14 @@ func (c *Cache) setStageLocked(b *booking, st stage) {
 	ns.mu.Unlock()
 	c.notifyLocked()
 }
+
+// nodesOf looks up the states of names under one read lock (nil where unknown).
+func (c *Cache) nodesOf(names []string) []*nodeState {
+	out := make([]*nodeState, len(names))
+	c.nodesMu.RLock()
+	for i, n := range names {
+		out[i] = c.nodes[n]
+	}
+	c.nodesMu.RUnlock()
+	return out
+}

@@ -59,8 +59,9 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	failed := extenderv1.FailedNodesMap{}
 	unres := extenderv1.FailedNodesMap{}
 	var ranked []scored
-	for _, n := range names {
-		ns := c.node(n)
+	states := c.nodesOf(names)
+	for i, n := range names {
+		ns := states[i]
 		if ns == nil {
 			unres[n] = errNoInventory
 			continue
@@ -176,8 +177,9 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 	}
 	c.mu.Unlock()
 	now := c.clock.Now()
+	states := c.nodesOf(names)
 	for i, n := range names {
-		ns := c.node(n)
+		ns := states[i]
 		if ns == nil {
 			continue
 		}
