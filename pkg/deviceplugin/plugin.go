@@ -22,11 +22,15 @@ import (
 type Options struct {
 	// Clock drives health probes, Allocate waits and Lease renewals; default the real clock.
 	Clock clock.WithTicker
-	// WatchInterval is how often the plugin checks its socket and kubelet.sock; default 1s.
+	// WatchInterval is the period of the fallback poll of the plugin's socket and kubelet.sock
+	// (directory events trigger re-serving and re-registration at once); default 5s.
 	WatchInterval time.Duration
 	// FileExists reports whether a host path exists (HAMi-core library); default os.Stat.
 	FileExists func(string) bool
 }
+
+// DefaultWatchInterval is the default Options.WatchInterval.
+const DefaultWatchInterval = 5 * time.Second
 
 // Plugin is the device plugin: the kubelet-facing gRPC server over a Ledger, a Health state
 // machine and the GPUs the backend discovered.
@@ -45,6 +49,7 @@ type Plugin struct {
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
 	registered int           // successful registrations, for tests and logs
+	regFailed  int           // failed registration attempts, for tests and logs
 }
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
@@ -57,7 +62,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.WatchInterval <= 0 {
-		opts.WatchInterval = time.Second
+		opts.WatchInterval = DefaultWatchInterval
 	}
 	if opts.FileExists == nil {
 		opts.FileExists = func(p string) bool { _, err := os.Stat(p); return err == nil }

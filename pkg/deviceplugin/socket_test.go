@@ -1,0 +1,121 @@
+package deviceplugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// newEventOnlyPlugin returns a plugin whose fallback poll never fires during a test, so every
+// re-serve and re-registration it shows was driven by a directory event.
+func newEventOnlyPlugin(t *testing.T, dir string) *Plugin {
+	t.Helper()
+	p, _ := newTestPlugin(t, testConfig(dir), newTestBackend(1, 81559))
+	p.opts.WatchInterval = time.Hour
+	return p
+}
+
+// noMoreRegistrations fails when k received a registration not yet taken from its channel.
+func (k *fakeKubelet) noMoreRegistrations(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case r := <-k.regs:
+		t.Errorf("%s: an extra registration %v (one kubelet restart must cause one registration)", when, r)
+	default:
+	}
+}
+
+// Bug "re-registers 1-2 s after a kubelet restart": a kubelet restart wipes the plugin's socket
+// and creates a new kubelet.sock; the plugin serves again and registers with the new kubelet
+// on the directory events alone (the poll is an hour), exactly once.
+func TestReRegistrationOnDirectoryEvents(t *testing.T) {
+	dir := t.TempDir()
+	k := startFakeKubelet(t, dir)
+	p := newEventOnlyPlugin(t, dir)
+	startServe(t, p)
+	if r := k.waitRegistration(t, 5*time.Second); r.Endpoint != SocketName {
+		t.Fatalf("first registration = %v", r)
+	}
+	waitFor(t, "the first registration answered", func() bool { return p.Registrations() == 1 })
+
+	// What the kubelet's devicemanager Start does: remove the sockets in the directory (the old
+	// kubelet.sock goes with its listener), then listen on a new kubelet.sock.
+	k.srv.Stop()
+	_ = os.Remove(filepath.Join(dir, KubeletSocketName))
+	if err := os.Remove(filepath.Join(dir, SocketName)); err != nil {
+		t.Fatal(err)
+	}
+	k2 := startFakeKubelet(t, dir)
+	r := k2.waitRegistration(t, 10*time.Second)
+	waitFor(t, "the re-registration answered", func() bool { return p.Registrations() == 2 })
+	if r.ResourceName != "nvidia.com/gpu" || r.Endpoint != SocketName || r.Version != pluginapi.Version {
+		t.Fatalf("re-registration = %v", r)
+	}
+	// The kubelet reaches the plugin on its fresh socket.
+	if _, err := k2.client(t, SocketName).GetDevicePluginOptions(context.Background(), &pluginapi.Empty{}); err != nil {
+		t.Fatalf("plugin socket after re-registration: %v", err)
+	}
+
+	// Own socket deleted, kubelet.sock unchanged: served again and registered again. Events are
+	// handled in order, so a duplicate registration caused by the restart above would reach k2
+	// before this one.
+	if err := os.Remove(filepath.Join(dir, SocketName)); err != nil {
+		t.Fatal(err)
+	}
+	k2.waitRegistration(t, 10*time.Second)
+	waitFor(t, "the third registration answered", func() bool { return p.Registrations() == 3 })
+	k2.noMoreRegistrations(t, "after the socket was removed")
+	if _, err := k2.client(t, SocketName).GetDevicePluginOptions(context.Background(), &pluginapi.Empty{}); err != nil {
+		t.Fatalf("plugin socket after it was removed: %v", err)
+	}
+	if n := p.Registrations(); n != 3 {
+		t.Errorf("%d registrations, want 3 (start, kubelet restart, socket removed)", n)
+	}
+	p.mu.Lock()
+	failed := p.regFailed
+	p.mu.Unlock()
+	if failed != 0 {
+		t.Errorf("%d failed registration attempts, want 0 (the plugin registered before kubelet.sock existed?)", failed)
+	}
+}
+
+// The plugin starts before the kubelet (no kubelet.sock yet): it serves and registers as soon
+// as kubelet.sock appears, without waiting for the poll.
+func TestRegistrationWhenKubeletStartsLater(t *testing.T) {
+	dir := t.TempDir()
+	p := newEventOnlyPlugin(t, dir)
+	startServe(t, p)
+	waitFor(t, "the plugin socket", func() bool { _, ok := statID(filepath.Join(dir, SocketName)); return ok })
+	k := startFakeKubelet(t, dir)
+	if r := k.waitRegistration(t, 10*time.Second); r.ResourceName != "nvidia.com/gpu" {
+		t.Fatalf("registration = %v", r)
+	}
+	waitFor(t, "the registration answered", func() bool { return p.Registrations() == 1 })
+	k.noMoreRegistrations(t, "after kubelet.sock appeared")
+}
+
+// A kubelet.sock that exists but does not answer (a stale file) fails registration; the plugin
+// retries on its own backoff, not the hour-long poll, and registers once a kubelet answers.
+func TestRegistrationRetriesAStaleKubeletSocket(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, KubeletSocketName)
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newEventOnlyPlugin(t, dir)
+	startServe(t, p)
+	waitFor(t, "two failed attempts (a retry)", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.regFailed >= 2 })
+	if n := p.Registrations(); n != 0 {
+		t.Fatalf("%d registrations with a stale kubelet.sock, want 0", n)
+	}
+	if err := os.Remove(stale); err != nil {
+		t.Fatal(err)
+	}
+	k := startFakeKubelet(t, dir)
+	k.waitRegistration(t, 10*time.Second)
+	waitFor(t, "one registration", func() bool { return p.Registrations() == 1 })
+}
