@@ -41,6 +41,10 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig %q: %w", o.Kubeconfig, err)
 	}
+	// The claim writer patches every allocated pod; during a burst the default client rate
+	// (5 qps, burst 10) delayed the claimed records by up to 8 s behind Allocate, and the
+	// extender keeps a confusable pod waiting until that record is written (case C20).
+	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

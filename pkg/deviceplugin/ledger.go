@@ -28,6 +28,10 @@ func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
 type podEntry struct {
 	ref     PodRef
 	created time.Time
+	// seen orders pods by when the ledger first saw them placed here: the order in which the
+	// pod watch delivered their binding to this node, which is the order in which the kubelet,
+	// watching the same pods, receives and admits them.
+	seen uint64
 	sig     device.Signature
 	// plan is the pod's effective allocation: the planned one, with claimed containers replaced
 	// by what was claimed. Interchangeable pods may swap plans (see Ledger.Reconcile).
@@ -77,6 +81,7 @@ type Ledger struct {
 	clock clock.PassiveClock
 
 	mu       sync.Mutex
+	seen     uint64 // last podEntry.seen handed out
 	pods     map[types.UID]*podEntry
 	unplaced map[types.UID]string // pods on this node that use the count resource but cannot be served, with why
 	changed  chan struct{}        // closed and replaced on every change
@@ -169,7 +174,8 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 	delete(l.unplaced, p.UID)
 	e, had := l.pods[p.UID]
 	if !had {
-		e = &podEntry{ref: ref, created: p.CreationTimestamp.Time, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
+		l.seen++
+		e = &podEntry{ref: ref, created: p.CreationTimestamp.Time, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
 		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)
@@ -325,8 +331,8 @@ func sortedEntries(m map[types.UID]*podEntry, keep func(*podEntry) bool) []*podE
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if !out[i].created.Equal(out[j].created) {
-			return out[i].created.Before(out[j].created)
+		if out[i].seen != out[j].seen {
+			return out[i].seen < out[j].seen
 		}
 		return out[i].ref.String() < out[j].ref.String()
 	})

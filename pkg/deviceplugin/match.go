@@ -29,7 +29,10 @@ const (
 //     one pod at a time, its containers in order): the most recently claimed such pod;
 //  4. pods with nothing claimed whose first container asks len(ids) GPUs: when they all share
 //     one signature they are interchangeable and the call takes the slot whose planned GPUs
-//     equal the ids' GPUs, else the oldest; different signatures are refused (case C20).
+//     equal the ids' GPUs, else the one seen first (the kubelet admits pods in the order its
+//     watch delivers them, which is the order the plugin's watch saw them; matching that order
+//     spares Reconcile from swapping records and rewriting two pods); different signatures
+//     are refused (case C20).
 //
 // It returns *ErrNoPod when nothing waits for the call (the caller may wait for the informer).
 func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, matchKind, error) {

@@ -62,6 +62,11 @@ func Observe(ctx context.Context, l PodResourcesLister, resource string) ([]Obse
 	return out, nil
 }
 
+// claimWriters is the number of goroutines that write claimed records: a burst of admissions
+// claims many pods within a second, and one writer would put the last record seconds behind its
+// Allocate. The queue never hands one pod to two writers at once.
+const claimWriters = 4
+
 // PodSync feeds the ledger from a pod informer on this node, writes claimed records to pods
 // (AnnoClaimed) with retries, and reconciles claims from the kubelet's PodResources API shortly
 // after every claim and every ReconcileEvery.
@@ -125,7 +130,9 @@ func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
 		return fmt.Errorf("pod informer did not sync")
 	}
 	s.reconcile(ctx)
-	go s.writeLoop(ctx)
+	for i := 0; i < claimWriters; i++ {
+		go s.writeLoop(ctx)
+	}
 	go s.reconcileLoop(ctx)
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	return nil
