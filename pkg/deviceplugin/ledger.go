@@ -32,7 +32,7 @@ type podEntry struct {
 	// pod watch delivered their binding to this node, which is the order in which the kubelet,
 	// watching the same pods, receives and admits them.
 	seen uint64
-	sig     device.Signature
+	sig  device.Signature
 	// plan is the pod's effective allocation: the planned one, with claimed containers replaced
 	// by what was claimed. Interchangeable pods may swap plans (see Ledger.Reconcile).
 	plan device.Allocation
