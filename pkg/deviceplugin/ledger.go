@@ -56,6 +56,12 @@ func (e *podEntry) nextUnclaimed() *device.ContainerAllocation {
 	return nil
 }
 
+// unplacedPod is a pod on this node that asks for the count resource but cannot be served.
+type unplacedPod struct {
+	ref PodRef
+	why string
+}
+
 // Claim is the result of a successful Allocate match: the pod and the container whose slot
 // the call took, with the devices it gets (never derived from the kubelet's IDs: C18, C19, C22).
 type Claim struct {
@@ -67,10 +73,30 @@ type Claim struct {
 }
 
 // ErrNoPod is returned by Ledger.TryAllocate when no pod waits for the call yet: the caller may
-// wait for the informer and try again.
-type ErrNoPod struct{ Reason string }
+// wait for the informer and try again. Pods are the pods on this node that ask for the count
+// resource but cannot be served (not placed by hami-go, or a malformed plan): the call is most
+// likely one of theirs.
+type ErrNoPod struct {
+	Reason string
+	Pods   []PodRef
+}
 
 func (e *ErrNoPod) Error() string { return e.Reason }
+
+// Concerns returns the pods the refusal names.
+func (e *ErrNoPod) Concerns() []PodRef { return e.Pods }
+
+// ErrConfusable is the refusal of an Allocate call that could serve any of several pods with
+// different requests (case C20). Pods are those pods, in the order the plugin saw them.
+type ErrConfusable struct {
+	Reason string
+	Pods   []PodRef
+}
+
+func (e *ErrConfusable) Error() string { return e.Reason }
+
+// Concerns returns the pods the refusal names.
+func (e *ErrConfusable) Concerns() []PodRef { return e.Pods }
 
 // Ledger is the device plugin's in-memory record of the pods the extender placed on this node
 // (from AnnoPlanned) and of the containers Allocate has claimed. Every Allocate match and claim
@@ -83,7 +109,7 @@ type Ledger struct {
 	mu       sync.Mutex
 	seen     uint64 // last podEntry.seen handed out
 	pods     map[types.UID]*podEntry
-	unplaced map[types.UID]string // pods on this node that use the count resource but cannot be served, with why
+	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}        // closed and replaced on every change
 	dirty    func(PodRef)         // called (outside mu) when a pod's claimed record must be written
 }
@@ -94,7 +120,7 @@ func NewLedger(node string, names device.ResourceNames, clk clock.PassiveClock, 
 	return &Ledger{
 		node: node, names: names, clock: clk,
 		pods:     map[types.UID]*podEntry{},
-		unplaced: map[types.UID]string{},
+		unplaced: map[types.UID]unplacedPod{},
 		changed:  make(chan struct{}),
 		dirty:    dirty,
 	}
@@ -134,7 +160,7 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 	req, err := device.ParsePodRequest(p, l.names)
 	if err != nil {
 		if p.Spec.NodeName == l.node {
-			l.unplaced[p.UID] = fmt.Sprintf("%s: %v", ref, err)
+			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s: %v", ref, err)}
 		}
 		delete(l.pods, p.UID)
 		return
@@ -151,7 +177,7 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 		}
 		delete(l.pods, p.UID)
 		if p.Spec.NodeName == l.node {
-			l.unplaced[p.UID] = fmt.Sprintf("%s has no %s annotation (not scheduled by %s)", ref, device.AnnoPlanned, device.SchedulerName)
+			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s has no %s annotation (not scheduled by %s)", ref, device.AnnoPlanned, device.SchedulerName)}
 		}
 		return
 	}
@@ -162,7 +188,7 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 	if err != nil {
 		delete(l.pods, p.UID)
 		if p.Spec.NodeName == l.node || p.Spec.NodeName == "" {
-			l.unplaced[p.UID] = fmt.Sprintf("%s: annotation %s is malformed: %v", ref, device.AnnoPlanned, err)
+			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s: annotation %s is malformed: %v", ref, device.AnnoPlanned, err)}
 		}
 		return
 	}

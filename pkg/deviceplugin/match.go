@@ -80,11 +80,13 @@ func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, ma
 	}
 	if len(sigs) > 1 {
 		var who []string
+		var refs []PodRef
 		for _, e := range fresh {
 			who = append(who, fmt.Sprintf("%s (%s)", e.ref, describeSig(e)))
+			refs = append(refs, e.ref)
 		}
-		return nil, nil, matchNone, fmt.Errorf("refusing to guess: %d pods placed by hami-go on node %s wait for %d device(s) of %s with different requests, and the kubelet does not say which one this call is for: %s; one of them must be deleted or finish first (case C20)",
-			len(fresh), l.node, n, l.names.Count, strings.Join(who, ", "))
+		return nil, nil, matchNone, &ErrConfusable{Pods: refs, Reason: fmt.Sprintf("refusing to guess: %d pods placed by hami-go on node %s wait for %d device(s) of %s with different requests, and the kubelet does not say which one this call is for: %s; one of them must be deleted or finish first (case C20)",
+			len(fresh), l.node, n, l.names.Count, strings.Join(who, ", "))}
 	}
 	want := sliceGPUs(ids)
 	for _, e := range fresh {
@@ -111,15 +113,21 @@ func describeSig(e *podEntry) string {
 
 func (l *Ledger) noPodError(n int) error {
 	msg := fmt.Sprintf("no pod placed by hami-go on node %s waits for %d device(s) of %s (pods not scheduled by %s get no slice)", l.node, n, l.names.Count, device.SchedulerName)
+	var refs []PodRef
 	if len(l.unplaced) > 0 {
-		var why []string
-		for _, s := range l.unplaced {
-			why = append(why, s)
+		u := make([]unplacedPod, 0, len(l.unplaced))
+		for _, p := range l.unplaced {
+			u = append(u, p)
 		}
-		sort.Strings(why)
+		sort.Slice(u, func(i, j int) bool { return u[i].why < u[j].why })
+		why := make([]string, len(u))
+		for i, p := range u {
+			why[i] = p.why
+			refs = append(refs, p.ref)
+		}
 		msg += "; pods on this node that cannot be served: " + strings.Join(why, "; ")
 	}
-	return &ErrNoPod{Reason: msg}
+	return &ErrNoPod{Reason: msg, Pods: refs}
 }
 
 // TryAllocate matches one Allocate call (one container's device IDs) to a pod and claims the
@@ -170,10 +178,8 @@ func (l *Ledger) Allocate(ctx context.Context, ids []string, wait time.Duration,
 		case <-changed:
 		case <-timeout:
 			c, err = l.TryAllocate(ids)
-			if err != nil {
-				if _, nopod := err.(*ErrNoPod); nopod {
-					err = fmt.Errorf("%v (waited %s)", err, wait)
-				}
+			if np, nopod := err.(*ErrNoPod); nopod {
+				err = &ErrNoPod{Reason: fmt.Sprintf("%s (waited %s)", np.Reason, wait), Pods: np.Pods}
 			}
 			return c, err
 		case <-ctx.Done():

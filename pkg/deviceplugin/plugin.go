@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
@@ -27,6 +28,9 @@ type Options struct {
 	WatchInterval time.Duration
 	// FileExists reports whether a host path exists (HAMi-core library); default os.Stat.
 	FileExists func(string) bool
+	// Recorder records Warning Events on the pods a refused Allocate names; nil records none
+	// (Run makes one from Deps.Client when nil).
+	Recorder record.EventRecorder
 }
 
 // DefaultWatchInterval is the default Options.WatchInterval.
@@ -229,6 +233,7 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 		cl, err := p.ledger.Allocate(ctx, c.DevicesIds, p.cfg.AllocateWait, p.opts.Clock.After)
 		if err != nil {
 			klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
+			p.recordRefusal(err)
 			return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
 		}
 		klog.V(2).InfoS("Allocate", "pod", cl.Pod.String(), "container", cl.Container.Name, "deviceIDs", c.DevicesIds, "repeat", cl.Repeat)

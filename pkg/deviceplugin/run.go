@@ -31,13 +31,20 @@ type Deps struct {
 	PIDResolver PIDResolver
 }
 
-// Run runs the device plugin until ctx ends: it discovers the GPUs, writes the CDI spec (cdi
+// Run runs the device plugin until ctx ends: it records Allocate refusals as Events on the pods
+// they name (Options.Recorder, else one on Deps.Client), discovers the GPUs, writes the CDI spec (cdi
 // strategy), syncs pods and rebuilds claims (AnnoClaimed + PodResources) before serving the
 // kubelet, watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
 // inventory and labels on change and renews the Lease every 10 s, and serves metrics.
 func Run(ctx context.Context, cfg Config, d Deps) error {
 	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, d.PodResources)
-	p, err := New(cfg, d.Backend, d.Options, sync.Dirty)
+	opts := d.Options
+	if opts.Recorder == nil {
+		rec, stop := NewEventRecorder(ctx, d.Client, cfg.NodeName)
+		defer stop()
+		opts.Recorder = rec
+	}
+	p, err := New(cfg, d.Backend, opts, sync.Dirty)
 	if err != nil {
 		return err
 	}

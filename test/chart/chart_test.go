@@ -615,7 +615,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		want map[string]bool
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
-			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|nodes|get", "|nodes|patch")},
+			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|nodes|get", "|nodes|patch", "|events|create", "|events|patch")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
 			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update")},
 		{"extender ClusterRole", cr("ClusterRole/hami-go-scheduler-extender"), set(
