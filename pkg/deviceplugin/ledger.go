@@ -110,8 +110,8 @@ type Ledger struct {
 	seen     uint64 // last podEntry.seen handed out
 	pods     map[types.UID]*podEntry
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
-	changed  chan struct{}        // closed and replaced on every change
-	dirty    func(PodRef)         // called (outside mu) when a pod's claimed record must be written
+	changed  chan struct{}             // closed and replaced on every change
+	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
 }
 
 // NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
