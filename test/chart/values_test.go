@@ -92,6 +92,15 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"hostNetwork=true"}, func(t testing.TB, r rendered) string {
 			return deployment(t, r, webhookDep).Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey
 		}, "kubernetes.io/hostname"},
+		// With host ports a surge replica can never start beside the old one: replace in place.
+		{[]string{"hostNetwork=true"}, func(t testing.TB, r rendered) string {
+			var out []string
+			for _, k := range []string{schedDep, webhookDep} {
+				ru := deployment(t, r, k).Spec.Strategy.RollingUpdate
+				out = append(out, ru.MaxSurge.String()+"/"+ru.MaxUnavailable.String())
+			}
+			return strings.Join(out, " ")
+		}, "0/1 0/1"},
 		{[]string{"apiServer.host=10.9.8.7", "apiServer.port=16443"}, func(t testing.TB, r rendered) string {
 			var out []string
 			for _, k := range []string{dpDS, schedDep, webhookDep} {

@@ -175,3 +175,18 @@ seccompProfile:
 {{- fail (printf "scheduler.replicas must be >= 1, got %v" .Values.scheduler.replicas) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Deployment update strategy. With hostNetwork a new replica needs the host ports the old one holds,
+so a surge replica could never be placed on a node the old one uses: replace one at a time
+(maxSurge 0, maxUnavailable 1) instead of deadlocking the rollout.
+*/}}
+{{- define "hami-go.deploymentStrategy" -}}
+{{- if .Values.hostNetwork }}
+strategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxSurge: 0
+    maxUnavailable: 1
+{{- end }}
+{{- end -}}
