@@ -47,23 +47,24 @@ type Collector struct {
 
 // NewCollector returns the collector; resolve may be nil (no per-slice memory use).
 func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
+	// Full names spelled out (Namespace + "_…"), so the chart's dashboard test finds them.
 	g := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "gpu", name), help, metrics.GPULabels, nil)
+		return prometheus.NewDesc(name, help, metrics.GPULabels, nil)
 	}
 	s := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "slice", name), help, metrics.SliceLabels, nil)
+		return prometheus.NewDesc(name, help, metrics.SliceLabels, nil)
 	}
 	return &Collector{
 		p: p, resolve: resolve,
-		gpuMemTotal:     g("memory_total_bytes", "Total memory of the GPU, bytes."),
-		gpuMemAlloc:     g("memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes."),
-		gpuMemUsed:      g("memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
-		gpuCoresAlloc:   g("cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
-		gpuSharers:      g("sharers", "Containers holding a slice of the GPU."),
-		gpuHealthy:      g("healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
-		sliceMemLimit:   s("memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
-		sliceMemUsed:    s("memory_used_bytes", "Memory the container's processes use on the GPU, bytes."),
-		sliceCoresLimit: s("cores_limit_percent", "Compute limit of the container on the GPU, percent (0 = none)."),
+		gpuMemTotal:     g(metrics.Namespace+"_gpu_memory_total_bytes", "Total memory of the GPU, bytes."),
+		gpuMemAlloc:     g(metrics.Namespace+"_gpu_memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes."),
+		gpuMemUsed:      g(metrics.Namespace+"_gpu_memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
+		gpuCoresAlloc:   g(metrics.Namespace+"_gpu_cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
+		gpuSharers:      g(metrics.Namespace+"_gpu_sharers", "Containers holding a slice of the GPU."),
+		gpuHealthy:      g(metrics.Namespace+"_gpu_healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
+		sliceMemLimit:   s(metrics.Namespace+"_slice_memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
+		sliceMemUsed:    s(metrics.Namespace+"_slice_memory_used_bytes", "Memory the container's processes use on the GPU, bytes."),
+		sliceCoresLimit: s(metrics.Namespace+"_slice_cores_limit_percent", "Compute limit of the container on the GPU, percent (0 = none)."),
 	}
 }
 

@@ -121,8 +121,12 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	}
-	// Per-GPU and per-slice series are both shown.
-	for _, n := range []string{"hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib"} {
+	// Per-GPU and per-slice series are both shown: what the extender booked and what each node's
+	// device plugin handed out, uses and reports as health.
+	for _, n := range []string{"hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib",
+		"hami_go_gpu_memory_total_bytes", "hami_go_gpu_memory_allocated_bytes", "hami_go_gpu_memory_used_bytes",
+		"hami_go_gpu_cores_allocated_percent", "hami_go_gpu_sharers", "hami_go_gpu_healthy",
+		"hami_go_slice_memory_limit_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent"} {
 		if !used[n] {
 			t.Errorf("dashboard does not show %s", n)
 		}
