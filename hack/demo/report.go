@@ -216,7 +216,7 @@ func (d *demo) metrics(ctx context.Context, inv device.Inventory) {
 	body, _ := io.ReadAll(resp.Body)
 	shown := 0
 	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "hami_go_gpu_") && strings.Contains(l, inv.GPUs[0].UUID) && shown < 12 {
+		if (strings.HasPrefix(l, "hami_go_gpu_") || strings.HasPrefix(l, "hami_go_slice_memory_limit")) && strings.Contains(l, inv.GPUs[0].UUID) && shown < 12 {
 			fmt.Fprintln(d.out, "  "+l)
 			shown++
 		}

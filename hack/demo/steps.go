@@ -86,6 +86,9 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 			}
 			d.report(ctx, inv, pods, s.gpu)
 		}
+		if i == len(steps)-1 {
+			d.metrics(ctx, inv) // while the last step's pods still hold their slices
+		}
 		if i < len(steps)-1 || !keep {
 			d.progress("deleting RayCluster %s", s.cluster)
 			if err := d.deleteRayCluster(ctx, s.cluster); err != nil {
@@ -93,7 +96,6 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 			}
 		}
 	}
-	d.metrics(ctx, inv)
 	d.progress("done")
 	return nil
 }
