@@ -22,10 +22,11 @@ test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), en
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
 	$(GO) test -race -count=1 ./...
 
-test-e2e: ## Bring up the local cluster, run the end-to-end suite on it, tear it down.
+test-e2e: ## Bring up the local cluster, run the end-to-end suite on it, tear it down (logs kept in _output/e2e-logs).
 	hack/cluster/up.sh
 	set -o pipefail; status=0; \
 	  $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=$$?; \
+	  rm -rf _output/e2e-logs; mkdir -p _output; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs; \
 	  hack/cluster/down.sh; exit $$status
 
 lint: ## gofmt, go vet (helm lint runs as a Go test of the chart).
