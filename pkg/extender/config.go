@@ -33,7 +33,7 @@ type Config struct {
 	// ReservationTTL drops a speculative reservation (made by Filter) that no Bind confirmed
 	// within this time. Bound pods are never dropped by a timer (case C14).
 	ReservationTTL time.Duration
-	// APITimeout bounds each API call of a bind (annotation patch, Binding, reconcile read).
+	// APITimeout bounds each API call of a bind (the Binding carrying the plan, the reconcile read).
 	APITimeout time.Duration
 }
 

@@ -2,7 +2,6 @@ package extender
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -177,9 +176,12 @@ func podRef(k PodKey) *corev1.ObjectReference {
 // extender refused or that failed.
 const EventReasonBindFailed = "GPUBindFailed"
 
-// Bind books the pod on the node kube-scheduler chose (BookForBind), writes the planned
-// allocation onto the pod (AnnoPlanned, JSON merge patch with the pod's UID as precondition)
-// and creates the Binding. On an error it reconciles from the API before answering.
+// Bind books the pod on the node kube-scheduler chose (BookForBind) and creates the Binding in
+// ONE API write: the planned allocation travels as the Binding's annotation AnnoPlanned, which
+// the API server copies onto the pod together with spec.nodeName in the same update, with the
+// pod's UID as precondition (kube-apiserver pkg/registry/core/pod/storage/storage.go,
+// BindingREST.Create → assignPod → setPodHostAndAnnotations). nodeName and plan thus land
+// atomically. On an error it reconciles from the API before answering.
 func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 	pod, err := e.lookupPod(ctx, k)
 	if err != nil {
@@ -191,7 +193,7 @@ func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 	}
 	if !ours {
 		// Not a GPU pod of ours: bind it as the default binder would.
-		return e.refused(k, node, e.createBinding(ctx, k, node))
+		return e.refused(k, node, e.createBinding(ctx, k, node, nil))
 	}
 	alloc, already, err := e.cache.BookForBind(ctx, k, req, node)
 	if err != nil {
@@ -200,10 +202,12 @@ func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 	if already && pod.Spec.NodeName == node {
 		return nil
 	}
-	err = e.writePlan(ctx, k, alloc)
-	if err == nil {
-		err = e.createBinding(ctx, k, node)
+	enc, err := device.EncodeAllocation(*alloc)
+	if err != nil {
+		e.cache.FinishBind(k, node, outcomeFailed)
+		return e.refused(k, node, fmt.Errorf("encoding the planned allocation: %w", err))
 	}
+	err = e.createBinding(ctx, k, node, map[string]string{device.AnnoPlanned: enc})
 	if err == nil {
 		e.cache.FinishBind(k, node, outcomeBound)
 		klog.V(2).InfoS("Bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node)
@@ -230,29 +234,13 @@ func (e *Extender) refused(k PodKey, node string, err error) error {
 	return err
 }
 
-func (e *Extender) writePlan(ctx context.Context, k PodKey, a *device.Allocation) error {
-	enc, err := device.EncodeAllocation(*a)
-	if err != nil {
-		return err
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":         k.UID,
-		"annotations": map[string]string{device.AnnoPlanned: enc},
-	}})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
-	defer cancel()
-	_, err = e.client.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
-}
-
-func (e *Extender) createBinding(ctx context.Context, k PodKey, node string) error {
+// createBinding creates the pod's Binding to node (UID precondition k.UID); the API server merges
+// annotations (nil: none) into the pod's in the same write that sets spec.nodeName.
+func (e *Extender) createBinding(ctx context.Context, k PodKey, node string, annotations map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
 	defer cancel()
 	return e.client.CoreV1().Pods(k.Namespace).Bind(ctx, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, UID: k.UID, Annotations: annotations},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}, metav1.CreateOptions{})
 }

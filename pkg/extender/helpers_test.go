@@ -159,7 +159,9 @@ func (e *env) stop() {
 	}
 }
 
-// fakeBindingReactor plays the API server's pods/binding: it sets spec.nodeName.
+// fakeBindingReactor plays the API server's pods/binding (unit tests only): like
+// BindingREST.setPodHostAndAnnotations it checks the UID, refuses a pod already assigned, and sets
+// spec.nodeName and merges the Binding's annotations into the pod's in one update.
 func (e *env) fakeBindingReactor(a k8stesting.Action) (bool, runtime.Object, error) {
 	if a.GetSubresource() != "binding" {
 		return false, nil, nil
@@ -183,6 +185,12 @@ func (e *env) fakeBindingReactor(a k8stesting.Action) (bool, runtime.Object, err
 		return true, nil, fmt.Errorf("pod %s is already assigned to node %q", p.Name, p.Spec.NodeName)
 	}
 	p.Spec.NodeName = b.Target.Name
+	if len(b.Annotations) > 0 && p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	for k, v := range b.Annotations {
+		p.Annotations[k] = v
+	}
 	if err := e.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
 		return true, nil, err
 	}

@@ -236,9 +236,19 @@ func TestBindTimeoutKeepsReservation(t *testing.T) {
 	if n, st, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after timeout: %q %q", n, st)
 	}
-	// The Binding was committed after all: the informer shows the pod bound with its plan.
+	// The Binding was committed after all: the informer shows the pod bound with its plan (one
+	// write carries both, so they land together).
 	got := e.getPod("default", "p")
+	if _, ok := got.Annotations[device.AnnoPlanned]; ok {
+		t.Fatal("the plan reached the pod without the Binding")
+	}
+	_, _, a := e.ext.cache.PodState(KeyOfPod(p))
+	enc, err := device.EncodeAllocation(*a)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got.Spec.NodeName = "node-1"
+	got.Annotations[device.AnnoPlanned] = enc
 	e.updatePod(got)
 	eventually(t, "informer confirms", func() bool { _, st, _ := e.ext.cache.PodState(KeyOfPod(p)); return st == "planned" })
 }
@@ -379,5 +389,56 @@ func TestGPUPolicyDefault(t *testing.T) {
 			t.Fatalf("%s: GPU %s, want %s", pol, got, want)
 		}
 		e.stop()
+	}
+}
+
+// Bind is ONE API write: the pods/binding subresource with the plan as the Binding's annotation
+// (the API server merges it into the pod's annotations in the update that sets spec.nodeName);
+// no patch of the pod before it, so there is no window with the plan but not the node or the
+// other way round.
+func TestBindIsOneAPIWrite(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 2, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p := testPod("default", "p", gpuCtr("main", 1, "3000", 20))
+	e.create(p)
+	e.ext.cache.Filter(p, names)
+	e.client.ClearActions()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	var binding *corev1.Binding
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		writes = append(writes, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		if c, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			if b, ok := c.GetObject().(*corev1.Binding); ok {
+				binding = b
+			}
+		}
+	}
+	if len(writes) != 1 || writes[0] != "create pods/binding" || binding == nil {
+		t.Fatalf("API writes of a bind: %v; want exactly [create pods/binding]", writes)
+	}
+	if binding.UID != p.UID || binding.Target.Name != "node-1" {
+		t.Fatalf("binding %+v", binding)
+	}
+	got := e.getPod("default", "p")
+	if got.Spec.NodeName != "node-1" || got.Annotations[device.AnnoPlanned] != binding.Annotations[device.AnnoPlanned] {
+		t.Fatalf("pod after bind: node %q, plan %q; binding carried %q", got.Spec.NodeName, got.Annotations[device.AnnoPlanned], binding.Annotations[device.AnnoPlanned])
+	}
+	a, err := device.DecodeAllocation(got.Annotations[device.AnnoPlanned])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Node != "node-1" || len(a.Containers) != 1 || len(a.Containers[0].Devices) != 1 ||
+		a.Containers[0].Devices[0].MemoryMiB != 3000 || a.Containers[0].Devices[0].CoresPercent != 20 {
+		t.Fatalf("planned allocation %+v", a)
+	}
+	if _, _, ca := e.ext.cache.PodState(KeyOfPod(p)); ca == nil || ca.Containers[0].Devices[0].UUID != a.Containers[0].Devices[0].UUID {
+		t.Fatalf("cache charges %+v, the pod's plan is %+v", ca, a)
 	}
 }
