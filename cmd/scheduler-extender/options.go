@@ -1,11 +1,9 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -35,14 +33,8 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.Extender.BindWait, "bind-wait", o.Extender.BindWait, "longest wait of a bind behind an in-flight pod the device plugin could confuse with it (case C20)")
 	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
 	cliflags.AddResourceNames(fs, &o.Extender.Resources)
-	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(kfs)
-	fs.AddGoFlagSet(kfs)
-	if err := fs.Parse(args); err != nil {
+	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	var err error
 	if o.Extender.NodePolicy, err = device.ParsePolicy("--node-policy", *node, ""); err != nil || *node == "" {

@@ -13,7 +13,7 @@ import (
 
 // parseFlags turns the command line (docs/components.md, "webhook") into the server's
 // configuration. getenv supplies POD_NAMESPACE, the default of --namespace. fs receives the
-// flags (main adds klog's to it first).
+// flags, klog's included (cliflags.Parse adds those fs does not have yet).
 func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (webhook.ServerConfig, error) {
 	cfg := webhook.ServerConfig{Admission: webhook.DefaultConfig()}
 	a := &cfg.Admission
@@ -28,11 +28,8 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 	fs.StringVar(&a.Ray.MemoryResource, "ray-memory-resource", a.Ray.MemoryResource, "Ray custom resource carrying the container's GPU memory, integer MiB (empty: none)")
 	fs.StringVar(&a.Ray.AcceleratorLabel, "ray-accelerator-label", a.Ray.AcceleratorLabel, "Ray node label carrying the GPU model (empty: none; Ray < 2.49 has no string --labels)")
 	cliflags.AddResourceNames(fs, &a.Names)
-	if err := fs.Parse(args); err != nil {
+	if err := cliflags.Parse(fs, args); err != nil {
 		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	a.Privileged = webhook.PrivilegedPolicy(*privileged)
 	if fs.Changed("ray-gpu-resources") {

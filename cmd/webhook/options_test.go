@@ -78,3 +78,17 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// klog's flags come with parseFlags (cliflags.Parse), so a flag set without them accepts -v.
+func TestKlogFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	if _, err := parseFlags(fs, []string{"-v=2"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if v := fs.Lookup("v"); v == nil || v.Value.String() != "2" {
+		t.Fatalf("-v: %v, want 2", v)
+	}
+	if _, err := parse([]string{"-v=0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
