@@ -2,7 +2,6 @@ package device
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -158,10 +157,10 @@ func ParsePodRequest(pod *corev1.Pod, names ResourceNames) (PodRequest, error) {
 		}
 	}
 	a := pod.Annotations
-	r.UseModels = splitList(a[AnnoUseGPUType])
-	r.AvoidModels = splitList(a[AnnoNoUseGPUType])
-	r.UseUUIDs = splitList(a[AnnoUseGPUUUID])
-	r.AvoidUUIDs = splitList(a[AnnoNoUseGPUUUID])
+	r.UseModels = SplitList(a[AnnoUseGPUType])
+	r.AvoidModels = SplitList(a[AnnoNoUseGPUType])
+	r.UseUUIDs = SplitList(a[AnnoUseGPUUUID])
+	r.AvoidUUIDs = SplitList(a[AnnoNoUseGPUUUID])
 	var err error
 	if r.GPUPolicy, err = ParsePolicy("metadata.annotations["+AnnoGPUPolicy+"]", a[AnnoGPUPolicy], Binpack); err != nil {
 		return PodRequest{}, err
@@ -232,14 +231,4 @@ func parseContainer(c *corev1.Container, kind ContainerKind, path string, names 
 		}
 	}
 	return cr, true, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -16,7 +16,7 @@ func validateAnnotations(a map[string]string) error {
 	field := func(k string) string { return "metadata.annotations[" + k + "]" }
 	models := map[string][]string{}
 	for _, k := range []string{device.AnnoUseGPUType, device.AnnoNoUseGPUType} {
-		for _, e := range splitList(a[k]) {
+		for _, e := range device.SplitList(a[k]) {
 			if len(device.ModelTokens(e)) == 0 {
 				return fmt.Errorf("%s: %q has no model token (letters or digits), e.g. A100 or H100-SXM", field(k), e)
 			}
@@ -28,7 +28,7 @@ func validateAnnotations(a map[string]string) error {
 	}
 	uuids := map[string][]string{}
 	for _, k := range []string{device.AnnoUseGPUUUID, device.AnnoNoUseGPUUUID} {
-		for _, e := range splitList(a[k]) {
+		for _, e := range device.SplitList(a[k]) {
 			if strings.ContainsAny(e, " \t\n") || strings.Contains(e, "::") {
 				return fmt.Errorf("%s: %q is not a GPU UUID (e.g. GPU-8d2c...)", field(k), e)
 			}
@@ -60,16 +60,6 @@ func privilegedContainer(spec *corev1.PodSpec) string {
 		}
 	}
 	return ""
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func common(a, b []string) string {
