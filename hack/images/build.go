@@ -11,7 +11,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hami-go/hami-go/hack/images/imagebuild"
 )
 
 // Components are the hami-go binaries that get an image, each built from ./cmd/<name>.
@@ -202,12 +203,7 @@ func writeImage(path, ref string, img v1.Image) (Written, error) {
 	if err != nil {
 		return Written{}, fmt.Errorf("image reference %q: %w", ref, err)
 	}
-	tmp := path + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		_ = os.Remove(tmp)
-		return Written{}, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := imagebuild.Write(path, map[string]v1.Image{ref: img}); err != nil {
 		return Written{}, err
 	}
 	return Written{Path: path, Ref: tag.String()}, nil

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hami-go/hami-go/hack/images/imagebuild"
 )
 
 // helloBinary builds testdata/hello statically (CGO_ENABLED=0) into a temp dir.
@@ -146,7 +148,7 @@ func TestBuildStaticImagesFromPrebuiltBinaries(t *testing.T) {
 			if cf.OS != "linux" || cf.Architecture == "" {
 				t.Errorf("os/arch %s/%s", cf.OS, cf.Architecture)
 			}
-			if len(cf.Config.Env) != 1 || cf.Config.Env[0] != "PATH="+imagePath {
+			if len(cf.Config.Env) != 1 || cf.Config.Env[0] != "PATH="+imagebuild.Path {
 				t.Errorf("env %v", cf.Config.Env)
 			}
 			layers, _ := img.Layers()

@@ -1,11 +1,13 @@
 package main
 
 import (
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
 	"fmt"
 	"os"
 	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/hami-go/hami-go/hack/images/imagebuild"
 )
 
 // glibcSkip are the parts of the libc6 package an image does not need.
@@ -34,13 +36,13 @@ func glibcLayer(cfg Config, run Runner, work string) (v1.Layer, error) {
 	if err := run.Run(work, nil, "dpkg-deb", "-x", deb, root); err != nil {
 		return nil, fmt.Errorf("unpacking %s: %w", deb, err)
 	}
-	files, err := dirFiles(root, glibcSkip)
+	files, err := imagebuild.DirFiles(root, glibcSkip)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", deb, err)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s unpacked to nothing", deb)
 	}
-	files = append(files, file{Path: "/etc/ld.so.conf", Mode: 0o644, Data: []byte("include /etc/ld.so.conf.d/*.conf\n")})
-	return layerOf(files)
+	files = append(files, imagebuild.File{Path: "/etc/ld.so.conf", Mode: 0o644, Data: []byte("include /etc/ld.so.conf.d/*.conf\n")})
+	return imagebuild.Layer(files)
 }

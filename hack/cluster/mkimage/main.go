@@ -3,7 +3,9 @@
 //
 //	<out>/pause.tar          registry.k8s.io/pause:3.10 and :3.6 (the workload program as /pause)
 //	<out>/workload.tar       docker.io/hami-go/workload:<version> and docker.io/rayproject/ray:<ray-version>
-//	<out>/kube-scheduler.tar registry.k8s.io/kube-scheduler:<k8s-version> (only with --kube-scheduler-bin)
+//
+// The kube-scheduler image comes from hack/images (--kube-scheduler-bin); both use the layer and
+// tar code of hack/images/imagebuild.
 //
 // The workload image holds the static workload program (hack/workload) as /bin/workload with
 // the links /bin/{ray,envdump,sleep,pause}, Debian's bash-static as /bin/bash, and
@@ -11,7 +13,7 @@
 // `/bin/bash -c` command and its `wget ... | grep success` probes run.
 //
 // Usage: go run ./hack/cluster/mkimage --out DIR --workload-bin PATH [--bash PATH] [--busybox PATH]
-// [--kube-scheduler-bin PATH] [--version 0.1.0]
+// [--version 0.1.0] [--ray-version 2.46.0]
 package main
 
 import (
@@ -27,10 +29,8 @@ func main() {
 	fs.StringVar(&cfg.WorkloadBin, "workload-bin", "", "static workload program built from ./hack/workload (required)")
 	fs.StringVar(&cfg.BashBin, "bash", "/bin/bash-static", "static bash (Debian bash-static)")
 	fs.StringVar(&cfg.BusyboxBin, "busybox", "/bin/busybox", "static busybox (Debian busybox-static)")
-	fs.StringVar(&cfg.KubeSchedulerBin, "kube-scheduler-bin", "", "kube-scheduler binary; empty skips its image")
 	fs.StringVar(&cfg.Version, "version", "0.1.0", "hami-go version (workload image tag)")
 	fs.StringVar(&cfg.RayVersion, "ray-version", "2.46.0", "tag of docker.io/rayproject/ray (KubeRay v1.5.0's quick-start rayVersion)")
-	fs.StringVar(&cfg.KubeVersion, "kube-version", "v1.37.2", "tag of registry.k8s.io/kube-scheduler")
 	_ = fs.Parse(os.Args[1:])
 	written, err := Build(cfg)
 	if err != nil {
