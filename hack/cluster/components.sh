@@ -169,32 +169,27 @@ EOF
   wait_for "containerd socket" 60 ctr --address "$CONTAINERD_SOCK" version
 }
 
-# import_images: pause, workload (also as rayproject/ray), kube-scheduler and hami-go's own
-# images (hack/images, which also makes the kube-scheduler image when it exists).
+# import_images: pause and workload (also as rayproject/ray) from hack/cluster/mkimage into
+# $STATE/images, then kube-scheduler and hami-go's own images from hack/images into
+# _output/images (both build with hack/images/imagebuild); imports every tar of both folders.
 import_images() {
-  local out=$STATE/images tars=() ks_flag=(--kube-scheduler-bin "$BIN/kube-scheduler")
-  local have_images=false
-  compgen -G "$REPO_ROOT/hack/images/*.go" >/dev/null && have_images=true && ks_flag=()
+  local out=$STATE/images tars=()
   mkdir -p "$out"
   log "building images into $out"
   (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/workload" ./hack/workload) \
     >>"$LOGS/images.log" 2>&1 || die "building hack/workload failed (see $LOGS/images.log)"
-  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" \
-    "${ks_flag[@]}" --version "$VERSION" --kube-version "$K8S_VERSION") \
+  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --version "$VERSION") \
     >>"$LOGS/images.log" 2>&1 || die "mkimage failed (see $LOGS/images.log)"
+  rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
-  if $have_images; then
-    log "building hami-go images with hack/images into _output/images"
-    if (cd "$REPO_ROOT" && go run ./hack/images --version "$VERSION" --out _output/images \
-      --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION") >>"$LOGS/images.log" 2>&1; then
-      tars+=("$REPO_ROOT"/_output/images/*.tar)
-    elif [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
-      log "WARNING: go run ./hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
-    else
-      die "go run ./hack/images failed (see $LOGS/images.log)"
-    fi
+  log "building kube-scheduler and hami-go images with hack/images into _output/images"
+  if (cd "$REPO_ROOT" && go run ./hack/images --version "$VERSION" --out _output/images \
+    --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION") >>"$LOGS/images.log" 2>&1; then
+    tars+=("$REPO_ROOT"/_output/images/*.tar)
+  elif [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
+    log "WARNING: go run ./hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
   else
-    log "hack/images does not exist yet: no hami-go component images"
+    die "go run ./hack/images failed (see $LOGS/images.log)"
   fi
   for t in "${tars[@]}"; do
     ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$t" >>"$LOGS/images.log" 2>&1 ||
