@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	goflag "flag"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,10 +16,7 @@ import (
 )
 
 func main() {
-	gofs := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(gofs)
 	fs := pflag.NewFlagSet("webhook", pflag.ExitOnError)
-	fs.AddGoFlagSet(gofs)
 	cfg, err := parseFlags(fs, os.Args[1:], os.Getenv)
 	if err != nil {
 		klog.ErrorS(err, "Invalid flags")
