@@ -80,6 +80,11 @@ type nodeState struct {
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[PodKey]*booking
+	// idx is the node's stable position in the cache (never reused; memos are indexed by it).
+	idx int
+	// gen counts changes of inv and used (starts at 1): a score computed at gen g is still
+	// right while gen is g (memo.go).
+	gen uint64
 }
 
 func (ns *nodeState) recompute() {
@@ -90,6 +95,7 @@ func (ns *nodeState) recompute() {
 		}
 	}
 	ns.used = u
+	ns.gen++
 }
 
 // Cache is the extender's state. Lock order: mu, then nodesMu, then one nodeState.mu at a
@@ -106,6 +112,9 @@ type Cache struct {
 	changed chan struct{}
 	nodesMu sync.RWMutex
 	nodes   map[string]*nodeState
+	// nodeCount is len(nodes), the next nodeState.idx (guarded by nodesMu).
+	nodeCount int
+	memos     memoTable
 }
 
 // NewCache returns an empty cache.
@@ -117,6 +126,7 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 		gone:    map[PodKey]time.Time{},
 		changed: make(chan struct{}),
 		nodes:   map[string]*nodeState{},
+		memos:   newMemoTable(),
 	}
 }
 
@@ -137,8 +147,9 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 	defer c.nodesMu.Unlock()
 	ns := c.nodes[name]
 	if ns == nil {
-		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[PodKey]*booking{}, invErr: errNoInventory}
+		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[PodKey]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
 		c.nodes[name] = ns
+		c.nodeCount++
 	}
 	return ns
 }
@@ -295,13 +306,22 @@ func (c *Cache) setStageLocked(b *booking, st stage) {
 	c.notifyLocked()
 }
 
-// nodesOf looks up the states of names under one read lock (nil where unknown).
-func (c *Cache) nodesOf(names []string) []*nodeState {
+// nodesOf looks up the states of names under one read lock (nil where unknown), and returns the
+// number of nodes the cache knows (every nodeState.idx is below it).
+func (c *Cache) nodesOf(names []string) ([]*nodeState, int) {
 	out := make([]*nodeState, len(names))
 	c.nodesMu.RLock()
 	for i, n := range names {
 		out[i] = c.nodes[n]
 	}
+	count := c.nodeCount
 	c.nodesMu.RUnlock()
-	return out
+	return out, count
+}
+
+// lockedGen reads ns.gen under ns.mu.
+func (ns *nodeState) lockedGen() uint64 {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.gen
 }

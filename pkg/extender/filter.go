@@ -59,7 +59,8 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	failed := extenderv1.FailedNodesMap{}
 	unres := extenderv1.FailedNodesMap{}
 	var ranked []scored
-	states := c.nodesOf(names)
+	states, nodes := c.nodesOf(names)
+	memo := c.memos.fresh(p.UID, p.ResourceVersion, nodes)
 	for i, n := range names {
 		ns := states[i]
 		if ns == nil {
@@ -73,14 +74,12 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 			continue
 		}
 		used := usageExcluding(ns, own)
-		ferr := allocator.Fit(ns.inv, used, req)
-		score := 0
+		score, ferr := allocator.FitScore(ns.inv, used, req)
 		impossible := false
-		if ferr == nil {
-			score = allocator.Score(ns.inv, used, req)
-		} else {
+		if ferr != nil {
 			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
 		}
+		memo.set(ns, score)
 		ns.mu.Unlock()
 		if ferr != nil {
 			var u *allocator.Unfit
@@ -95,12 +94,13 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 			continue
 		}
 		fit = append(fit, n)
-		ranked = append(ranked, scored{n, score})
+		ranked = append(ranked, scored{ns, score})
 	}
 	// Best score first; among equals, kube-scheduler's order. With no fitting node, the pod's
 	// previous reservation is dropped all the same.
 	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
-	c.reserve(k, req, ranked)
+	c.reserve(k, req, ranked, memo)
+	c.memos.publish(memo)
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
 		res.FailedNodes = failed
@@ -112,14 +112,14 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 }
 
 type scored struct {
-	node  string
+	node  *nodeState
 	score int
 }
 
 // reserve books the pod speculatively on the first node of ranked where it still fits (others
 // may have filled the best one since Fit), replacing its previous reservation. A pod that is
 // already being bound or is bound keeps its booking; a pod known to be gone is not booked.
-func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored) {
+func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -130,24 +130,33 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored) {
 		return
 	}
 	if old != nil {
+		ons := c.nodeOrNew(old.node)
+		before := ons.lockedGen()
 		c.removeLocked(old)
+		ons.mu.Lock()
+		memo.followOwnChange(ons, before)
+		ons.mu.Unlock()
 	}
 	for _, r := range ranked {
-		ns := c.nodeOrNew(r.node)
+		ns := r.node
 		ns.mu.Lock()
 		if ns.inv == nil {
 			ns.mu.Unlock()
 			continue
 		}
 		a, err := allocator.Pick(ns.inv, ns.used, req)
+		before := ns.gen
 		ns.mu.Unlock()
 		if err != nil {
 			continue
 		}
-		b := c.newBooking(k, r.node, stageReserved, req)
+		b := c.newBooking(k, ns.name, stageReserved, req)
 		b.planned = &a
 		c.putLocked(b)
-		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", r.node)
+		ns.mu.Lock()
+		memo.followOwnChange(ns, before)
+		ns.mu.Unlock()
+		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", ns.name)
 		return
 	}
 	if len(ranked) > 0 {
@@ -177,7 +186,10 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 	}
 	c.mu.Unlock()
 	now := c.clock.Now()
-	states := c.nodesOf(names)
+	states, _ := c.nodesOf(names)
+	// Filter's scores for this pod, where the node has not changed since (the reservation Filter
+	// made is the pod's own and left out, so it changes no score).
+	memo := c.memos.take(p.UID, p.ResourceVersion)
 	for i, n := range names {
 		ns := states[i]
 		if ns == nil {
@@ -185,7 +197,11 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		}
 		ns.mu.Lock()
 		if c.unusableLocked(ns, now) == "" {
-			out[i].Score = int64(allocator.Score(ns.inv, usageExcluding(ns, own), req))
+			s, ok := memo.score(ns)
+			if !ok {
+				s = allocator.Score(ns.inv, usageExcluding(ns, own), req)
+			}
+			out[i].Score = int64(s)
 		}
 		ns.mu.Unlock()
 		top := extenderv1.MaxExtenderPriority - 1
@@ -193,6 +209,9 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 			top, out[i].Score = extenderv1.MaxExtenderPriority, extenderv1.MaxExtenderPriority
 		}
 		out[i].Score = min(out[i].Score, top)
+	}
+	if memo != nil {
+		c.memos.publish(memo)
 	}
 	return out
 }

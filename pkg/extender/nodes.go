@@ -23,6 +23,7 @@ func (c *Cache) OnNode(n *corev1.Node) {
 		return
 	}
 	ns.invRaw = raw
+	ns.gen++
 	switch {
 	case !ok:
 		ns.inv, ns.invErr = nil, errNoInventory
@@ -56,6 +57,7 @@ func (c *Cache) OnNodeDelete(obj any) {
 	}
 	ns.mu.Lock()
 	ns.inv, ns.invRaw, ns.invErr = nil, "", errNoInventory
+	ns.gen++
 	ns.mu.Unlock()
 }
 
