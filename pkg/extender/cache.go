@@ -80,6 +80,9 @@ type nodeState struct {
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[PodKey]*booking
+	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
+	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
+	at []allocator.GPUUsage
 	// idx is the node's stable position in the cache (never reused; memos are indexed by it).
 	idx int
 	// gen counts changes of inv and used (starts at 1): a score computed at gen g is still
@@ -95,7 +98,17 @@ func (ns *nodeState) recompute() {
 		}
 	}
 	ns.used = u
+	ns.at = allocator.UsageAt(ns.inv, u, ns.at)
 	ns.gen++
+}
+
+// usageAtExcluding returns the compact usage matching usageExcluding(ns, own): ns.at when own
+// is not charged on ns, else nil (FitScoreAt then reads the map copy). Caller holds ns.mu.
+func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
+	if own == nil || own.node != ns.name || own.charge == nil || ns.members[own.key] != own {
+		return ns.at
+	}
+	return nil
 }
 
 // Cache is the extender's state. Lock order: mu, then nodesMu, then one nodeState.mu at a

@@ -2,7 +2,6 @@ package extender
 
 import (
 	"errors"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -56,25 +55,30 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	own := c.ownBooking(k)
 	now := c.clock.Now()
 	fit := make([]string, 0, len(names))
-	failed := extenderv1.FailedNodesMap{}
-	unres := extenderv1.FailedNodesMap{}
-	var ranked []scored
+	var failed, unres extenderv1.FailedNodesMap
+	fail := func(m *extenderv1.FailedNodesMap, n, why string) {
+		if *m == nil {
+			*m = extenderv1.FailedNodesMap{}
+		}
+		(*m)[n] = why
+	}
+	ranked := make([]scored, 0, len(names))
+	var perScore [maxScore + 1]int
 	states, nodes := c.nodesOf(names)
 	memo := c.memos.fresh(p.UID, p.ResourceVersion, nodes)
 	for i, n := range names {
 		ns := states[i]
 		if ns == nil {
-			unres[n] = errNoInventory
+			fail(&unres, n, errNoInventory)
 			continue
 		}
 		ns.mu.Lock()
 		if why := c.unusableLocked(ns, now); why != "" {
 			ns.mu.Unlock()
-			unres[n] = why
+			fail(&unres, n, why)
 			continue
 		}
-		used := usageExcluding(ns, own)
-		score, ferr := allocator.FitScore(ns.inv, used, req)
+		score, ferr := allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
 		impossible := false
 		if ferr != nil {
 			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
@@ -85,20 +89,22 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 			var u *allocator.Unfit
 			switch {
 			case !errors.As(ferr, &u):
-				failed[n] = ferr.Error()
+				fail(&failed, n, ferr.Error())
 			case impossible:
-				unres[n] = u.Reason + " (even with the node empty)"
+				fail(&unres, n, u.Reason+" (even with the node empty)")
 			default:
-				failed[n] = u.Reason
+				fail(&failed, n, u.Reason)
 			}
 			continue
 		}
 		fit = append(fit, n)
+		score = min(max(score, 0), maxScore)
+		perScore[score]++
 		ranked = append(ranked, scored{ns, score})
 	}
 	// Best score first; among equals, kube-scheduler's order. With no fitting node, the pod's
 	// previous reservation is dropped all the same.
-	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
+	ranked = rankByScore(ranked, &perScore)
 	c.reserve(k, req, ranked, memo)
 	c.memos.publish(memo)
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
@@ -111,9 +117,29 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	return res
 }
 
+// maxScore is extenderv1.MaxExtenderPriority as an int (the highest score of a node).
+const maxScore = int(extenderv1.MaxExtenderPriority)
+
 type scored struct {
 	node  *nodeState
 	score int
+}
+
+// rankByScore orders in by score, best first, stable among equals, in linear time (a counting
+// sort over the scores 0..MaxExtenderPriority; count[s] is how many of in score s).
+func rankByScore(in []scored, count *[maxScore + 1]int) []scored {
+	var start [maxScore + 1]int
+	pos := 0
+	for s := maxScore; s >= 0; s-- {
+		start[s] = pos
+		pos += count[s]
+	}
+	out := make([]scored, len(in))
+	for _, r := range in {
+		out[start[r.score]] = r
+		start[r.score]++
+	}
+	return out
 }
 
 // reserve books the pod speculatively on the first node of ranked where it still fits (others
@@ -199,7 +225,7 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		if c.unusableLocked(ns, now) == "" {
 			s, ok := memo.score(ns)
 			if !ok {
-				s = allocator.Score(ns.inv, usageExcluding(ns, own), req)
+				s, _ = allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
 			}
 			out[i].Score = int64(s)
 		}

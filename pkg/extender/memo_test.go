@@ -117,3 +117,20 @@ func TestMemoTableBounded(t *testing.T) {
 }
 
 func uidN(i int) k8stypes.UID { return k8stypes.UID("uid-" + strconv.Itoa(i)) }
+
+// rankByScore: best score first, kube-scheduler's order among equals (stable).
+func TestRankByScoreStable(t *testing.T) {
+	ns := func(n string) *nodeState { return &nodeState{name: n} }
+	in := []scored{{ns("a"), 3}, {ns("b"), 10}, {ns("c"), 3}, {ns("d"), 0}, {ns("e"), 10}, {ns("f"), 7}}
+	var count [maxScore + 1]int
+	for _, r := range in {
+		count[r.score]++
+	}
+	got := ""
+	for _, r := range rankByScore(in, &count) {
+		got += r.node.name
+	}
+	if got != "befacd" {
+		t.Fatalf("order %q, want befacd", got)
+	}
+}

@@ -134,12 +134,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// reply encodes v into a pooled buffer (no per-request growth of a fresh one) and writes it.
 func reply(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		http.Error(w, "encoding reply: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	_, _ = w.Write(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})) // as json.Marshal writes it
 }
