@@ -177,7 +177,7 @@ func TestC03BSidecarAndAppBothCharged(t *testing.T) {
 func TestC03CSidecarPlusInitOverOneGPU(t *testing.T) {
 	req := pod(initCtr("side", device.KindSidecar, 1, 0, 50), initCtr("init", device.KindInit, 1, 0, 60))
 	r := unfitReason(t, Fit(node("n1", 16384), NodeUsage{}, req))
-	if want := `container "init" (1 GPU, 60% memory): GPU-0 8192 of 16384 MiB free`; r != want {
+	if want := `container "init" (1 GPU, 60 percent memory): GPU-0 8192 of 16384 MiB free`; r != want {
 		t.Errorf("reason %q, want %q", r, want)
 	}
 	if _, err := Pick(node("n1", 16384), NodeUsage{}, req); err == nil {

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -38,18 +39,18 @@ func TestFitRules(t *testing.T) {
 		{"scaling 1.5 stops at 15000", one(func(i *device.Inventory) { i.MemoryScaling = 1.5 }), NodeUsage{u: {MemoryMiB: 10000, Sharers: 1}}, pod(ctr("c", 1, 5001, 0)), "GPU-0 5000 of 15000 MiB free"},
 		{"percent is of physical memory under scaling", one(func(i *device.Inventory) { i.MemoryScaling = 2 }), NodeUsage{u: {MemoryMiB: 15000, Sharers: 1}}, pod(device.ContainerRequest{Name: "c", Kind: device.KindApp, Count: 1, MemoryPercent: 50}), ""},
 		{"cores to 100", base(), NodeUsage{u: {CoresPercent: 70, Sharers: 1, MemoryMiB: 1}}, pod(ctr("c", 1, 1, 30)), ""},
-		{"cores over 100", base(), NodeUsage{u: {CoresPercent: 71, Sharers: 1, MemoryMiB: 1}}, pod(ctr("c", 1, 1, 30)), "GPU-0 29% cores free"},
+		{"cores over 100", base(), NodeUsage{u: {CoresPercent: 71, Sharers: 1, MemoryMiB: 1}}, pod(ctr("c", 1, 1, 30)), "GPU-0 29 percent cores free"},
 		{"exclusive on empty GPU", base(), nil, pod(ctr("c", 1, 1000, 100)), ""},
-		{"exclusive needs unshared GPU", base(), NodeUsage{u: {Sharers: 1, MemoryMiB: 1}}, pod(ctr("c", 1, 1000, 100)), "GPU-0 shared by 1 (100% cores needs an unshared GPU)"},
-		{"nobody joins exclusive (cores 0)", base(), NodeUsage{u: {Sharers: 1, MemoryMiB: 1000, CoresPercent: 100, Exclusive: true}}, pod(ctr("c", 1, 1, 0)), "GPU-0 held exclusively (100% cores)"},
-		{"exclusive container and own sibling", base(), nil, pod(ctr("x", 1, 1000, 100), ctr("y", 1, 1, 0)), `container "y" (1 GPU, 1 MiB): GPU-0 held exclusively (100% cores)`},
+		{"exclusive needs unshared GPU", base(), NodeUsage{u: {Sharers: 1, MemoryMiB: 1}}, pod(ctr("c", 1, 1000, 100)), "GPU-0 shared by 1 (100 percent cores needs an unshared GPU)"},
+		{"nobody joins exclusive (cores 0)", base(), NodeUsage{u: {Sharers: 1, MemoryMiB: 1000, CoresPercent: 100, Exclusive: true}}, pod(ctr("c", 1, 1, 0)), "GPU-0 held exclusively (100 percent cores)"},
+		{"exclusive container and own sibling", base(), nil, pod(ctr("x", 1, 1000, 100), ctr("y", 1, 1, 0)), `container "y" (1 GPU, 1 MiB): GPU-0 held exclusively (100 percent cores)`},
 		{"unhealthy never chosen", one(func(i *device.Inventory) { i.GPUs[0].Healthy = false }), nil, pod(ctr("c", 1, 1, 0)), "GPU-0 unhealthy"},
 		{"MIG never chosen", one(func(i *device.Inventory) { i.GPUs[0].MIGEnabled = true }), nil, pod(ctr("c", 1, 1, 0)), "GPU-0 MIG enabled"},
 		{"uuid allowed", base(), nil, withUUIDs(pod(ctr("c", 1, 1, 0)), []string{u}, nil), ""},
 		{"uuid not in allow list", base(), nil, withUUIDs(pod(ctr("c", 1, 1, 0)), []string{"GPU-n1"}, nil), "GPU-0 not in nvidia.com/use-gpuuuid"},
 		{"uuid denied", base(), nil, withUUIDs(pod(ctr("c", 1, 1, 0)), nil, []string{u}), "GPU-0 (GPU-n1-0) in nvidia.com/nouse-gpuuuid"},
 		{"uuid deny is exact", base(), nil, withUUIDs(pod(ctr("c", 1, 1, 0)), nil, []string{"GPU-n1"}), ""},
-		{"default 100% memory", base(), NodeUsage{u: {MemoryMiB: 1, Sharers: 1}}, pod(device.ContainerRequest{Name: "c", Kind: device.KindApp, Count: 1}), "GPU-0 9999 of 10000 MiB free"},
+		{"default 100 percent memory", base(), NodeUsage{u: {MemoryMiB: 1, Sharers: 1}}, pod(device.ContainerRequest{Name: "c", Kind: device.KindApp, Count: 1}), "GPU-0 9999 of 10000 MiB free"},
 		{"no GPU container fits", base(), nil, pod(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +66,11 @@ func TestFitRules(t *testing.T) {
 				t.Errorf("Fit: fits, want %q", tc.want)
 			case tc.want != "":
 				r := unfitReason(t, err)
+				// kube-scheduler records extender reasons with a printf-style call: a '%'
+				// reached users as "100%!m(MISSING)emory".
+				if strings.Contains(r, "%") {
+					t.Errorf("reason %q contains '%%'", r)
+				}
 				if tc.want[0] == 'c' { // a whole reason
 					if r != tc.want {
 						t.Errorf("reason %q, want %q", r, tc.want)
@@ -94,7 +100,7 @@ func TestReasonOnEightGPUNode(t *testing.T) {
 	}
 	inv.GPUs[6].Healthy = false
 	r := unfitReason(t, Fit(inv, used, pod(ctr("train", 1, 8000, 30))))
-	want := `container "train" (1 GPU, 8000 MiB, 30% cores): GPU-0 2000 of 24576 MiB free; GPU-1 10/10 slices used; GPU-2,6 unhealthy; GPU-3..5,7 4576 of 24576 MiB free`
+	want := `container "train" (1 GPU, 8000 MiB, 30 percent cores): GPU-0 2000 of 24576 MiB free; GPU-1 10/10 slices used; GPU-2,6 unhealthy; GPU-3..5,7 4576 of 24576 MiB free`
 	if r != want {
 		t.Errorf("reason\n %q\nwant\n %q", r, want)
 	}

@@ -9,7 +9,11 @@ import (
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// describe renders a container's request: `container "train" (1 GPU, 8000 MiB, 30% cores)`.
+// describe renders a container's request: `container "train" (1 GPU, 8000 MiB, 30 percent cores)`.
+//
+// Reasons never contain '%': kube-scheduler records an extender's failure reasons in the pod's
+// FailedScheduling event through a printf-style call, so "100% memory" reached users as
+// "100%!m(MISSING)emory". Percentages are spelled "percent".
 func describe(c *device.ContainerRequest) string {
 	var b strings.Builder
 	b.WriteString("container ")
@@ -27,14 +31,14 @@ func describe(c *device.ContainerRequest) string {
 		b.WriteString(" MiB")
 	case c.MemoryPercent > 0:
 		b.WriteString(itoa(c.MemoryPercent))
-		b.WriteString("% memory")
+		b.WriteString(" percent memory")
 	default:
-		b.WriteString("100% memory")
+		b.WriteString("100 percent memory")
 	}
 	if c.CoresPercent > 0 {
 		b.WriteString(", ")
 		b.WriteString(itoa(c.CoresPercent))
-		b.WriteString("% cores")
+		b.WriteString(" percent cores")
 	}
 	b.WriteString(")")
 	return b.String()
@@ -56,16 +60,16 @@ func (st *state) refusalText(si, ci int, r refusal) string {
 	case refModel:
 		return "model " + strconv.Quote(s.g.Model) + " excluded by " + device.AnnoUseGPUType + "/" + device.AnnoNoUseGPUType
 	case refExclusiveHeld:
-		return "held exclusively (100% cores)"
+		return "held exclusively (100 percent cores)"
 	case refNotEmpty:
-		return "shared by " + itoa(s.used.Sharers+m.sharers) + " (100% cores needs an unshared GPU)"
+		return "shared by " + itoa(s.used.Sharers+m.sharers) + " (100 percent cores needs an unshared GPU)"
 	case refSlices:
 		return itoa(s.used.Sharers+max(s.charge.Sharers, m.sharers)) + "/" + itoa(st.split) + " slices used"
 	case refMemory:
 		free := max(s.capMiB-s.used.MemoryMiB-m.mem, 0)
 		return strconv.FormatInt(free, 10) + " of " + strconv.FormatInt(s.capMiB, 10) + " MiB free"
 	case refCores:
-		return itoa(max(100-s.used.CoresPercent-m.cores, 0)) + "% cores free"
+		return itoa(max(100-s.used.CoresPercent-m.cores, 0)) + " percent cores free"
 	}
 	return "fits"
 }
