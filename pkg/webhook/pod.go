@@ -80,12 +80,17 @@ func (h *PodHandler) handle(req admission.Request) admission.Response {
 			return admission.Allowed(msg).WithWarnings(msg)
 		}
 		if pod.Spec.NodeName != "" {
-			return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName, use a node selector instead, or label the pod %s=true to opt out)", pod.Spec.NodeName, h.cfg.SchedulerName, device.LabelOptOut))
+			// No opt-out is offered here: an opted-out pod that still asks for slices is refused
+			// by the device plugin at Allocate (it was not placed by the extender).
+			return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, h.cfg.SchedulerName, pod.Spec.NodeName))
 		}
 		switch pod.Spec.SchedulerName {
 		case "", DefaultScheduler:
 			spec["schedulerName"] = h.cfg.SchedulerName
 			notes = append(notes, "spec.schedulerName="+h.cfg.SchedulerName)
+		case h.cfg.SchedulerName:
+		default: // case C27: a third-party scheduler is left alone, but the user is told the cost
+			warnings = append(warnings, fmt.Sprintf("spec.schedulerName: %q is kept; hami-go's device plugin gives GPU slices only to pods placed by %s, so unless %q delegates to hami-go's extender this pod's GPU allocation will be refused", pod.Spec.SchedulerName, h.cfg.SchedulerName, pod.Spec.SchedulerName))
 		}
 		notes = append(notes, h.defaultCounts(&pod, spec)...)
 	}

@@ -47,7 +47,10 @@ func TestPodAdmission(t *testing.T) {
 			}},
 		{name: "C27 GPU pod without schedulerName gets ours", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = ""; return p }(),
 			paths: []string{"add /spec/schedulerName"}},
-		{name: "C27 third-party scheduler unchanged", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "volcano"; return p }()},
+		{name: "C27 third-party scheduler unchanged, with a warning", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "volcano"; return p }(),
+			warning: `spec.schedulerName: "volcano" is kept; hami-go's device plugin gives GPU slices only to pods placed by hami-go-scheduler`},
+		{name: "C27 our own scheduler: no patch, no warning", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "hami-go-scheduler"; return p }(),
+			check: func(t *testing.T, p corev1.Pod) {}},
 		{name: "C27 --scheduler-name is what is set", pod: newPod(gpu()), cfg: func(c *Config) { c.SchedulerName = "my-gpu-scheduler" },
 			paths: []string{"replace /spec/schedulerName"},
 			check: func(t *testing.T, p corev1.Pod) {
@@ -56,7 +59,7 @@ func TestPodAdmission(t *testing.T) {
 				}
 			}},
 		{name: "C27 preset nodeName denied", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.NodeName = "node-1"; return p }(),
-			deny: `spec.nodeName: preset to "node-1"; a pod that uses GPU slices must be placed by hami-go-scheduler`},
+			deny: `spec.nodeName: preset to "node-1"; a pod that uses GPU slices must be placed by hami-go-scheduler, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: node-1)`},
 		{name: "C27 non-GPU pod: no patch", pod: newPod(ctr("main", "cpu", "1"))},
 		{name: "C27 non-GPU pod with preset nodeName: no patch", pod: func() *corev1.Pod { p := newPod(ctr("main")); p.Spec.NodeName = "node-1"; return p }()},
 		{name: "C27 opted-out label: no patch", pod: func() *corev1.Pod {
@@ -162,6 +165,9 @@ func TestPodAdmission(t *testing.T) {
 			sort.Strings(c.paths)
 			if !reflect.DeepEqual(r.paths, c.paths) {
 				t.Fatalf("patch ops %q, want %q", r.paths, c.paths)
+			}
+			if c.warning == "" && len(r.resp.Warnings) > 0 {
+				t.Fatalf("unexpected warnings %q", r.resp.Warnings)
 			}
 			if c.warning != "" && (len(r.resp.Warnings) != 1 || !strings.Contains(r.resp.Warnings[0], c.warning)) {
 				t.Fatalf("warnings %q, want %q", r.resp.Warnings, c.warning)
