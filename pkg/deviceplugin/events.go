@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"context"
 	"errors"
+	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,10 +52,23 @@ func (p *Plugin) recordRefusal(err error) {
 	if p.opts.Recorder == nil || !errors.As(err, &pr) {
 		return
 	}
-	msg := truncateMessage("hami-go device plugin on node "+p.cfg.NodeName+" refused an Allocate call: "+err.Error(), maxEventMessage)
-	for _, r := range pr.Concerns() {
+	full := "hami-go device plugin on node " + p.cfg.NodeName + " refused an Allocate call: " + err.Error()
+	pods := pr.Concerns()
+	for _, r := range pods {
+		msg := truncateMessage(redactOtherNamespaces(full, r.Namespace, pods), maxEventMessage)
 		p.opts.Recorder.Event(podObjectRef(r), corev1.EventTypeWarning, EventReasonAllocateRefused, msg)
 	}
+}
+
+// redactOtherNamespaces replaces the names of pods outside namespace ns with "a pod in another
+// namespace": an Event lives in its pod's namespace, and its readers may not see the others.
+func redactOtherNamespaces(msg, ns string, pods []PodRef) string {
+	for _, o := range pods {
+		if o.Namespace != ns {
+			msg = strings.ReplaceAll(msg, o.String(), "a pod in another namespace")
+		}
+	}
+	return msg
 }
 
 // truncateMessage cuts s to at most n bytes on a rune boundary, ending in "…" when cut.

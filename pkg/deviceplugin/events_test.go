@@ -127,3 +127,15 @@ func TestTruncateMessage(t *testing.T) {
 		}
 	}
 }
+
+// An Event lives in its pod's namespace: it names pods of that namespace only.
+func TestRedactOtherNamespaces(t *testing.T) {
+	pods := []PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
+	msg := "cannot tell team-a/big and team-b/small apart"
+	if got, want := redactOtherNamespaces(msg, "team-a", pods), "cannot tell team-a/big and a pod in another namespace apart"; got != want {
+		t.Errorf("team-a sees %q, want %q", got, want)
+	}
+	if got, want := redactOtherNamespaces(msg, "team-b", pods), "cannot tell a pod in another namespace and team-b/small apart"; got != want {
+		t.Errorf("team-b sees %q, want %q", got, want)
+	}
+}
