@@ -68,7 +68,7 @@ func Score(inv *device.Inventory, used NodeUsage, req *device.PodRequest) int {
 		return 0
 	}
 	if inv != nil && len(req.Containers) == 1 {
-		if s, ok := scoreAlone(inv, used, req); ok {
+		if s, ok := fitScoreAlone(inv, nil, used, req); ok {
 			return s
 		}
 	}
@@ -115,35 +115,6 @@ func (t *nodeTotals) score(p device.Policy) int {
 		f = 1000 - f
 	}
 	return int((f + 50) / 100)
-}
-
-// scoreAlone is Score's fast path for a pod with one GPU container whose memory figure is the
-// same on every GPU it may take (MiB, or a percentage on a node of one memory size): the node's
-// totals after placement do not depend on which GPUs Pick chooses. ok is false when the fast
-// path cannot decide; Score then runs the full placement.
-func scoreAlone(inv *device.Inventory, used NodeUsage, req *device.PodRequest) (score int, ok bool) {
-	c := &req.Containers[0]
-	if c.Count <= 0 || !fitsAlone(inv, used, req) {
-		return 0, false
-	}
-	var t nodeTotals
-	mem := int64(-1)
-	for i := range inv.GPUs {
-		g := &inv.GPUs[i]
-		if !g.Healthy || g.MIGEnabled {
-			continue
-		}
-		if m := c.MemoryOn(g.MemoryMiB); mem < 0 {
-			mem = m
-		} else if m != mem {
-			return 0, false
-		}
-		u := used[g.UUID]
-		t.add(u.MemoryMiB, inv.CapacityMiB(g), u.Sharers, inv.SplitCount)
-	}
-	t.mem += int64(c.Count) * mem
-	t.sharers += int64(c.Count)
-	return t.score(req.NodePolicy), true
 }
 
 // Pick chooses each GPU container's devices on the node by req.GPUPolicy and returns the

@@ -32,7 +32,8 @@ func FitScoreAt(inv *device.Inventory, at []GPUUsage, used NodeUsage, req *devic
 	return Score(inv, used, req), nil
 }
 
-// fitScoreAlone is fitsAlone and scoreAlone in one pass: ok is true when the pod's single GPU
+// fitScoreAlone is the one-pass fast path of Score and FitScore (fitsAlone plus the node totals
+// after placement): ok is true when the pod's single GPU
 // container fits (Count GPUs pass capacityRefusal; NUMABind with several GPUs is left to the full
 // placement) and its memory figure is the same on every healthy, non-MIG GPU, so that the
 // node's totals after placement do not depend on which GPUs Pick chooses.
