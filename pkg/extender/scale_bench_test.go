@@ -7,17 +7,17 @@ package extender
 // 10,000. The targets of issue 4 are for N = 5,000 (with 20,000 pods; here 40,000).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,14 +154,15 @@ func buildScaleFleet(b *testing.B, nodes, podsPerNode int) *scaleFleet {
 	return f
 }
 
-// scaleReportLatency reports the p50 and p99 of lat (one entry per op) in microseconds.
-func scaleReportLatency(b *testing.B, lat []time.Duration) {
+// scaleReportLatency reports the p50 and p99 of lat (one entry per op) in microseconds, as
+// <prefix>p50-µs and <prefix>p99-µs.
+func scaleReportLatency(b *testing.B, prefix string, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, prefix+"p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, prefix+"p99-µs")
 }
 
 // scaleRepeats is how many times each verb is measured on one fleet ($HAMI_GO_BENCH_REPEAT,
@@ -188,7 +189,8 @@ func scaleRepeats(b *testing.B) int {
 //   - bind: the in-memory part of a bind (BookForBind, FinishBind as bound) of a fresh pod on
 //     node i mod N, then Release of it (so the fleet stays the same);
 //   - filter-http, prioritize-http: the whole HTTP round trip on loopback (JSON ExtenderArgs
-//     with every node name in, the result decoded as kube-scheduler does), p50/p99 in µs.
+//     with every node name in, the result decoded as kube-scheduler does) from a client in
+//     another process (scale_client_test.go), p50/p99 in µs.
 func BenchmarkExtenderScale(b *testing.B) {
 	for _, fl := range []struct{ nodes, podsPerNode int }{{100, 32}, {1000, 32}, {5000, 32}, {10000, 32}, {5000, 4}} {
 		name := fmt.Sprintf("nodes=%d", fl.nodes)
@@ -207,11 +209,15 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 	if err != nil || !ours {
 		b.Fatalf("probe request: ours=%v err=%v", ours, err)
 	}
-	srv := httptest.NewServer(f.ext.Handler(nil))
+	timed := &timedHandler{h: f.ext.Handler(nil)}
+	srv := httptest.NewServer(timed)
 	defer srv.Close()
-	client := srv.Client()
 	body, err := json.Marshal(extenderv1.ExtenderArgs{Pod: probe, NodeNames: &f.names})
 	if err != nil {
+		b.Fatal(err)
+	}
+	bodyFile := filepath.Join(b.TempDir(), "args.json")
+	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	seq := 0 // bind keys stay unique across b.Run's calls: a released key is gone for good
@@ -252,45 +258,51 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			}
 		})
 		for _, verb := range []string{"filter", "prioritize"} {
-			b.Run(verb+"-http", func(b *testing.B) { benchScaleHTTP(b, client, srv.URL+"/"+verb, verb, body, nodes) })
+			b.Run(verb+"-http", func(b *testing.B) { benchScaleHTTP(b, timed, srv.URL+"/"+verb, verb, bodyFile, nodes) })
 		}
 	}
 }
 
-// benchScaleHTTP posts body to url b.N times and checks that every node is in the answer.
-func benchScaleHTTP(b *testing.B, client *http.Client, url, verb string, body []byte, nodes int) {
-	lat := make([]time.Duration, 0, b.N)
+// timedHandler records how long the extender's handler takes per call (from the request's
+// arrival to the reply's last byte written), its side of a round trip.
+type timedHandler struct {
+	h   http.Handler
+	mu  sync.Mutex
+	lat []time.Duration
+}
+
+func (t *timedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	t.h.ServeHTTP(w, r)
+	d := time.Since(start)
+	t.mu.Lock()
+	t.lat = append(t.lat, d)
+	t.mu.Unlock()
+}
+
+// take returns the recorded latencies but the first skip, and forgets them all.
+func (t *timedHandler) take(skip int) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lat := t.lat[min(skip, len(t.lat)):]
+	t.lat = nil
+	return lat
+}
+
+// benchScaleHTTP has a client process (runClientProcess) post body to url b.N times, each reply
+// checked to name every node, and reports its round trips: ns/op is their mean, p50/p99 in µs;
+// server-p50/p99 are the extender handler's share of them; allocs/op and B/op are the
+// extender's side (this process) per call.
+func benchScaleHTTP(b *testing.B, timed *timedHandler, url, verb, bodyFile string, nodes int) {
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		raw, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: status %d, %v: %.200s", verb, resp.StatusCode, err, raw)
-		}
-		got := 0
-		if verb == "filter" {
-			var res extenderv1.ExtenderFilterResult
-			if err := json.Unmarshal(raw, &res); err != nil || res.NodeNames == nil {
-				b.Fatalf("filter reply %.200s: %v", raw, err)
-			}
-			got = len(*res.NodeNames)
-		} else {
-			var res extenderv1.HostPriorityList
-			if err := json.Unmarshal(raw, &res); err != nil {
-				b.Fatalf("prioritize reply %.200s: %v", raw, err)
-			}
-			got = len(res)
-		}
-		lat = append(lat, time.Since(start))
-		if got != nodes {
-			b.Fatalf("%s answered %d nodes, want %d", verb, got, nodes)
-		}
-	}
+	timed.take(0)
+	lat := runClientProcess(b, clientJob{URL: url, Verb: verb, BodyFile: bodyFile, Calls: b.N, Nodes: nodes})
 	b.StopTimer()
-	scaleReportLatency(b, lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "ns/op")
+	scaleReportLatency(b, "", lat)
+	scaleReportLatency(b, "server-", timed.take(clientWarmup))
 }

@@ -1,13 +1,10 @@
 package extender
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime/debug"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -115,34 +112,4 @@ func (e *Extender) verb(name string, h func(http.ResponseWriter, *http.Request) 
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		outcome = h(w, r)
 	}
-}
-
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer bufPool.Put(buf)
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		http.Error(w, "reading request: "+err.Error(), http.StatusBadRequest)
-		return false
-	}
-	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
-		http.Error(w, fmt.Sprintf("malformed %T: %v", v, err), http.StatusBadRequest)
-		return false
-	}
-	return true
-}
-
-// reply encodes v into a pooled buffer (no per-request growth of a fresh one) and writes it.
-func reply(w http.ResponseWriter, v any) {
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer bufPool.Put(buf)
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		http.Error(w, "encoding reply: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})) // as json.Marshal writes it
 }
