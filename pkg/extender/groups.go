@@ -15,6 +15,9 @@ import (
 // consumes the slot equal to its claim (or, failing that, its own planned slot), and the
 // unclaimed members hold the remaining slots, each its own where still free. A member deleted
 // before its Allocate thus releases one UNCLAIMED slot of its group, not necessarily its own.
+// A slice named by two members' claimed records (the device plugin moving a claim between them,
+// two writes) is charged once: the later member in the group's order counts as unclaimed
+// (duplicateClaims, case C04).
 
 // slotKey renders an allocation positionally (kind and devices of each container; names are not
 // part of it: Allocate never sees them).
@@ -81,6 +84,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		}
 		return members[i].key.String() < members[j].key.String()
 	})
+	dup := duplicateClaims(members)
 	pool := map[string][]*device.Allocation{}
 	take := func(k string) *device.Allocation {
 		l := pool[k]
@@ -92,7 +96,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	}
 	for _, b := range members {
 		s := b.planned
-		if s == nil {
+		if s == nil && !dup[b] {
 			s = b.claimed
 		}
 		if s != nil {
@@ -102,7 +106,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	}
 	var unclaimed []*booking
 	for _, b := range members {
-		if b.stage != stageClaimed || b.claimed == nil {
+		if b.stage != stageClaimed || b.claimed == nil || dup[b] {
 			unclaimed = append(unclaimed, b)
 			continue
 		}
@@ -114,6 +118,9 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	var homeless []*booking
 	for _, b := range unclaimed {
 		if b.planned == nil {
+			if dup[b] {
+				b.alloc, b.charge = nil, nil // its only record is another member's slice
+			}
 			continue
 		}
 		if s := take(slotKey(b.planned)); s != nil {
@@ -144,6 +151,45 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			setAlloc(b, renamed(s, b.planned))
 		}
 	}
+}
+
+// duplicateClaims returns the claimed members (in members' order) whose claimed record names a
+// slice an earlier member's claimed record names too. A slice is held by one pod; two records
+// name the same one while the device plugin moves a claim between interchangeable pods: its
+// Reconcile swaps their records in memory and then patches the two pods' AnnoClaimed one after
+// the other, so the informer may show the new owner's record before the old owner's is rewritten.
+// Such a duplicate counts as unclaimed (it holds a slot of the group's pool), so the slice is
+// charged once. Claims without slice IDs are never duplicates.
+func duplicateClaims(members []*booking) map[*booking]bool {
+	var dup map[*booking]bool
+	var held map[string]bool
+	for _, b := range members {
+		if b.stage != stageClaimed || b.claimed == nil {
+			continue
+		}
+		if held == nil {
+			held = map[string]bool{}
+		}
+		twice := false
+		for _, c := range b.claimed.Containers {
+			for _, id := range c.SliceIDs {
+				twice = twice || held[id]
+			}
+		}
+		if twice {
+			if dup == nil {
+				dup = map[*booking]bool{}
+			}
+			dup[b] = true
+			continue
+		}
+		for _, c := range b.claimed.Containers {
+			for _, id := range c.SliceIDs {
+				held[id] = true
+			}
+		}
+	}
+	return dup
 }
 
 // chargeAlone charges a booking by its own allocation (claimed wins over planned).

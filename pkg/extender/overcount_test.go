@@ -1,0 +1,122 @@
+package extender
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// slicePod is a one-slice pod (1 GPU, mib MiB) bound to node with a planned allocation on uuid,
+// as the extender's Bind leaves it.
+func slicePod(t testing.TB, name, node, uuid string, mib int64) *corev1.Pod {
+	t.Helper()
+	return boundPod(t, "burst", name, node, uuid, mib, false)
+}
+
+// withClaim returns a copy of p whose claimed annotation is a (nil: annotation removed), as the
+// device plugin's merge patch leaves it.
+func withClaim(t testing.TB, p *corev1.Pod, a *device.Allocation) *corev1.Pod {
+	t.Helper()
+	q := p.DeepCopy()
+	if a == nil {
+		delete(q.Annotations, device.AnnoClaimed)
+		return q
+	}
+	s, err := device.EncodeAllocation(*a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Annotations[device.AnnoClaimed] = s
+	return q
+}
+
+// claimOf is the device plugin's claimed record of a pod whose planned container got slice
+// IDs ids (Ledger.TryAllocate copies the plan's container and adds the kubelet's IDs).
+func claimOf(t testing.TB, p *corev1.Pod, ids ...string) *device.Allocation {
+	t.Helper()
+	a := plannedOf(t, p)
+	a.Containers[0].SliceIDs = ids
+	return &a
+}
+
+func sharersOf(c *Cache, node string) []int {
+	var out []int
+	for _, g := range c.NodeGPUUsage(node) {
+		out = append(out, g.Usage.Sharers)
+	}
+	return out
+}
+
+// case C04: the field report (one node, 8 H100, split 10, bursts of 50 one-slice pods): Filter reasons
+// said `GPU-0 11/10 slices used` during the burst. The kubelet admits interchangeable pods in its
+// own order; the device plugin records a claim on the pod whose plan matches the devices (P),
+// then its Reconcile learns from PodResources that the kubelet gave them to Q, swaps P's and Q's
+// records and writes the two pods' AnnoClaimed one after the other. Between the two writes the
+// informer shows P and Q claiming the same slice. The cache charged both (the second claim found
+// no free slot of its kind in the group's pool and consumed Q's own planned slot instead):
+// GPU-0 11/10 and GPU-1 one short. A slice is held by one pod: the duplicate claim counts as
+// unclaimed, so GPU-0 stays 10/10 and GPU-1 keeps Q's slot.
+func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	c := memoCache(t, inv)
+	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
+	var fill []*corev1.Pod
+	for i := 0; i < 9; i++ {
+		p := slicePod(t, fmt.Sprintf("fill-%d", i), "node-1", g0, 1000)
+		fill = append(fill, p)
+		c.OnPod(withClaim(t, p, claimOf(t, p, device.SliceID(g0, i))))
+	}
+	pp := slicePod(t, "p", "node-1", g0, 1000) // the plugin saw P first
+	qp := slicePod(t, "q", "node-1", g1, 1000)
+	c.OnPod(pp)
+	c.OnPod(qp)
+	step := func(what string, want ...int) {
+		t.Helper()
+		checkInvariants(t, c)
+		if got := sharersOf(c, "node-1"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: sharers per GPU %v, want %v", what, got, want)
+		}
+	}
+	step("bound", 10, 1)
+
+	// The kubelet admits Q; its devices are on GPU-0 (preferred for P, the first seen): the
+	// plugin claims them for P, whose plan is on GPU-0.
+	sliceP := device.SliceID(g0, 9)
+	claimP := claimOf(t, pp, sliceP)
+	c.OnPod(withClaim(t, pp, claimP))
+	step("P claimed", 10, 1)
+
+	// Reconcile swaps the records; Q's write lands first: Q claims P's slice, P still does.
+	c.OnPod(withClaim(t, qp, claimP))
+	step("Q claims P's slice, P's record not yet rewritten", 10, 1)
+
+	// The Filter reason a pending pod reads shows the GPU as it is: 10/10, never 11/10.
+	r := testPod("burst", "r", gpuCtr("main", 2, "1000", 0))
+	res := c.Filter(r, []string{"node-1"})
+	why := res.FailedNodes["node-1"]
+	if !strings.Contains(why, "GPU-0 10/10 slices used") || strings.Contains(why, "11/10") {
+		t.Fatalf("Filter reason %q, want GPU-0 10/10 slices used", why)
+	}
+
+	// P's write lands: P holds nothing claimed; the group's free slot (GPU-1) is P's now.
+	c.OnPod(withClaim(t, pp, nil))
+	step("P's record rewritten", 10, 1)
+	if _, _, a := c.PodState(KeyOfPod(pp)); a == nil || a.Containers[0].Devices[0].UUID != g1 {
+		t.Fatalf("P charged %+v, want the slot on GPU-1 that Q left", a)
+	}
+	// The kubelet admits P; the plugin claims Q's former plan (GPU-1) for it.
+	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(g1, 0))))
+	step("P claimed GPU-1", 10, 1)
+	c.OnPodDelete(qp, nil)
+	step("Q deleted", 9, 1)
+	c.OnPodDelete(pp, nil)
+	step("P deleted", 9, 0)
+	for _, p := range fill {
+		c.OnPodDelete(p, nil)
+	}
+	step("all deleted", 0, 0)
+}
