@@ -188,6 +188,8 @@ func scaleRepeats(b *testing.B) int {
 //   - prioritize: Cache.Prioritize of that pod over every node;
 //   - bind: the in-memory part of a bind (BookForBind, FinishBind as bound) of a fresh pod on
 //     node i mod N, then Release of it (so the fleet stays the same);
+//   - prioritize-client-decode: kube-scheduler's part of a prioritize round trip that grows with
+//     N, decoding the reply (N HostPriority entries) with encoding/json;
 //   - filter-http, prioritize-http: the whole HTTP round trip on loopback (JSON ExtenderArgs
 //     with every node name in, the result decoded as kube-scheduler does) from a client in
 //     another process (scale_client_test.go), p50/p99 in µs.
@@ -255,6 +257,19 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 				}
 				c.FinishBind(k, node, outcomeBound)
 				c.Release(k)
+			}
+		})
+		b.Run("prioritize-client-decode", func(b *testing.B) {
+			reply, err := json.Marshal(c.Prioritize(probe, f.names))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var got extenderv1.HostPriorityList
+				if err := json.Unmarshal(reply, &got); err != nil || len(got) != nodes {
+					b.Fatalf("decoded %d entries: %v", len(got), err)
+				}
 			}
 		})
 		for _, verb := range []string{"filter", "prioritize"} {

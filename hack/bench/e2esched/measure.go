@@ -47,6 +47,12 @@ type RunResult struct {
 	// the 90th percentile binding (without the ramp-up and the tail).
 	PodsPerSecond       float64 `json:"podsPerSecond"`
 	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
+	// SchedulerCPUSeconds is the CPU time (user + system) of the run's kube-scheduler process,
+	// from its start (informer sync included) to its exit after the last binding.
+	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
+	// SelfCPUSeconds is this program's CPU time over the same span: the extender (in the
+	// extender variant), the binding informer and the simulated nodes' Lease renewals.
+	SelfCPUSeconds float64 `json:"selfCPUSeconds"`
 }
 
 // rates returns, for binding times (any origin), the seconds from the first binding to the last,
@@ -154,7 +160,12 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	}
 	sctx, stopSched := context.WithCancel(cctx)
 	defer stopSched()
-	if err := startScheduler(sctx, cfg, profile, url); err != nil {
+	selfBefore, err := selfCPU()
+	if err != nil {
+		return r, err
+	}
+	schedCPU, err := startScheduler(sctx, cfg, profile, url)
+	if err != nil {
 		return r, err
 	}
 	select {
@@ -162,6 +173,12 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	case <-cctx.Done():
 	}
 	stopSched()
+	r.SchedulerCPUSeconds = (<-schedCPU).Seconds()
+	selfAfter, err := selfCPU()
+	if err != nil {
+		return r, err
+	}
+	r.SelfCPUSeconds = (selfAfter - selfBefore).Seconds()
 	stopInf()
 	mu.Lock()
 	times := make([]time.Duration, 0, len(bound))
@@ -172,7 +189,8 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	r.Bound = len(times)
 	r.Seconds, r.PodsPerSecond, r.SteadyPodsPerSecond = rates(times)
 	klog.InfoS("Run done", "variant", variant, "run", run, "bound", r.Bound, "of", cfg.Pods, "createdIn", created.Round(time.Millisecond),
-		"seconds", fmt.Sprintf("%.1f", r.Seconds), "podsPerSecond", fmt.Sprintf("%.1f", r.PodsPerSecond), "steady", fmt.Sprintf("%.1f", r.SteadyPodsPerSecond))
+		"seconds", fmt.Sprintf("%.1f", r.Seconds), "podsPerSecond", fmt.Sprintf("%.1f", r.PodsPerSecond), "steady", fmt.Sprintf("%.1f", r.SteadyPodsPerSecond),
+		"schedulerCPU", fmt.Sprintf("%.1fs", r.SchedulerCPUSeconds), "selfCPU", fmt.Sprintf("%.1fs", r.SelfCPUSeconds))
 	if r.Bound < cfg.Pods {
 		return r, fmt.Errorf("%s run %d: %d of %d pods bound within %v (scheduler logs in %s)", variant, run, r.Bound, cfg.Pods, cfg.RunTimeout, cfg.WorkDir)
 	}

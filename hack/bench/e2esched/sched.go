@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,21 +102,22 @@ profiles:
 }
 
 // startScheduler starts kube-scheduler with the given profile (config and log, appended, in
-// cfg.WorkDir); it is interrupted when ctx ends.
-func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string) error {
+// cfg.WorkDir); it is interrupted when ctx ends. The returned channel delivers, once the process
+// has exited, the CPU time it used (user + system, from its rusage).
+func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string) (<-chan time.Duration, error) {
 	if _, err := os.Stat(cfg.KubeScheduler); err != nil {
-		return fmt.Errorf("--kube-scheduler: %w (hack/cluster/up.sh builds it)", err)
+		return nil, fmt.Errorf("--kube-scheduler: %w (hack/cluster/up.sh builds it)", err)
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	conf := filepath.Join(cfg.WorkDir, profile+".yaml")
 	if err := os.WriteFile(conf, []byte(schedulerConfig(cfg, profile, extenderURL)), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	logf, err := os.OpenFile(filepath.Join(cfg.WorkDir, profile+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, "--config="+conf, "--secure-port=0", "--v=1")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -123,14 +125,29 @@ func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start kube-scheduler %s: %w", profile, err)
+		return nil, fmt.Errorf("start kube-scheduler %s: %w", profile, err)
 	}
+	cpu := make(chan time.Duration, 1)
 	go func() {
 		err := cmd.Wait()
 		logf.Close()
 		if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 			klog.ErrorS(err, "kube-scheduler exited early", "profile", profile, "log", logf.Name())
 		}
+		var used time.Duration
+		if st := cmd.ProcessState; st != nil {
+			used = st.UserTime() + st.SystemTime()
+		}
+		cpu <- used
 	}()
-	return nil
+	return cpu, nil
+}
+
+// selfCPU is this process's CPU time so far (user + system, getrusage RUSAGE_SELF).
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -135,7 +135,14 @@ type E2ERun struct {
 	Seconds             float64 `json:"seconds"`
 	PodsPerSecond       float64 `json:"podsPerSecond"`
 	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
+	// SchedulerCPUSeconds and SelfCPUSeconds: CPU time of the run's kube-scheduler and of
+	// e2esched itself (the extender, the binding informer, the Lease renewals), in seconds.
+	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
+	SelfCPUSeconds      float64 `json:"selfCPUSeconds"`
 }
+
+// RunPair is one run number's extender and baseline runs.
+type RunPair struct{ Ext, Base E2ERun }
 
 // ReadE2E reads e2esched's JSON; a missing file is (nil, nil).
 func ReadE2E(path string) (*E2E, error) {
@@ -156,27 +163,38 @@ func ReadE2E(path string) (*E2E, error) {
 // Paired returns, for runs 1..n that have both variants, the extender's and the baseline's
 // pods/s and their ratio (extender / baseline) run by run.
 func (e *E2E) Paired() (ext, base, ratio []float64) {
-	byRun := map[int]map[string]float64{}
+	for _, p := range e.Pairs() {
+		ext, base = append(ext, p.Ext.PodsPerSecond), append(base, p.Base.PodsPerSecond)
+		ratio = append(ratio, p.Ext.PodsPerSecond/p.Base.PodsPerSecond)
+	}
+	return ext, base, ratio
+}
+
+// Pairs are the runs (Run ≥ 1) where both variants bound every pod and the baseline's rate is
+// positive, by run number.
+func (e *E2E) Pairs() []RunPair {
+	byRun := map[int]map[string]E2ERun{}
 	for _, r := range e.Runs {
 		if r.Run < 1 || r.Bound < e.Pods {
 			continue
 		}
 		if byRun[r.Run] == nil {
-			byRun[r.Run] = map[string]float64{}
+			byRun[r.Run] = map[string]E2ERun{}
 		}
-		byRun[r.Run][r.Variant] = r.PodsPerSecond
+		byRun[r.Run][r.Variant] = r
 	}
 	runs := make([]int, 0, len(byRun))
 	for k := range byRun {
 		runs = append(runs, k)
 	}
 	sort.Ints(runs)
+	var out []RunPair
 	for _, k := range runs {
 		x, okx := byRun[k]["extender"]
 		y, oky := byRun[k]["baseline"]
-		if okx && oky && y > 0 {
-			ext, base, ratio = append(ext, x), append(base, y), append(ratio, x/y)
+		if okx && oky && y.PodsPerSecond > 0 {
+			out = append(out, RunPair{Ext: x, Base: y})
 		}
 	}
-	return ext, base, ratio
+	return out
 }

@@ -129,7 +129,7 @@ func scaleSection(w *bytes.Buffer, out string, b Benchmarks) error {
 		"The pod being scheduled asks 1 GPU, 8000 MiB, 10%% cores; every node fits it. "+
 		"Benchmarks: `pkg/extender` BenchmarkExtenderScale (filter, prioritize: in memory over all N nodes; bind: the in-memory part "+
 		"— BookForBind, FinishBind, and Release of the pod so the fleet stays the same; filter/prioritize HTTP: the whole round trip on "+
-		"loopback with N node names in the JSON), `pkg/allocator` BenchmarkFilterScale (Fit and Score over all N nodes, no cache).\n\n")
+		"loopback with N node names in the JSON, from a client in another process that encodes and decodes with encoding/json as kube-scheduler does), `pkg/allocator` BenchmarkFilterScale (Fit and Score over all N nodes, no cache).\n\n")
 	fmt.Fprintf(w, "| nodes | pods placed | filter (ms) | prioritize (ms) | bind, in memory (µs) | filter HTTP p50 (ms) | filter HTTP p99 (ms) | prioritize HTTP p99 (ms) | filter allocs/op | allocator Fit+Score (ms) | cache heap (MiB) | + informer objects (MiB) |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	verbs := []struct{ label, key, unit string }{
@@ -263,6 +263,8 @@ func targets(w *bytes.Buffer, b Benchmarks) {
 	}
 	row("extender filter, HTTP round trip p99 (5,000 node names)", b.Get(k+"filter-http", "p99-µs"), 1e3, "ms", 10)
 	row("extender prioritize, HTTP round trip p99", b.Get(k+"prioritize-http", "p99-µs"), 1e3, "ms", 5)
+	row("extender filter, the extender's share of the round trip, p99", b.Get(k+"filter-http", "server-p99-µs"), 1e3, "ms", 10)
+	row("extender prioritize, the extender's share of the round trip, p99", b.Get(k+"prioritize-http", "server-p99-µs"), 1e3, "ms", 5)
 	row("extender prioritize, in memory", b.Get(k+"prioritize", "ns/op"), 1e6, "ms", 5)
 	row("extender bind, in-memory part (incl. Release)", b.Get(k+"bind", "ns/op"), 1e6, "ms", 1)
 	cache, obj := b.Get(k+"filter", "cache-MiB"), b.Get(k+"filter", "objects-MiB")
@@ -273,6 +275,12 @@ func targets(w *bytes.Buffer, b Benchmarks) {
 	}
 	row("allocator BenchmarkFilter (Fit over 5,000 nodes, -cpu 1)", b.Get("allocator.Filter", "ns/op"), 1e6, "ms", 2)
 	row("allocator BenchmarkPick (8-GPU node, 2 containers)", b.Get("allocator.Pick", "ns/op"), 1e3, "µs", 20)
+	fmt.Fprintf(w, "\nA round trip is the extender's share (request read, decoded, answered, reply written) plus the client's: "+
+		"kube-scheduler encodes the pod and the node names and decodes the reply with encoding/json "+
+		"(k8s.io/kubernetes pkg/scheduler/extender.go); for prioritize at 5,000 nodes that decode of 5,000 HostPriority entries "+
+		"alone takes %s ms (BenchmarkExtenderScale/…/prioritize-client-decode; p50 round trip %s ms, of which the extender's %s ms).\n",
+		fmtStat(b.Get(k+"prioritize-client-decode", "ns/op"), 1e6, 2),
+		fmtStat(b.Get(k+"prioritize-http", "p50-µs"), 1e3, 2), fmtStat(b.Get(k+"prioritize-http", "server-p50-µs"), 1e3, 2))
 	fmt.Fprintf(w, "\nallocs/op: allocator BenchmarkFilter %s, BenchmarkPick %s; extender filter at 5,000 nodes %s, bind %s.\n\n",
 		fmtStat(b.Get("allocator.Filter", "allocs/op"), 1, 0), fmtStat(b.Get("allocator.Pick", "allocs/op"), 1, 0),
 		fmtStat(b.Get(k+"filter", "allocs/op"), 1, 0), fmtStat(b.Get(k+"bind", "allocs/op"), 1, 0))
@@ -314,6 +322,7 @@ func e2eSection(w *bytes.Buffer, out string, e *E2E) error {
 		}
 	}
 	fmt.Fprintf(w, "Rates between the 10th and 90th percentile binding (pods/s): %s.\n\n", strings.Join(steady, "; "))
+	cpuSection(w, e)
 	if len(ratio) > 0 {
 		groups := make([]string, len(ratio))
 		for i := range groups {
@@ -326,6 +335,31 @@ func e2eSection(w *bytes.Buffer, out string, e *E2E) error {
 		fmt.Fprintf(w, "![scheduling throughput](e2e.png)\n\n")
 	}
 	return nil
+}
+
+// cpuSection says where the CPU of each run went, per bound pod: the run's kube-scheduler
+// process and e2esched's own (the extender in the extender variant, plus the informer and the
+// Lease renewals both variants share). Runs of an older e2esched without CPU figures are skipped.
+func cpuSection(w *bytes.Buffer, e *E2E) {
+	var rows []string
+	var schedExt, schedBase, selfExt, selfBase []float64
+	perPod := func(sec float64) float64 { return sec * 1e3 / float64(e.Pods) }
+	for i, p := range e.Pairs() {
+		if p.Ext.SchedulerCPUSeconds == 0 || p.Base.SchedulerCPUSeconds == 0 {
+			continue
+		}
+		se, sb := perPod(p.Ext.SchedulerCPUSeconds), perPod(p.Base.SchedulerCPUSeconds)
+		xe, xb := perPod(p.Ext.SelfCPUSeconds), perPod(p.Base.SelfCPUSeconds)
+		schedExt, schedBase, selfExt, selfBase = append(schedExt, se), append(schedBase, sb), append(selfExt, xe), append(selfBase, xb)
+		rows = append(rows, fmt.Sprintf("| %d | %.1f | %.1f | %.1f | %.1f |", i+1, se, sb, xe, xb))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "CPU time per bound pod (ms; the kube-scheduler's from its start, informer sync included, to its exit; e2esched's over the same span):\n\n"+
+		"| run | kube-scheduler, extender | kube-scheduler, baseline | e2esched, extender (extender + informer + Leases) | e2esched, baseline (informer + Leases) |\n|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "%s\n| **median** | **%s** | **%s** | **%s** | **%s** |\n\n", strings.Join(rows, "\n"),
+		fmtStat(Summarize(schedExt), 1, 1), fmtStat(Summarize(schedBase), 1, 1), fmtStat(Summarize(selfExt), 1, 1), fmtStat(Summarize(selfBase), 1, 1))
 }
 
 func latencySection(w *bytes.Buffer, b Benchmarks) {

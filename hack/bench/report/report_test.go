@@ -96,7 +96,8 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	js := `{"nodes":1000,"pods":10,"qps":1000,"gpumemMiB":4000,"runs":[` +
-		`{"variant":"extender","run":1,"bound":10,"podsPerSecond":80},{"variant":"baseline","run":1,"bound":10,"podsPerSecond":100}]}`
+		`{"variant":"extender","run":1,"bound":10,"podsPerSecond":80,"schedulerCPUSeconds":0.16,"selfCPUSeconds":0.05},` +
+		`{"variant":"baseline","run":1,"bound":10,"podsPerSecond":100,"schedulerCPUSeconds":0.08,"selfCPUSeconds":0.01}]}`
 	if err := os.WriteFile(filepath.Join(in, "e2esched.json"), []byte(js), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,8 @@ func TestWriteReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"`abc123`", "| 100 | 3200 | 2.00 (1.00–3.00) |", "| 1 | 80.0 | 100.0 | 0.80 |", "target ≥ 0.8: met", "![time per call vs nodes](scale.png)"} {
+	for _, want := range []string{"`abc123`", "| 100 | 3200 | 2.00 (1.00–3.00) |", "| 1 | 80.0 | 100.0 | 0.80 |", "target ≥ 0.8: met",
+		"| 1 | 16.0 | 8.0 | 5.0 | 1.0 |", "![time per call vs nodes](scale.png)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
