@@ -59,6 +59,9 @@ type booking struct {
 	claimed *device.Allocation
 	alloc   *device.Allocation
 	charge  allocator.Charge
+	// claimSeq orders claimed records by when the cache first saw them (Cache.seq; 0 without
+	// a claim): of two records naming one slice, the later one is the device plugin's truth.
+	claimSeq uint64
 	// since is when the booking entered its current stage.
 	since time.Time
 }
@@ -80,6 +83,13 @@ type nodeState struct {
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[PodKey]*booking
+	// released maps a slice ID to the Cache.seq at which the pod holding it (the latest claimed
+	// record naming it) was released: claimed records seen before that are stale (groups.go).
+	// Bounded by the node's slice IDs.
+	released map[string]uint64
+	// adjust holds, per signature group, the slots the group's pool gains and loses because a
+	// member that held another member's planned slot went (groups.go, slotAdjust).
+	adjust map[device.Signature]map[string]*slotAdjust
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
 	at []allocator.GPUUsage
@@ -119,9 +129,11 @@ type Cache struct {
 	cfg   Config
 	clock clock.Clock
 
-	mu      sync.Mutex
-	pods    map[PodKey]*booking
-	gone    map[PodKey]time.Time
+	mu   sync.Mutex
+	pods map[PodKey]*booking
+	gone map[PodKey]time.Time
+	// seq counts claimed records seen and slice releases (claimSeq, nodeState.released).
+	seq     uint64
 	changed chan struct{}
 	nodesMu sync.RWMutex
 	nodes   map[string]*nodeState
@@ -180,11 +192,67 @@ func (c *Cache) removeLocked(b *booking) {
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
+	c.releaseSlicesLocked(ns, b)
 	delete(ns.members, b.key)
 	c.normalizeLocked(ns, b)
 	ns.recompute()
 	ns.mu.Unlock()
 	c.notifyLocked()
+}
+
+// releaseSlicesLocked records what b's release frees when b holds its claimed record's slices
+// (no later record names them and none was released after b's record was seen): the slices are
+// released, so that older records naming them are stale; and when that record is another
+// member's planned slot (the device plugin's Reconcile swapped plans), the device plugin frees
+// that slot, not b's planned one, which it handed to the member that took b's place: the group's
+// pool keeps b's planned slot and loses the claimed one (slotAdjust). Caller holds mu and ns.mu.
+func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking) {
+	if b.stage != stageClaimed || b.claimed == nil || ns.members[b.key] != b {
+		return
+	}
+	var ids []string
+	for _, ct := range b.claimed.Containers {
+		for _, id := range ct.SliceIDs {
+			if ns.released[id] > b.claimSeq || laterClaim(ns, b, id) {
+				return // a stale record: the slices are another pod's now
+			}
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if ns.released == nil {
+		ns.released = map[string]uint64{}
+	}
+	c.seq++
+	for _, id := range ids {
+		ns.released[id] = c.seq
+	}
+	if b.hasKey && b.planned != nil && len(b.claimed.Containers) == len(b.planned.Containers) {
+		if kc, kp := slotKey(b.claimed), slotKey(b.planned); kc != kp {
+			ns.adjustSlot(b.sig, kp, b.planned, +1)
+			ns.adjustSlot(b.sig, kc, b.claimed, -1)
+		}
+	}
+}
+
+// laterClaim reports whether a member of ns other than b has a claimed record naming slice id
+// seen after b's.
+func laterClaim(ns *nodeState, b *booking, id string) bool {
+	for _, m := range ns.members {
+		if m == b || m.stage != stageClaimed || m.claimed == nil || m.claimSeq <= b.claimSeq {
+			continue
+		}
+		for _, ct := range m.claimed.Containers {
+			for _, x := range ct.SliceIDs {
+				if x == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // putLocked places b on its node (replacing any booking of the same key there) and indexes it.

@@ -16,8 +16,8 @@ import (
 // unclaimed members hold the remaining slots, each its own where still free. A member deleted
 // before its Allocate thus releases one UNCLAIMED slot of its group, not necessarily its own.
 // A slice named by two members' claimed records (the device plugin moving a claim between them,
-// two writes) is charged once: the later member in the group's order counts as unclaimed
-// (duplicateClaims, case C04).
+// two writes) is charged once: the member whose record is older counts as unclaimed; so does a
+// member whose record names a slice released after it was seen (staleClaims, case C04).
 
 // slotKey renders an allocation positionally (kind and devices of each container; names are not
 // part of it: Allocate never sees them).
@@ -76,6 +76,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		c.chargeAlone(changed)
 	}
 	if len(members) == 0 {
+		delete(ns.adjust, changed.sig) // nobody left to hold an adjusted slot
 		return
 	}
 	sort.Slice(members, func(i, j int) bool {
@@ -84,7 +85,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		}
 		return members[i].key.String() < members[j].key.String()
 	})
-	dup := duplicateClaims(members)
+	dup := staleClaims(ns, members)
 	pool := map[string][]*device.Allocation{}
 	take := func(k string) *device.Allocation {
 		l := pool[k]
@@ -102,6 +103,14 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		if s != nil {
 			k := slotKey(s)
 			pool[k] = append(pool[k], s)
+		}
+	}
+	for k, adj := range ns.adjust[changed.sig] {
+		for i := 0; i < adj.n; i++ {
+			pool[k] = append(pool[k], adj.slot)
+		}
+		if l := pool[k]; adj.n < 0 {
+			pool[k] = l[:max(len(l)+adj.n, 0)]
 		}
 	}
 	var unclaimed []*booking
@@ -153,43 +162,81 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	}
 }
 
-// duplicateClaims returns the claimed members (in members' order) whose claimed record names a
-// slice an earlier member's claimed record names too. A slice is held by one pod; two records
-// name the same one while the device plugin moves a claim between interchangeable pods: its
-// Reconcile swaps their records in memory and then patches the two pods' AnnoClaimed one after
-// the other, so the informer may show the new owner's record before the old owner's is rewritten.
-// Such a duplicate counts as unclaimed (it holds a slot of the group's pool), so the slice is
-// charged once. Claims without slice IDs are never duplicates.
-func duplicateClaims(members []*booking) map[*booking]bool {
-	var dup map[*booking]bool
-	var held map[string]bool
+// slotAdjust is what a signature group's pool gains (n > 0) or loses (n < 0) of one slot key
+// beyond its members' planned slots. When a member whose claimed record is another member's
+// planned slot is released, the device plugin frees the claimed slot and has given the member's
+// own planned slot to the member it swapped records with, which the cache cannot see until that
+// member claims it: the pool therefore keeps the released member's planned slot (+1) and drops
+// the claimed one (-1). slot is a representative allocation of the key.
+type slotAdjust struct {
+	n    int
+	slot *device.Allocation
+}
+
+// adjustSlot adds d to the group's adjustment of key k (slot a). Caller holds Cache.mu and ns.mu.
+func (ns *nodeState) adjustSlot(sig device.Signature, k string, a *device.Allocation, d int) {
+	if ns.adjust == nil {
+		ns.adjust = map[device.Signature]map[string]*slotAdjust{}
+	}
+	g := ns.adjust[sig]
+	if g == nil {
+		g = map[string]*slotAdjust{}
+		ns.adjust[sig] = g
+	}
+	adj := g[k]
+	if adj == nil {
+		adj = &slotAdjust{slot: renamed(a, a)}
+		g[k] = adj
+	}
+	adj.n += d
+	if adj.n == 0 {
+		delete(g, k)
+	}
+	if len(g) == 0 {
+		delete(ns.adjust, sig)
+	}
+}
+
+// staleClaims returns the claimed members whose claimed record is stale: it names a slice that
+// a record seen later names too, or a slice released (its holder deleted or ended) after the
+// record was seen. A slice is held by one pod at a time. Two records name the same slice while
+// the device plugin moves a claim between interchangeable pods: its Reconcile swaps their records
+// in memory and then patches the two pods' AnnoClaimed one after the other, so the informer shows
+// the new owner's record (the truth) before the old owner's is rewritten. A stale claim counts as
+// unclaimed (the member holds a slot of the group's pool), so every slice is charged once and,
+// when its holder goes, freed where it was (case C04). Claims without slice IDs are never stale.
+func staleClaims(ns *nodeState, members []*booking) map[*booking]bool {
+	var latest map[string]uint64
 	for _, b := range members {
 		if b.stage != stageClaimed || b.claimed == nil {
 			continue
 		}
-		if held == nil {
-			held = map[string]bool{}
-		}
-		twice := false
 		for _, c := range b.claimed.Containers {
 			for _, id := range c.SliceIDs {
-				twice = twice || held[id]
+				if latest == nil {
+					latest = map[string]uint64{}
+				}
+				latest[id] = max(latest[id], b.claimSeq)
 			}
 		}
-		if twice {
-			if dup == nil {
-				dup = map[*booking]bool{}
-			}
-			dup[b] = true
+	}
+	var stale map[*booking]bool
+	for _, b := range members {
+		if b.stage != stageClaimed || b.claimed == nil {
 			continue
 		}
 		for _, c := range b.claimed.Containers {
 			for _, id := range c.SliceIDs {
-				held[id] = true
+				if latest[id] > b.claimSeq || ns.released[id] > b.claimSeq {
+					if stale == nil {
+						stale = map[*booking]bool{}
+					}
+					stale[b] = true
+				}
 			}
 		}
 	}
-	return dup
+	return stale
 }
 
 // chargeAlone charges a booking by its own allocation (claimed wins over planned).

@@ -51,30 +51,23 @@ func sharersOf(c *Cache, node string) []int {
 	return out
 }
 
-// case C04: the field report (one node, 8 H100, split 10, bursts of 50 one-slice pods): Filter reasons
-// said `GPU-0 11/10 slices used` during the burst. The kubelet admits interchangeable pods in its
-// own order; the device plugin records a claim on the pod whose plan matches the devices (P),
-// then its Reconcile learns from PodResources that the kubelet gave them to Q, swaps P's and Q's
-// records and writes the two pods' AnnoClaimed one after the other. Between the two writes the
-// informer shows P and Q claiming the same slice. The cache charged both (the second claim found
-// no free slot of its kind in the group's pool and consumed Q's own planned slot instead):
-// GPU-0 11/10 and GPU-1 one short. A slice is held by one pod: the duplicate claim counts as
-// unclaimed, so GPU-0 stays 10/10 and GPU-1 keeps Q's slot.
-func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
+// swapSetup is the field report's node in miniature: 2 GPUs of split 10, GPU-0 holds 9 running
+// one-slice pods and P (planned there, seen first by the device plugin), GPU-1 holds Q. The
+// kubelet admits Q first; its devices are on GPU-0 (preferred for P, the first seen), so the
+// plugin claims them for P, whose plan is on GPU-0, and P's record is written.
+func swapSetup(t *testing.T) (c *Cache, pp, qp *corev1.Pod, claimP *device.Allocation, step func(string, ...int)) {
 	inv := testInventory("node-1", 2, 24576, 10)
-	c := memoCache(t, inv)
+	c = memoCache(t, inv)
 	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
-	var fill []*corev1.Pod
 	for i := 0; i < 9; i++ {
 		p := slicePod(t, fmt.Sprintf("fill-%d", i), "node-1", g0, 1000)
-		fill = append(fill, p)
 		c.OnPod(withClaim(t, p, claimOf(t, p, device.SliceID(g0, i))))
 	}
-	pp := slicePod(t, "p", "node-1", g0, 1000) // the plugin saw P first
-	qp := slicePod(t, "q", "node-1", g1, 1000)
+	pp = slicePod(t, "p", "node-1", g0, 1000)
+	qp = slicePod(t, "q", "node-1", g1, 1000)
 	c.OnPod(pp)
 	c.OnPod(qp)
-	step := func(what string, want ...int) {
+	step = func(what string, want ...int) {
 		t.Helper()
 		checkInvariants(t, c)
 		if got := sharersOf(c, "node-1"); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -82,17 +75,44 @@ func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
 		}
 	}
 	step("bound", 10, 1)
-
-	// The kubelet admits Q; its devices are on GPU-0 (preferred for P, the first seen): the
-	// plugin claims them for P, whose plan is on GPU-0.
-	sliceP := device.SliceID(g0, 9)
-	claimP := claimOf(t, pp, sliceP)
+	claimP = claimOf(t, pp, device.SliceID(g0, 9))
 	c.OnPod(withClaim(t, pp, claimP))
 	step("P claimed", 10, 1)
+	return c, pp, qp, claimP, step
+}
 
+func gpuCharged(t *testing.T, c *Cache, p *corev1.Pod) int {
+	t.Helper()
+	_, _, a := c.PodState(KeyOfPod(p))
+	if a == nil {
+		t.Fatalf("%s charged nothing", p.Name)
+	}
+	for _, g := range c.NodeGPUUsage(a.Node) {
+		if g.GPU.UUID == a.Containers[0].Devices[0].UUID {
+			return g.GPU.Index
+		}
+	}
+	t.Fatalf("%s charged on an unknown GPU: %+v", p.Name, a)
+	return -1
+}
+
+// case C04: the field report (one node, 8 H100, split 10, bursts of 50 one-slice pods): Filter
+// reasons said `GPU-0 11/10 slices used` during the burst. The kubelet admits interchangeable
+// pods in its own order; the device plugin records a claim on the pod whose plan matches the
+// devices (P), then its Reconcile learns from PodResources that the kubelet gave them to Q, swaps
+// P's and Q's records and writes the two pods' AnnoClaimed one after the other. Between the two
+// writes the informer shows P and Q claiming the same slice. The cache charged both (the second
+// claim found no free slot of its kind in the group's pool and consumed Q's own planned slot
+// instead): GPU-0 11/10 and GPU-1 one short. A slice is held by one pod: the older record is
+// stale and counts as unclaimed, so GPU-0 stays 10/10 and GPU-1 keeps the slot P now holds.
+func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
+	c, pp, qp, claimP, step := swapSetup(t)
 	// Reconcile swaps the records; Q's write lands first: Q claims P's slice, P still does.
 	c.OnPod(withClaim(t, qp, claimP))
 	step("Q claims P's slice, P's record not yet rewritten", 10, 1)
+	if gq, gp := gpuCharged(t, c, qp), gpuCharged(t, c, pp); gq != 0 || gp != 1 {
+		t.Fatalf("Q charged on GPU-%d, P on GPU-%d; want Q on GPU-0 (its claim), P on GPU-1 (Q's plan, now P's)", gq, gp)
+	}
 
 	// The Filter reason a pending pod reads shows the GPU as it is: 10/10, never 11/10.
 	r := testPod("burst", "r", gpuCtr("main", 2, "1000", 0))
@@ -102,21 +122,41 @@ func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
 		t.Fatalf("Filter reason %q, want GPU-0 10/10 slices used", why)
 	}
 
-	// P's write lands: P holds nothing claimed; the group's free slot (GPU-1) is P's now.
+	// P's write lands: P holds nothing claimed; the group's free slot (GPU-1) is P's.
 	c.OnPod(withClaim(t, pp, nil))
 	step("P's record rewritten", 10, 1)
-	if _, _, a := c.PodState(KeyOfPod(pp)); a == nil || a.Containers[0].Devices[0].UUID != g1 {
-		t.Fatalf("P charged %+v, want the slot on GPU-1 that Q left", a)
+	if g := gpuCharged(t, c, pp); g != 1 {
+		t.Fatalf("P charged on GPU-%d, want GPU-1 (the slot Q left)", g)
 	}
 	// The kubelet admits P; the plugin claims Q's former plan (GPU-1) for it.
-	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(g1, 0))))
+	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(gpuOf(plannedPtr(t, qp)), 0))))
 	step("P claimed GPU-1", 10, 1)
 	c.OnPodDelete(qp, nil)
 	step("Q deleted", 9, 1)
 	c.OnPodDelete(pp, nil)
 	step("P deleted", 9, 0)
-	for _, p := range fill {
-		c.OnPodDelete(p, nil)
+}
+
+// case C04: Q, running on P's slot after the swap, ends before P is admitted and before P's
+// record is rewritten. The device plugin frees Q's record (GPU-0) and keeps P on Q's former plan
+// (GPU-1); the cache must free GPU-0, not GPU-1, although P's stale record still names GPU-0 and
+// P's own plan is GPU-0: else GPU-0 looks taken and GPU-1 free, and the next pod planned on
+// GPU-1 over-commits it once P is admitted there.
+func TestOvercountSwappedHolderEnds(t *testing.T) {
+	c, pp, qp, claimP, step := swapSetup(t)
+	c.OnPod(withClaim(t, qp, claimP))
+	step("Q claims P's slice", 10, 1)
+	ended := withClaim(t, qp, claimP)
+	ended.Status.Phase = corev1.PodSucceeded
+	c.OnPod(ended)
+	step("Q ended", 9, 1)
+	if g := gpuCharged(t, c, pp); g != 1 {
+		t.Fatalf("P charged on GPU-%d, want GPU-1 (Q's former plan, which the plugin gave P)", g)
 	}
-	step("all deleted", 0, 0)
+	c.OnPod(withClaim(t, pp, nil))
+	step("P's record rewritten", 9, 1)
+	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(gpuOf(plannedPtr(t, qp)), 0))))
+	step("P claimed GPU-1", 9, 1)
+	c.OnPodDelete(pp, nil)
+	step("P deleted", 9, 0)
 }

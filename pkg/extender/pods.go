@@ -113,8 +113,14 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	if claimed != nil {
 		nb.stage = stageClaimed
 		nb.claimed = claimed
+		if b != nil && b.node == node && sameClaim(b.claimed, claimed) {
+			nb.claimSeq = b.claimSeq
+		} else {
+			c.seq++
+			nb.claimSeq = c.seq
+		}
 	}
-	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameAlloc(b.claimed, nb.claimed) {
+	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameClaim(b.claimed, nb.claimed) {
 		return // nothing changed (resync, status update)
 	}
 	c.putLocked(nb)
@@ -133,6 +139,29 @@ func sameAlloc(a, b *device.Allocation) bool {
 		}
 	}
 	return slotKey(a) == slotKey(b)
+}
+
+// sameClaim is sameAlloc that also compares the slice IDs of each container (the device plugin
+// may move a claim between two pods planned alike: only the slice IDs change).
+func sameClaim(a, b *device.Allocation) bool {
+	if !sameAlloc(a, b) {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for i := range a.Containers {
+		x, y := a.Containers[i].SliceIDs, b.Containers[i].SliceIDs
+		if len(x) != len(y) {
+			return false
+		}
+		for j := range x {
+			if x[j] != y[j] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // policies applies the configured defaults where the pod has no policy annotation.
