@@ -447,7 +447,7 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 				t.Fatalf("mounts %v", r1.Mounts)
 			}
 		} else {
-			if r1.Envs[EnvMPSPinnedMemLimit] != "GPU-B=20000M,GPU-A=10000M" || r1.Envs[EnvMPSActiveThreadPct] != "30" || r2.Envs[EnvMPSPinnedMemLimit] != "GPU-A=4096M" || r1.Envs[EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
+			if r1.Envs[EnvMPSPinnedMemLimit] != "0=20000M,1=10000M" || r1.Envs[EnvMPSActiveThreadPct] != "30" || r2.Envs[EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
 				t.Fatalf("mps: %v / %v", r1.Envs, r2.Envs)
 			}
 			if _, ok := r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"]; ok {

@@ -111,9 +111,12 @@ func (r *responder) build(cl Claim) *pluginapi.ContainerAllocateResponse {
 			}
 		}
 	case EnforceMPS:
+		// "<device ordinal>=<limit>" pairs, comma-separated ("0=1G,1=512MB" in NVIDIA's MPS
+		// documentation, Appendix: Environment Variables): the ordinal is the client's, i.e. the
+		// position in CUDA_VISIBLE_DEVICES, as for CUDA_DEVICE_MEMORY_LIMIT_<i>.
 		lim := make([]string, len(devs))
 		for i, d := range devs {
-			lim[i] = d.UUID + "=" + strconv.FormatInt(d.MemoryMiB, 10) + "M"
+			lim[i] = strconv.Itoa(i) + "=" + strconv.FormatInt(d.MemoryMiB, 10) + "M"
 		}
 		resp.Envs[EnvMPSPinnedMemLimit] = strings.Join(lim, ",")
 		if cores > 0 && cores < 100 {
