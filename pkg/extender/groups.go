@@ -85,7 +85,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		}
 		return members[i].key.String() < members[j].key.String()
 	})
-	dup := staleClaims(ns, members)
+	stale := staleClaims(ns, members)
 	pool := map[string][]*device.Allocation{}
 	take := func(k string) *device.Allocation {
 		l := pool[k]
@@ -97,7 +97,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	}
 	for _, b := range members {
 		s := b.planned
-		if s == nil && !dup[b] {
+		if s == nil && !stale[b] {
 			s = b.claimed
 		}
 		if s != nil {
@@ -115,7 +115,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	}
 	var unclaimed []*booking
 	for _, b := range members {
-		if b.stage != stageClaimed || b.claimed == nil || dup[b] {
+		if b.stage != stageClaimed || b.claimed == nil || stale[b] {
 			unclaimed = append(unclaimed, b)
 			continue
 		}
@@ -127,7 +127,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 	var homeless []*booking
 	for _, b := range unclaimed {
 		if b.planned == nil {
-			if dup[b] {
+			if stale[b] {
 				b.alloc, b.charge = nil, nil // its only record is another member's slice
 			}
 			continue
@@ -153,7 +153,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			}
 		}
 		if s == nil {
-			setAlloc(b, b.planned) // cannot happen: a slot per unclaimed member remains
+			setAlloc(b, b.planned) // only when adjustments removed more slots than remained: charge its own
 			continue
 		}
 		if b.alloc == nil || slotKey(b.alloc) != slotKey(s) {
