@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -258,37 +263,56 @@ func TestC13DeletedBeforeAllocate(t *testing.T) {
 	checkNotOvercommitted(t, inv, c.nodeUsage(t))
 }
 
-// TestC13AdmissionRejectedFreesSlice: a pod bound while the kubelet is down is admitted right
-// after the kubelet restarts; when the device plugin has not registered again by then, the
-// kubelet rejects it (phase Failed, UnexpectedAdmissionError; kubelet v1.37 does not wait for
-// device plugins). Case C13: the next pod, which needs that pod's memory on every GPU, then
-// proceeds at once. When the plugin won the race the pod runs instead, and the test checks its
-// limit and says that the rejection branch was not exercised.
+// TestC13AdmissionRejectedFreesSlice is case C13 at kubelet admission: pod "early" (holding
+// memory on every usable GPU) is bound while the kubelet is stopped; then the node's device
+// plugin is kept away (its DaemonSet no longer selects the node, its process is stopped), so
+// when the kubelet starts it has no device plugin registered, reports 0 devices and rejects
+// early (phase Failed, reason UnexpectedAdmissionError; kubelet v1.37 does not wait for device
+// plugins at admission). Waiting for the plugin to win a race with the kubelet's restart never
+// happened: it registers again within milliseconds. Once the plugin is back, pod "next" with
+// early's request must be bound at once and run with its own limit (the extender freed the
+// booking of the rejected pod).
 func TestC13AdmissionRejectedFreesSlice(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	inv := c.inventory(t)
+	want := int64(len(inv.GPUs) * inv.SplitCount)
+	c.waitAllocatable(t, want, time.Minute)
 	ns := e2eNamespace(t, c)
 	holder, _ := fillPlan(t, c, inv)
 	start := stopKubelet(t, c)
 	c.CreatePod(t, gpuPod(ns, "early", holder))
 	c.waitBound(t, ns, "early", time.Minute)
+	restore := keepDevicePluginAway(t, c, start, want)
+
+	logPath := filepath.Join(c.State, "logs", "kubelet.log")
+	fi, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatalf("kubelet log: %v", err)
+	}
+	offset := fi.Size()
 	start()
-	p := c.WaitForPod(t, ns, "early", 2*time.Minute, "Running or Failed", func(p *corev1.Pod) bool {
-		return allStarted(p) || p.Status.Phase == corev1.PodFailed
+	p := c.WaitForPod(t, ns, "early", 2*time.Minute, "admitted or rejected by the kubelet", func(p *corev1.Pod) bool {
+		return p.Status.Phase != corev1.PodPending || allStarted(p)
 	})
+	registered := kubeletLoggedSince(t, logPath, offset, registrationLine)
 	if p.Status.Phase != corev1.PodFailed {
-		c.checkOwnLimit(t, p, holder.memMiB)
-		t.Skip("the device plugin registered before the kubelet admitted the pod: it runs with its own limit; the admission-rejection branch of C13 was not exercised")
+		t.Fatalf("early: phase %s, want Failed with UnexpectedAdmissionError: the kubelet admitted it although no device plugin should have been registered (device plugin registered since the kubelet start: %v; %s)\n%s",
+			p.Status.Phase, registered, logPath, c.describe(ns, "early", p))
 	}
 	if p.Status.Reason != "UnexpectedAdmissionError" {
 		t.Fatalf("early: phase Failed with reason %q, want UnexpectedAdmissionError\n%s", p.Status.Reason, c.describe(ns, "early", p))
 	}
-	t.Logf("early rejected by the kubelet: %s", p.Status.Message)
-	// After its restart the kubelet reports 0 devices until the plugin registers and corrects
-	// the Node only at its next status sync; a pod tried meanwhile waits in kube-scheduler's
-	// queue (bugs.md). C13 is about the extender's booking, so start once allocatable is back.
-	c.waitAllocatable(t, int64(len(inv.GPUs)*inv.SplitCount), time.Minute)
+	if registered {
+		t.Errorf("the kubelet logged %s before it rejected early: the device plugin was not kept away (%s)", registrationLine, logPath)
+	}
+	t.Logf("early rejected by the kubelet: reason %s: %s", p.Status.Reason, p.Status.Message)
+
+	restore()
+	// restore waited until allocatable was back: after its restart the kubelet reports 0
+	// devices until the plugin registers and corrects the Node only at its next status sync;
+	// a pod tried meanwhile waits in kube-scheduler's queue (bugs.md). C13 is about the
+	// extender's booking, so "next" starts once allocatable is back.
 	begin := time.Now()
 	c.CreatePod(t, gpuPod(ns, "next", holder))
 	c.waitBound(t, ns, "next", freeWithin)
@@ -296,6 +320,204 @@ func TestC13AdmissionRejectedFreesSlice(t *testing.T) {
 	n := c.WaitForRunning(t, ns, "next", 2*time.Minute)
 	c.checkOwnLimit(t, n, holder.memMiB)
 	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+}
+
+// noNodeLabel is a node label no node carries: with it in the device-plugin DaemonSet's
+// nodeSelector the DaemonSet selects no node.
+const noNodeLabel = "hami-go.io/e2e-no-node"
+
+// keepDevicePluginAway, called while the kubelet is stopped (stopKubelet), keeps the node's
+// device plugin from registering with the kubelet when it starts: it adds noNodeLabel to the
+// chart's device-plugin DaemonSet's nodeSelector, waits until the DaemonSet controller has
+// marked the node's plugin pod for deletion (the started kubelet then kills it rather than
+// restarting its container), and stops the plugin's process on this host (SIGTERM, SIGKILL
+// after 10 s), which the stopped kubelet cannot do. The returned function (also run when the
+// test ends, then after starting the kubelet with startKubelet) removes the key again, checks
+// that the nodeSelector is the original one, and waits for a new plugin pod Running on the
+// node and the node's allocatable count resource back at want.
+func keepDevicePluginAway(t *testing.T, c *Cluster, startKubelet func(), want int64) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	dsc := c.Client.AppsV1().DaemonSets(chartNamespace)
+	ds := c.devicePluginDaemonSet(t)
+	original := maps.Clone(ds.Spec.Template.Spec.NodeSelector)
+	if _, ok := original[noNodeLabel]; ok {
+		t.Fatalf("daemonset %s/%s already has nodeSelector %s (an earlier run did not restore it): kubectl -n %s patch ds %s --type=merge -p '{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"%s\":null}}}}}'",
+			chartNamespace, ds.Name, noNodeLabel, chartNamespace, ds.Name, noNodeLabel)
+	}
+	old := c.devicePluginPods(t)
+	patch := func(value any) error {
+		b, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"nodeSelector": map[string]any{noNodeLabel: value}}}}})
+		if err != nil {
+			return err
+		}
+		_, err = dsc.Patch(ctx, ds.Name, types.MergePatchType, b, metav1.PatchOptions{})
+		return err
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			startKubelet()
+			if err := patch(nil); err != nil {
+				t.Errorf("restore daemonset %s/%s (remove nodeSelector %s): %v", chartNamespace, ds.Name, noNodeLabel, err)
+				return
+			}
+			if got := c.devicePluginDaemonSet(t).Spec.Template.Spec.NodeSelector; !maps.Equal(got, original) {
+				t.Errorf("daemonset %s/%s: nodeSelector %v after the restore, want the original %v", chartNamespace, ds.Name, got, original)
+			}
+			c.waitNewDevicePlugin(t, old, 2*time.Minute)
+			c.waitAllocatable(t, want, 2*time.Minute)
+		})
+	}
+	t.Cleanup(restore)
+	if err := patch("c13"); err != nil {
+		t.Fatalf("patch daemonset %s/%s nodeSelector %s: %v", chartNamespace, ds.Name, noNodeLabel, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, p := range c.devicePluginPods(t) {
+			if p.DeletionTimestamp == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the DaemonSet controller did not mark the device-plugin pod on %s for deletion within a minute of nodeSelector %s (kube-controller-manager log: %s/logs)", c.NodeName, noNodeLabel, c.State)
+	}
+	pids := devicePluginPids(t, c.NodeName)
+	if len(pids) == 0 {
+		t.Fatalf("no device-plugin process for node %s on this host (want /usr/local/bin/device-plugin --node-name=%s)", c.NodeName, c.NodeName)
+	}
+	for _, pid := range pids {
+		stopProcess(t, pid, 10*time.Second)
+	}
+	t.Logf("device plugin kept away: daemonset %s/%s nodeSelector %s, pod(s) %v marked for deletion, process(es) %v stopped", chartNamespace, ds.Name, noNodeLabel, podNames(old), pids)
+	return restore
+}
+
+// devicePluginDaemonSet returns the chart's one device-plugin DaemonSet (label
+// app.kubernetes.io/component=device-plugin in chartNamespace).
+func (c *Cluster) devicePluginDaemonSet(t testing.TB) *appsv1.DaemonSet {
+	t.Helper()
+	l, err := c.Client.AppsV1().DaemonSets(chartNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: labelComponent + "=device-plugin"})
+	if err != nil {
+		t.Fatalf("list device-plugin daemonsets: %v", err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("%d device-plugin daemonsets in %s (label %s=device-plugin), want 1", len(l.Items), chartNamespace, labelComponent)
+	}
+	return &l.Items[0]
+}
+
+// devicePluginPods lists the chart's device-plugin pods on the node.
+func (c *Cluster) devicePluginPods(t testing.TB) []corev1.Pod {
+	t.Helper()
+	l, err := c.Client.CoreV1().Pods(chartNamespace).List(context.Background(), metav1.ListOptions{
+		LabelSelector: labelComponent + "=device-plugin",
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.NodeName).String(),
+	})
+	if err != nil {
+		t.Fatalf("list device-plugin pods: %v", err)
+	}
+	return l.Items
+}
+
+// waitNewDevicePlugin waits until a device-plugin pod on the node other than old (by UID), not
+// being deleted, is Running with its container started.
+func (c *Cluster) waitNewDevicePlugin(t testing.TB, old []corev1.Pod, timeout time.Duration) {
+	t.Helper()
+	oldUIDs := map[types.UID]bool{}
+	for _, p := range old {
+		oldUIDs[p.UID] = true
+	}
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		seen = nil
+		for _, p := range c.devicePluginPods(t) {
+			seen = append(seen, fmt.Sprintf("%s(%s deleting=%v)", p.Name, p.Status.Phase, p.DeletionTimestamp != nil))
+			if !oldUIDs[p.UID] && p.DeletionTimestamp == nil && allStarted(&p) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no new device-plugin pod Running on %s after %v (pods: %v; kubectl -n %s get ds,pods)", c.NodeName, timeout, seen, chartNamespace)
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// devicePluginPids returns the pids of this host's device-plugin processes for node (a
+// command line of /usr/local/bin/device-plugin, as the chart's image runs it, with
+// --node-name=<node>), read from /proc.
+func devicePluginPids(t testing.TB, node string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) == "device-plugin" && slices.Contains(args[1:], "--node-name="+node) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stopProcess sends SIGTERM to pid and waits until it has exited (gone, or a zombie its parent,
+// the container shim, has not reaped yet); after grace it sends SIGKILL and waits as long again.
+func stopProcess(t testing.TB, pid int, grace time.Duration) {
+	t.Helper()
+	exited := func(context.Context) (bool, error) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true, nil
+		}
+		// /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces, state follows the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i >= 0 && i+2 < len(s) && s[i+2] == 'Z', nil
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := syscall.Kill(pid, sig); err != nil && err != syscall.ESRCH {
+			t.Fatalf("%v to device plugin (pid %d): %v", sig, pid, err)
+		}
+		if wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, grace, true, exited) == nil {
+			return
+		}
+	}
+	t.Fatalf("device plugin (pid %d) still running %v after SIGKILL", pid, grace)
+}
+
+// kubeletLoggedSince reports whether the kubelet log at path holds line after byte offset.
+func kubeletLoggedSince(t testing.TB, path string, offset int64, line string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("kubelet log: %v", err)
+	}
+	if int64(len(b)) < offset {
+		offset = 0 // rotated or truncated: read it all
+	}
+	return strings.Contains(string(b[offset:]), line)
 }
 
 // TestC14SlowAllocateKeepsOwnLimits: the kubelet is frozen, so pod big (1 GPU, 24576 MiB) is
