@@ -85,6 +85,12 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 			klog.V(4).InfoS("Bind confirms the reservation", "pod", k.String(), "node", node)
 			return p, false, nil
 		}
+		if b != nil && b.maybeBound {
+			bn := b.node
+			c.mu.Unlock()
+			return nil, false, refuse("pod %s: its bind to node %s timed out and may still be committed there; it stays booked on %s until the API shows the outcome (at most %s)",
+				k, bn, bn, c.cfg.ReservationTTL)
+		}
 		if b != nil {
 			c.removeLocked(b)
 		}
@@ -127,8 +133,8 @@ const (
 	// call): the booking is released.
 	outcomeFailed
 	// outcomeUnknown: the Binding may still be committed (timeout, transport error): the
-	// booking goes back to a reservation, which the informer confirms when the pod shows up
-	// bound, and which a new Filter of the pod replaces.
+	// booking goes back to a reservation that stays on its node (booking.maybeBound), which the
+	// informer confirms when the pod shows up bound, and Sweep drops after ReservationTTL.
 	outcomeUnknown
 )
 
@@ -152,6 +158,7 @@ func (c *Cache) FinishBind(k PodKey, node string, o bindOutcome) {
 	case outcomeUnknown:
 		if b.stage == stageBinding {
 			c.setStageLocked(b, stageReserved)
+			b.maybeBound = true
 		}
 	}
 }

@@ -64,6 +64,11 @@ type booking struct {
 	claimSeq uint64
 	// since is when the booking entered its current stage.
 	since time.Time
+	// maybeBound marks a reservation left by a bind whose outcome is unknown (timeout, transport
+	// error): the Binding, and the plan it carries, may yet be committed on node, so neither a
+	// new Filter nor a bind to another node moves the booking; the informer settles it (the pod
+	// shows up bound, or not) or Sweep drops it after ReservationTTL. Cleared by any stage change.
+	maybeBound bool
 }
 
 // inFlight reports whether the pod is bound (or being bound) and not yet claimed by the device
@@ -380,7 +385,7 @@ func (c *Cache) PodState(k PodKey) (node, stageName string, alloc *device.Alloca
 func (c *Cache) setStageLocked(b *booking, st stage) {
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
-	b.stage, b.since = st, c.clock.Now()
+	b.stage, b.since, b.maybeBound = st, c.clock.Now(), false
 	c.normalizeLocked(ns, b)
 	ns.recompute()
 	ns.mu.Unlock()

@@ -144,7 +144,8 @@ func rankByScore(in []scored, count *[maxScore + 1]int) []scored {
 
 // reserve books the pod speculatively on the first node of ranked where it still fits (others
 // may have filled the best one since Fit), replacing its previous reservation. A pod that is
-// already being bound or is bound keeps its booking; a pod known to be gone is not booked.
+// already being bound or is bound keeps its booking, and so does one whose last bind may yet
+// be committed (booking.maybeBound); a pod known to be gone is not booked.
 func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -152,7 +153,7 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo 
 		return
 	}
 	old := c.pods[k]
-	if old != nil && old.stage != stageReserved {
+	if old != nil && (old.stage != stageReserved || old.maybeBound) {
 		return
 	}
 	if old != nil {
@@ -222,7 +223,8 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 			continue
 		}
 		ns.mu.Lock()
-		if c.unusableLocked(ns, now) == "" {
+		usable := c.unusableLocked(ns, now) == ""
+		if usable {
 			s, ok := memo.score(ns)
 			if !ok {
 				s, _ = allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
@@ -231,7 +233,9 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		}
 		ns.mu.Unlock()
 		top := extenderv1.MaxExtenderPriority - 1
-		if n == ownNode && out[i].Score > 0 {
+		// The reserved node tops the list even where the policy scores it 0 (an empty node under
+		// binpack): Filter chose it, and the booking is there.
+		if n == ownNode && usable {
 			top, out[i].Score = extenderv1.MaxExtenderPriority, extenderv1.MaxExtenderPriority
 		}
 		out[i].Score = min(out[i].Score, top)

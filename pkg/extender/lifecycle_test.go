@@ -442,3 +442,81 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 		t.Fatalf("cache charges %+v, the pod's plan is %+v", ca, a)
 	}
 }
+
+// A bind that timed out may still be committed, with its plan, on its node: the booking stays
+// there. A new Filter of the pod (kube-scheduler retries it) does not move it to another node,
+// even one listed first among equals; a bind to another node is refused with a reason naming
+// the first; a bind to the same node confirms it; another pod's Filter still sees its capacity
+// booked. (Moving it would let other pods fill the GPU the committed plan holds: over-commit.)
+func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	c := e.ext.cache
+	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
+	e.create(p)
+	e.mu.Lock()
+	e.bindErr = context.DeadlineExceeded
+	e.mu.Unlock()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+		t.Fatal("bind succeeded")
+	}
+	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+		t.Fatalf("after the timeout: %q %q, want node-1 reserved", n, st)
+	}
+	// kube-scheduler retries the pod; node-2 comes first among equally scored nodes.
+	if res := c.Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
+		t.Fatalf("retry filter: %+v", res)
+	}
+	if n, _, _ := c.PodState(KeyOfPod(p)); n != "node-1" {
+		t.Fatalf("the retry's Filter moved the booking to %s; the timed-out Binding may hold node-1", n)
+	}
+	pl := c.Prioritize(p, []string{"node-2", "node-1"})
+	if pl[1].Host != "node-1" || pl[1].Score != 10 || pl[0].Score > 9 {
+		t.Fatalf("prioritize %+v, want node-1 at 10 and node-2 below", pl)
+	}
+	q := testPod("default", "q", gpuCtr("main", 1, "20000", 0))
+	if res := c.Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
+		t.Fatalf("q's filter does not see p's booking on node-1: %+v", res)
+	}
+	e.mu.Lock()
+	e.bindErr = nil
+	e.mu.Unlock()
+	err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-2")
+	if err == nil || !strings.Contains(err.Error(), "its bind to node node-1 timed out and may still be committed there") {
+		t.Fatalf("bind to node-2: %v, want a refusal naming node-1", err)
+	}
+	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+		t.Fatalf("after the refused bind: %q %q", n, st)
+	}
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+		t.Fatalf("bind to node-1 again: %v", err)
+	}
+	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "planned" {
+		t.Fatalf("after the second bind: %q %q, want node-1 planned", n, st)
+	}
+}
+
+// Prioritize tops the reserved node even where the policy scores it 0: an empty node under
+// binpack (Filter reserved there because every node scores the same).
+func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 8, 81920, 10), testInventory("node-2", 8, 81920, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	c := e.ext.cache
+	p := testPod("default", "p", gpuCtr("main", 1, "100", 0))
+	c.Filter(p, names)
+	n, st, _ := c.PodState(KeyOfPod(p))
+	if st != "reserved" {
+		t.Fatalf("no reservation: %q", st)
+	}
+	pl := c.Prioritize(p, names)
+	for _, h := range pl {
+		switch {
+		case h.Host == n && h.Score != 10:
+			t.Errorf("reserved node %s scored %d, want 10", n, h.Score)
+		case h.Host != n && h.Score != 0:
+			t.Errorf("node %s scored %d, want 0 (1 of 80 slices, 100 of 655360 MiB)", h.Host, h.Score)
+		}
+	}
+}
