@@ -98,6 +98,9 @@ type nodeState struct {
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
 	at []allocator.GPUUsage
+	// view is inv and at packed without pointers (allocator.NodeView; empty above 8 GPUs or
+	// without inventory): what Filter and Prioritize read first for one-container pods.
+	view allocator.NodeView
 	// idx is the node's stable position in the cache (never reused; memos are indexed by it).
 	idx int
 	// gen counts changes of inv and used (starts at 1): a score computed at gen g is still
@@ -113,8 +116,15 @@ func (ns *nodeState) recompute() {
 		}
 	}
 	ns.used = u
-	ns.at = allocator.UsageAt(ns.inv, u, ns.at)
+	ns.refreshCompact()
 	ns.gen++
+}
+
+// refreshCompact rebuilds at and view from inv and used (after either changed). Caller holds
+// ns.mu.
+func (ns *nodeState) refreshCompact() {
+	ns.at = allocator.UsageAt(ns.inv, ns.used, ns.at)
+	ns.view.Set(ns.inv, ns.at)
 }
 
 // usageAtExcluding returns the compact usage matching usageExcluding(ns, own): ns.at when own

@@ -53,6 +53,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	}
 	k := KeyOfPod(p)
 	own := c.ownBooking(k)
+	ownNS := c.bookedNode(own)
 	now := c.clock.Now()
 	fit := make([]string, 0, len(names))
 	var failed, unres extenderv1.FailedNodesMap
@@ -78,7 +79,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 			fail(&unres, n, why)
 			continue
 		}
-		score, ferr := allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
+		score, ferr := fitScoreOn(ns, own, ownNS, req)
 		impossible := false
 		if ferr != nil {
 			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
@@ -115,6 +116,28 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		res.FailedAndUnresolvableNodes = unres
 	}
 	return res
+}
+
+// fitScoreOn is allocator.FitScoreAt of req on ns with the pod's own booking (own, on node
+// ownNS; both nil when it has none) left out of the usage. Where own is not on ns it reads the
+// node's packed view first (allocator.FitScoreView) and the inventory only where that declines.
+// Caller holds ns.mu.
+func fitScoreOn(ns *nodeState, own *booking, ownNS *nodeState, req *device.PodRequest) (int, error) {
+	if own == nil || ns != ownNS {
+		if s, ok := allocator.FitScoreView(&ns.view, req); ok {
+			return s, nil
+		}
+		return allocator.FitScoreAt(ns.inv, ns.at, ns.used, req)
+	}
+	return allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
+}
+
+// bookedNode is the state of the node own is booked on (nil for no booking).
+func (c *Cache) bookedNode(own *booking) *nodeState {
+	if own == nil {
+		return nil
+	}
+	return c.node(own.node)
 }
 
 // maxScore is extenderv1.MaxExtenderPriority as an int (the highest score of a node).
@@ -206,6 +229,7 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		return out
 	}
 	own := c.ownBooking(KeyOfPod(p))
+	ownNS := c.bookedNode(own)
 	ownNode := ""
 	c.mu.Lock()
 	if own != nil && own.stage == stageReserved {
@@ -227,7 +251,7 @@ func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorit
 		if usable {
 			s, ok := memo.score(ns)
 			if !ok {
-				s, _ = allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
+				s, _ = fitScoreOn(ns, own, ownNS, req)
 			}
 			out[i].Score = int64(s)
 		}

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -38,10 +37,10 @@ func (c *Cache) OnNode(n *corev1.Node) {
 			ns.inv, ns.invErr = nil, "malformed inventory from device plugin: inventory.node: \""+inv.Node+"\" is not this node"
 		default:
 			ns.inv, ns.invErr = &inv, ""
-			ns.at = allocator.UsageAt(ns.inv, ns.used, ns.at)
 			klog.V(4).InfoS("Node inventory", "node", n.Name, "gpus", len(inv.GPUs), "splitCount", inv.SplitCount)
 		}
 	}
+	ns.refreshCompact()
 }
 
 // OnNodeDelete forgets a node's inventory. Bookings of pods on it stay until the pods go.
