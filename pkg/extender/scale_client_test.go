@@ -33,7 +33,7 @@ type clientJob struct {
 	BodyFile string
 	// Calls is how many calls are timed, after clientWarmup untimed ones.
 	Calls int
-	// Nodes is how many nodes every reply must name.
+	// Nodes is how many nodes every reply must name (filter: fitting; prioritize: scored).
 	Nodes int
 	// Out is where the client writes its latencies (JSON array of nanoseconds, one per call).
 	Out string

@@ -15,8 +15,8 @@ import (
 // maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
 const maxBody = 64 << 20
 
-// Handler returns the extender's HTTP API: POST /filter, /prioritize, /bind, /preempt (JSON of
-// k8s.io/kube-scheduler/extender/v1), GET /healthz, /readyz (200 only once the cache was
+// Handler returns the extender's HTTP API: POST /filter, /prioritize (hosts scored 0 left out,
+// see scoredOnly), /bind, /preempt (JSON of k8s.io/kube-scheduler/extender/v1), GET /healthz, /readyz (200 only once the cache was
 // rebuilt) and /metrics (gatherer's metrics). Malformed JSON is answered 400 with the reason;
 // a panic in a handler is recovered and answered 500 with its message.
 func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
@@ -55,7 +55,7 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
 			return "bad_request"
 		}
-		reply(w, e.cache.Prioritize(args.Pod, *args.NodeNames))
+		reply(w, scoredOnly(e.cache.Prioritize(args.Pod, *args.NodeNames)))
 		return "ok"
 	}))
 	mux.HandleFunc("POST /bind", e.verb("bind", func(w http.ResponseWriter, r *http.Request) string {
@@ -95,6 +95,22 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
 	return mux
+}
+
+// scoredOnly drops the hosts scored 0, keeping the order of the others. kube-scheduler adds
+// each listed host's score × weight to that node's total and nothing for a host left out
+// (k8s.io/kubernetes pkg/scheduler/schedule_one.go, prioritizeNodes), so every node's total is
+// the same, and its encoding/json decoder reads only the scored hosts: a full list of 5,000
+// costs it about 3 ms per pod (docs/bench/report.md). Only its tie-break among equal totals
+// differs: it draws a random tie-breaker for listed hosts alone.
+func scoredOnly(l extenderv1.HostPriorityList) extenderv1.HostPriorityList {
+	out := l[:0]
+	for _, h := range l {
+		if h.Score != 0 {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // verb wraps a handler with panic recovery and metrics.
