@@ -2,6 +2,7 @@ package extender
 
 import (
 	"errors"
+	"iter"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -63,11 +64,12 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		}
 		(*m)[n] = why
 	}
-	ranked := make([]scored, 0, len(names))
 	var perScore [maxScore + 1]int
 	states, nodes := c.nodesOf(names)
+	scores := make([]int8, len(names)) // the score of each fitting node; -1 elsewhere
 	memo := c.memos.fresh(p.UID, p.ResourceVersion, nodes)
 	for i, n := range names {
+		scores[i] = -1
 		ns := states[i]
 		if ns == nil {
 			fail(&unres, n, errNoInventory)
@@ -101,12 +103,11 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		fit = append(fit, n)
 		score = min(max(score, 0), maxScore)
 		perScore[score]++
-		ranked = append(ranked, scored{ns, score})
+		scores[i] = int8(score)
 	}
 	// Best score first; among equals, kube-scheduler's order. With no fitting node, the pod's
 	// previous reservation is dropped all the same.
-	ranked = rankByScore(ranked, &perScore)
-	c.reserve(k, req, ranked, memo)
+	c.reserve(k, req, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
@@ -143,33 +144,32 @@ func (c *Cache) bookedNode(own *booking) *nodeState {
 // maxScore is extenderv1.MaxExtenderPriority as an int (the highest score of a node).
 const maxScore = int(extenderv1.MaxExtenderPriority)
 
-type scored struct {
-	node  *nodeState
-	score int
-}
-
-// rankByScore orders in by score, best first, stable among equals, in linear time (a counting
-// sort over the scores 0..MaxExtenderPriority; count[s] is how many of in score s).
-func rankByScore(in []scored, count *[maxScore + 1]int) []scored {
-	var start [maxScore + 1]int
-	pos := 0
-	for s := maxScore; s >= 0; s-- {
-		start[s] = pos
-		pos += count[s]
+// byScore yields the nodes with a score (scores[i] ≥ 0 for states[i]), best score first and in
+// the given order among equals, without sorting: count[s] is how many have score s, so each
+// pass over the nodes is skipped unless some node has that score. The caller usually stops at
+// the first node, so this is one pass in the common case.
+func byScore(states []*nodeState, scores []int8, count *[maxScore + 1]int) iter.Seq[*nodeState] {
+	return func(yield func(*nodeState) bool) {
+		for s := maxScore; s >= 0; s-- {
+			left := count[s]
+			for i := 0; left > 0 && i < len(states); i++ {
+				if int(scores[i]) != s {
+					continue
+				}
+				left--
+				if !yield(states[i]) {
+					return
+				}
+			}
+		}
 	}
-	out := make([]scored, len(in))
-	for _, r := range in {
-		out[start[r.score]] = r
-		start[r.score]++
-	}
-	return out
 }
 
 // reserve books the pod speculatively on the first node of ranked where it still fits (others
 // may have filled the best one since Fit), replacing its previous reservation. A pod that is
 // already being bound or is bound keeps its booking, and so does one whose last bind may yet
 // be committed (booking.maybeBound); a pod known to be gone is not booked.
-func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo *scoreMemo) {
+func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -187,8 +187,9 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo 
 		memo.followOwnChange(ons, before)
 		ons.mu.Unlock()
 	}
-	for _, r := range ranked {
-		ns := r.node
+	tried := 0
+	for ns := range ranked {
+		tried++
 		ns.mu.Lock()
 		if ns.inv == nil {
 			ns.mu.Unlock()
@@ -209,7 +210,7 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked []scored, memo 
 		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", ns.name)
 		return
 	}
-	if len(ranked) > 0 {
+	if tried > 0 {
 		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
 	}
 }

@@ -118,19 +118,35 @@ func TestMemoTableBounded(t *testing.T) {
 
 func uidN(i int) k8stypes.UID { return k8stypes.UID("uid-" + strconv.Itoa(i)) }
 
-// rankByScore: best score first, kube-scheduler's order among equals (stable).
-func TestRankByScoreStable(t *testing.T) {
-	ns := func(n string) *nodeState { return &nodeState{name: n} }
-	in := []scored{{ns("a"), 3}, {ns("b"), 10}, {ns("c"), 3}, {ns("d"), 0}, {ns("e"), 10}, {ns("f"), 7}}
+// byScore: best score first, kube-scheduler's order among equals; nodes without a score (-1)
+// never; stopping early stops.
+func TestByScoreOrder(t *testing.T) {
+	var states []*nodeState
+	var scores []int8
 	var count [maxScore + 1]int
-	for _, r := range in {
-		count[r.score]++
+	for _, x := range []struct {
+		name  string
+		score int8
+	}{{"a", 3}, {"b", 10}, {"x", -1}, {"c", 3}, {"d", 0}, {"e", 10}, {"f", 7}} {
+		states, scores = append(states, &nodeState{name: x.name}), append(scores, x.score)
+		if x.score >= 0 {
+			count[x.score]++
+		}
 	}
 	got := ""
-	for _, r := range rankByScore(in, &count) {
-		got += r.node.name
+	for ns := range byScore(states, scores, &count) {
+		got += ns.name
 	}
 	if got != "befacd" {
 		t.Fatalf("order %q, want befacd", got)
+	}
+	got = ""
+	for ns := range byScore(states, scores, &count) {
+		if got += ns.name; len(got) == 2 {
+			break
+		}
+	}
+	if got != "be" {
+		t.Fatalf("stopped after 2: %q", got)
 	}
 }
