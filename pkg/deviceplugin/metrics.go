@@ -35,7 +35,7 @@ func ProcCgroupResolver(procRoot string) PIDResolver {
 }
 
 // Collector exports the plugin's per-GPU and per-slice metrics (prefix hami_go_, labels from
-// pkg/metrics). It reads state at scrape time, so series of ended or deleted pods disappear
+// pkg/metrics) and the latency of the kubelet's calls (hami_go_device_plugin_request_duration_seconds). It reads state at scrape time, so series of ended or deleted pods disappear
 // with the pods.
 type Collector struct {
 	p       *Plugin
@@ -73,6 +73,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.gpuMemTotal, c.gpuMemAlloc, c.gpuMemUsed, c.gpuCoresAlloc, c.gpuSharers, c.gpuHealthy, c.sliceMemLimit, c.sliceMemUsed, c.sliceCoresLimit} {
 		ch <- d
 	}
+	c.p.rpcDuration.Describe(ch)
 }
 
 type sliceKey struct {
@@ -81,6 +82,7 @@ type sliceKey struct {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.p.rpcDuration.Collect(ch)
 	node := c.p.cfg.NodeName
 	slices, owners := c.p.ledger.Snapshot()
 	type agg struct {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,6 +51,9 @@ type Plugin struct {
 	ledger  *Ledger
 	resp    responder
 
+	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
+	rpcDuration *prometheus.HistogramVec
+
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
 	registered int           // successful registrations, for tests and logs
@@ -75,7 +79,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
 	}
-	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{})}
+	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
 	var uuids []string
 	for _, g := range gpus {
 		if g.MIGEnabled {

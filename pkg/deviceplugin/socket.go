@@ -111,7 +111,7 @@ func (p *Plugin) listen(sock string) (*grpc.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary), grpc.ChainStreamInterceptor(recoverStream))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(p.observeUnary, recoverUnary), grpc.ChainStreamInterceptor(recoverStream))
 	pluginapi.RegisterDevicePluginServer(srv, p)
 	go func() {
 		if err := srv.Serve(l); err != nil {

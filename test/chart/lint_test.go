@@ -60,7 +60,7 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 }
 
 // The dashboard is valid JSON whose queries use only metrics defined in pkg/ and the labels of
-// pkg/metrics (plus each metric's own: verb, outcome, resource, result, le).
+// pkg/metrics (plus each metric's own: verb, outcome, resource, result, le, method, code).
 func TestDashboard(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "hami-go.json"))
 	if err != nil {
@@ -81,7 +81,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
 	defined := definedMetrics(t)
-	allowed := append(slices.Clone(hmetrics.SliceLabels), "verb", "outcome", "resource", "result", "le")
+	allowed := append(slices.Clone(hmetrics.SliceLabels), "verb", "outcome", "resource", "result", "le", "method", "code")
 	metricRE := regexp.MustCompile(`\bhami_go_[a-z0-9_]+`)
 	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
 	legendRE := regexp.MustCompile(`\{\{(\w+)\}\}`)
@@ -126,7 +126,8 @@ func TestDashboard(t *testing.T) {
 	for _, n := range []string{"hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib",
 		"hami_go_gpu_memory_total_bytes", "hami_go_gpu_memory_allocated_bytes", "hami_go_gpu_memory_used_bytes",
 		"hami_go_gpu_cores_allocated_percent", "hami_go_gpu_sharers", "hami_go_gpu_healthy",
-		"hami_go_slice_memory_limit_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent"} {
+		"hami_go_slice_memory_limit_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent",
+		"hami_go_device_plugin_request_duration_seconds"} {
 		if !used[n] {
 			t.Errorf("dashboard does not show %s", n)
 		}
