@@ -90,7 +90,8 @@ func FitScoreView(v *NodeView, req *device.PodRequest) (score int, ok bool) {
 			return 0, false // the node's totals would depend on which GPUs Pick takes
 		}
 		// capacityRefusal with nothing of the pod booked yet.
-		if !g.excl && !(excl && g.sharers > 0) && g.sharers+1 <= v.split && g.usedMiB+m <= g.capMiB && g.cores+cores <= 100 {
+		// In int64, so that no sum of packed int32 figures wraps.
+		if !g.excl && !(excl && g.sharers > 0) && int64(g.sharers)+1 <= int64(v.split) && g.usedMiB+m <= g.capMiB && int64(g.cores)+int64(cores) <= 100 {
 			found++
 		}
 		t.add(g.usedMiB, g.capMiB, int(g.sharers), int(v.split))

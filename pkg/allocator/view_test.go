@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 
@@ -94,6 +95,17 @@ func TestFitScoreViewByHand(t *testing.T) {
 	if _, ok := FitScoreView(&NodeView{}, pod(ctr("c", 1, 1, 0))); ok {
 		t.Error("the zero view answered")
 	}
+	// Figures at the edge of the packed int32 fields do not wrap into a fit.
+	var edge NodeView
+	if !edge.Set(inv, []GPUUsage{{CoresPercent: math.MaxInt32 - 10}, {Sharers: math.MaxInt32}}) {
+		t.Fatal("Set refused int32-sized usage")
+	}
+	inv.GPUs[1].Healthy = true
+	edge.Set(inv, []GPUUsage{{CoresPercent: math.MaxInt32 - 10}, {Sharers: math.MaxInt32}})
+	if s, ok := FitScoreView(&edge, pod(ctr("c", 1, 1, 20))); ok {
+		t.Errorf("a GPU with %d percent cores or %d slices booked took the pod (score %d)", math.MaxInt32-10, math.MaxInt32, s)
+	}
+	inv.GPUs[1].Healthy = false
 	if v.Set(inv, []GPUUsage{{}}) {
 		t.Error("Set accepted a usage slice shorter than the GPUs")
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
-// rpcBuckets are the latency buckets of the kubelet's calls, seconds: 100 µs to 26 s by factors
+// rpcBuckets are the latency buckets of the kubelet's calls, seconds: 100 µs to 105 s by factors
 // of 4 (an Allocate answered from memory takes well under a millisecond; one that waits for the
-// extender's plan takes up to --allocate-wait).
-var rpcBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+// extender's plan takes up to --allocate-wait, at most 30 s).
+var rpcBuckets = prometheus.ExponentialBuckets(0.0001, 4, 11)
 
 // newRPCDuration is hami_go_device_plugin_request_duration_seconds{node, method, code}: how long
 // each kubelet call on node took, by gRPC method (Allocate, GetPreferredAllocation, ...) and
@@ -28,7 +28,7 @@ func newRPCDuration(node string) *prometheus.HistogramVec {
 	}, []string{"method", "code"})
 }
 
-// observeUnary records each unary call's duration (the plugin's clock) in p.rpcDuration. It is
+// observeUnary records each unary call's duration (not the ListAndWatch stream's) (the plugin's clock) in p.rpcDuration. It is
 // the outermost interceptor, so a call whose panic recoverUnary turned into Internal counts too.
 func (p *Plugin) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := p.opts.Clock.Now()

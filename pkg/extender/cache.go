@@ -342,6 +342,15 @@ func (c *Cache) ownBooking(k PodKey) *booking {
 	return c.pods[k]
 }
 
+// ownBookingPinned returns the pod's booking and whether it is pinned to its node because its
+// last bind may yet be committed there (booking.maybeBound), both read under mu.
+func (c *Cache) ownBookingPinned(k PodKey) (*booking, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.pods[k]
+	return b, b != nil && b.maybeBound
+}
+
 // GPUUsage is one GPU's booked usage, for inspection and metrics.
 type GPUUsage struct {
 	Node  string

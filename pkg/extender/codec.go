@@ -35,6 +35,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		http.Error(w, "reading request: "+err.Error(), http.StatusBadRequest)
 		return false
 	}
+	// The decoder recurses once per nesting level without a limit, and a runtime stack overflow
+	// is fatal (no recover): refuse deep bodies first, as encoding/json does past 10,000 levels.
+	if err := checkDepth(buf.Bytes(), maxDepth); err != nil {
+		http.Error(w, fmt.Sprintf("malformed %T: %v", v, err), http.StatusBadRequest)
+		return false
+	}
 	// Strings are copied out of buf (no DontCopyString): the pod and node names outlive the call
 	// in the cache, and buf goes back to the pool.
 	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
@@ -56,4 +62,37 @@ func reply(w http.ResponseWriter, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(*buf)
+}
+
+// maxDepth is the deepest nesting of arrays and objects a request may have: encoding/json's own
+// limit (its scanner's maxNestingDepth). A pod nests about 10 levels.
+const maxDepth = 10000
+
+// checkDepth reports an error naming the byte offset where JSON text b nests arrays and objects
+// deeper than limit. It only counts brackets outside strings (escapes honoured), in one pass
+// without recursion; whether b is valid JSON is left to the decoder.
+func checkDepth(b []byte, limit int) error {
+	depth, inString, escaped := 0, false, false
+	for i, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return fmt.Errorf("nesting deeper than %d levels at byte %d", limit, i)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
 }

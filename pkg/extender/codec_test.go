@@ -84,3 +84,38 @@ func TestCodecMalformed(t *testing.T) {
 		t.Fatalf("got %d %q", rec.Code, rec.Body)
 	}
 }
+
+// A body nested 2,000,000 levels deep (4 MB, well under the body limit) crashed the process: the
+// decoder recurses per level and a stack overflow cannot be recovered. It is refused with 400
+// before decoding, at encoding/json's limit of 10,000 levels; brackets inside strings (with
+// escaped quotes) do not count, and a pod's ordinary nesting passes.
+func TestCodecRefusesDeepNesting(t *testing.T) {
+	deep := `{"Unknown":` + strings.Repeat("[", 2_000_000) + strings.Repeat("]", 2_000_000) + `,"NodeNames":["a"]}`
+	rec := httptest.NewRecorder()
+	var args extenderv1.ExtenderArgs
+	if decode(rec, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(deep)), &args) {
+		t.Fatal("a body nested 2,000,000 deep was accepted")
+	}
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "nesting deeper than 10000 levels at byte 10010") {
+		t.Fatalf("got %d %q", rec.Code, rec.Body)
+	}
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"NodeNames":["` + strings.Repeat("[", 20000) + `"]}`, true},                   // brackets in a string
+		{`{"NodeNames":["a\"` + strings.Repeat("{", 20000) + `"]}`, true},                // after an escaped quote
+		{`{"U":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, false}, // 10,001 levels
+		{`{"U":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, true},    // 10,000 levels
+	} {
+		if err := checkDepth([]byte(tc.body), maxDepth); (err == nil) != tc.ok {
+			t.Errorf("checkDepth(%.40q...): %v, want ok=%v", tc.body, err, tc.ok)
+		}
+	}
+	ok := httptest.NewRecorder()
+	p := testPod("default", "web", gpuCtr("main", 1, "8000", 0))
+	names := []string{"node-1"}
+	if !decode(ok, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(mustJSON(t, extenderv1.ExtenderArgs{Pod: p, NodeNames: &names}))), &args) {
+		t.Fatalf("an ordinary filter call was refused: %d %s", ok.Code, ok.Body)
+	}
+}

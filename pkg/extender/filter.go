@@ -53,7 +53,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		return extenderv1.ExtenderFilterResult{NodeNames: &all}
 	}
 	k := KeyOfPod(p)
-	own := c.ownBooking(k)
+	own, pinned := c.ownBookingPinned(k)
 	ownNS := c.bookedNode(own)
 	now := c.clock.Now()
 	fit := make([]string, 0, len(names))
@@ -73,6 +73,10 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		ns := states[i]
 		if ns == nil {
 			fail(&unres, n, errNoInventory)
+			continue
+		}
+		if pinned && ns != ownNS {
+			fail(&unres, n, "the pod's bind to node "+own.node+" timed out and may still be committed there; no other node until the API shows its outcome (at most "+c.cfg.ReservationTTL.String()+")")
 			continue
 		}
 		ns.mu.Lock()

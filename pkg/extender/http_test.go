@@ -58,6 +58,14 @@ func TestHTTPWireFormat(t *testing.T) {
 	if code != 200 || string(body) != `[{"Host":"node-1","Score":10}]` {
 		t.Fatalf("prioritize %d %s", code, body)
 	}
+	// A pod of another scheduler scores 0 everywhere: the list stays whole (kube-scheduler then
+	// draws its random tie-breaker for every node, as without the extender's scores).
+	other := testPod("default", "other", gpuCtr("main", 1, "1000", 0))
+	other.Spec.SchedulerName = "default-scheduler"
+	code, body = post(t, srv.URL+"/prioritize", mustJSON(t, extenderv1.ExtenderArgs{Pod: other, NodeNames: &all}))
+	if code != 200 || string(body) != `[{"Host":"node-1","Score":0},{"Host":"node-x","Score":0}]` {
+		t.Fatalf("prioritize of a pod scored 0 everywhere: %d %s", code, body)
+	}
 	code, body = post(t, srv.URL+"/bind", mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "web", PodNamespace: "default", PodUID: p.UID, Node: "node-1"}))
 	if code != 200 || string(body) != `{"Error":""}` {
 		t.Fatalf("bind %d %s", code, body)

@@ -464,8 +464,11 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after the timeout: %q %q, want node-1 reserved", n, st)
 	}
-	// kube-scheduler retries the pod; node-2 comes first among equally scored nodes.
-	if res := c.Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
+	// kube-scheduler retries the pod; node-2 comes first among equally scored nodes. Only
+	// node-1 passes: node-2 is refused with a reason (no bind there could succeed meanwhile).
+	res := c.Filter(p, []string{"node-2", "node-1"})
+	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] != "node-1" ||
+		!strings.Contains(res.FailedAndUnresolvableNodes["node-2"], "the pod's bind to node node-1 timed out and may still be committed there") {
 		t.Fatalf("retry filter: %+v", res)
 	}
 	if n, _, _ := c.PodState(KeyOfPod(p)); n != "node-1" {
@@ -494,6 +497,42 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	}
 	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "planned" {
 		t.Fatalf("after the second bind: %q %q, want node-1 planned", n, st)
+	}
+}
+
+// A pinned booking (its bind timed out) whose outcome never shows up goes after ReservationTTL,
+// like any reservation: the pod is free to go elsewhere, and no capacity stays booked.
+func TestBindTimeoutBookingExpires(t *testing.T) {
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
+	e := newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	c := e.ext.cache
+	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
+	e.create(p)
+	e.mu.Lock()
+	e.bindErr = context.DeadlineExceeded
+	e.mu.Unlock()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+		t.Fatal("bind succeeded")
+	}
+	e.clock.Step(c.cfg.ReservationTTL / 2)
+	c.Sweep()
+	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+		t.Fatalf("half a TTL later: %q %q, want still node-1 reserved", n, st)
+	}
+	e.clock.Step(c.cfg.ReservationTTL)
+	c.Sweep()
+	if n, st, _ := c.PodState(KeyOfPod(p)); n != "" || st != "" {
+		t.Fatalf("after the TTL: %q %q, want no booking", n, st)
+	}
+	if u := gpuUse(c, "node-1", 0); u.MemoryMiB != 0 || u.Sharers != 0 {
+		t.Fatalf("node-1 still books %+v", u)
+	}
+	for _, n := range names { // the device plugins kept renewing meanwhile
+		c.OnLease(testLease(n, e.clock.Now()))
+	}
+	if res := c.Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
+		t.Fatalf("filter after the TTL: %+v", res)
 	}
 }
 

@@ -58,6 +58,7 @@ func (c *Cache) OnNodeDelete(obj any) {
 	}
 	ns.mu.Lock()
 	ns.inv, ns.invRaw, ns.invErr = nil, "", errNoInventory
+	ns.refreshCompact()
 	ns.gen++
 	ns.mu.Unlock()
 }

@@ -97,14 +97,26 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 	return mux
 }
 
-// scoredOnly drops the hosts scored 0, keeping the order of the others. kube-scheduler adds
-// each listed host's score × weight to that node's total and nothing for a host left out
-// (k8s.io/kubernetes pkg/scheduler/schedule_one.go, prioritizeNodes), so every node's total is
-// the same, and its encoding/json decoder reads only the scored hosts: a full list of 5,000
-// costs it about 3 ms per pod (docs/bench/report.md). Only its tie-break among equal totals
-// differs: it draws a random tie-breaker for listed hosts alone.
+// scoredOnly drops the hosts scored 0, keeping the order of the others, unless no host scores
+// above 0 (then the list is kept whole). kube-scheduler adds each listed host's score × weight
+// to that node's total and nothing for a host left out (k8s.io/kubernetes
+// pkg/scheduler/schedule_one.go, prioritizeNodes), so every node's total is the same, and its
+// encoding/json decoder reads only the scored hosts: a full list of 5,000 costs it about 3 ms
+// per pod (docs/bench/report.md). What changes is its tie-break among equal totals: it draws a
+// random tie-breaker only for hosts an extender listed, so a host left out never wins a tie
+// against a listed one (which scores higher here); keeping the whole list when nothing scores
+// keeps the random draw among all-equal nodes.
 func scoredOnly(l extenderv1.HostPriorityList) extenderv1.HostPriorityList {
-	out := l[:0]
+	n := 0
+	for _, h := range l {
+		if h.Score != 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return l
+	}
+	out := make(extenderv1.HostPriorityList, 0, n)
 	for _, h := range l {
 		if h.Score != 0 {
 			out = append(out, h)
