@@ -225,10 +225,20 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeS
 // kube-scheduler binds where the capacity is already booked. Pods that are not the extender's
 // score 0.
 func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
-	out := make(extenderv1.HostPriorityList, len(names))
+	return c.PrioritizeInto(nil, p, names)
+}
+
+// PrioritizeInto is Prioritize writing into dst's array when it holds len(names) entries (a
+// new one otherwise), so that a caller can reuse one list across calls.
+func (c *Cache) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	out := dst[:0]
+	if cap(out) < len(names) {
+		out = make(extenderv1.HostPriorityList, len(names))
+	}
+	out = out[:len(names)]
 	req, ours, err := c.ParseRequest(p)
 	for i, n := range names {
-		out[i].Host = n
+		out[i] = extenderv1.HostPriority{Host: n}
 	}
 	if err != nil || !ours {
 		return out

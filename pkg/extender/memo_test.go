@@ -150,3 +150,27 @@ func TestByScoreOrder(t *testing.T) {
 		t.Fatalf("stopped after 2: %q", got)
 	}
 }
+
+// PrioritizeInto reuses a list long enough and resets every entry: scores of a previous call
+// never leak into the next one; a short list is replaced.
+func TestPrioritizeIntoReuses(t *testing.T) {
+	c := memoCache(t, testInventory("node-1", 1, 10000, 10), testInventory("node-2", 1, 10000, 10))
+	names := []string{"node-1", "node-2"}
+	p := testPod("default", "p", gpuCtr("main", 1, "2000", 0))
+	c.Filter(p, names)
+	want := c.Prioritize(p, names)
+	dst := make(extenderv1.HostPriorityList, 2, 8)
+	dst[0], dst[1] = extenderv1.HostPriority{Host: "stale", Score: 7}, extenderv1.HostPriority{Host: "stale", Score: 7}
+	got := c.PrioritizeInto(dst, p, names)
+	if &got[0] != &dst[0] || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("into a reusable list: %+v, want %+v in the same array", got, want)
+	}
+	other := testPod("default", "o", gpuCtr("main", 1, "2000", 0))
+	other.Spec.SchedulerName = "default-scheduler"
+	if got := c.PrioritizeInto(got, other, names); got[0].Score != 0 || got[1].Score != 0 || got[1].Host != "node-2" {
+		t.Fatalf("a pod that is not the extender's kept old scores: %+v", got)
+	}
+	if got := c.PrioritizeInto(make(extenderv1.HostPriorityList, 0, 1), p, names); len(got) != 2 || got[0] != want[0] {
+		t.Fatalf("into a short list: %+v", got)
+	}
+}

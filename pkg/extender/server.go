@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,7 +56,11 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
 			return "bad_request"
 		}
-		reply(w, scoredOnly(e.cache.Prioritize(args.Pod, *args.NodeNames)))
+		all := scorePool.Get().(*extenderv1.HostPriorityList)
+		*all = e.cache.PrioritizeInto(*all, args.Pod, *args.NodeNames)
+		reply(w, scoredOnly(*all))
+		clear(*all) // drop the node names until the next call
+		scorePool.Put(all)
 		return "ok"
 	}))
 	mux.HandleFunc("POST /bind", e.verb("bind", func(w http.ResponseWriter, r *http.Request) string {
@@ -96,6 +101,9 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 	}
 	return mux
 }
+
+// scorePool holds full score lists between prioritize calls (5,000 nodes: 120 KB each).
+var scorePool = sync.Pool{New: func() any { return new(extenderv1.HostPriorityList) }}
 
 // scoredOnly drops the hosts scored 0, keeping the order of the others, unless no host scores
 // above 0 (then the list is kept whole). kube-scheduler adds each listed host's score × weight
