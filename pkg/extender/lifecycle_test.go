@@ -449,18 +449,8 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 // the first; a bind to the same node confirms it; another pod's Filter still sees its capacity
 // booked. (Moving it would let other pods fill the GPU the committed plan holds: over-commit.)
 func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
-	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
-	e := newEnv(t, nil, objs...)
-	e.waitNodes(names...)
+	e, p, _ := timedOutBind(t)
 	c := e.ext.cache
-	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
-	e.create(p)
-	e.mu.Lock()
-	e.bindErr = context.DeadlineExceeded
-	e.mu.Unlock()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
-		t.Fatal("bind succeeded")
-	}
 	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after the timeout: %q %q, want node-1 reserved", n, st)
 	}
@@ -503,18 +493,8 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 // A pinned booking (its bind timed out) whose outcome never shows up goes after ReservationTTL,
 // like any reservation: the pod is free to go elsewhere, and no capacity stays booked.
 func TestBindTimeoutBookingExpires(t *testing.T) {
-	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
-	e := newEnv(t, nil, objs...)
-	e.waitNodes(names...)
+	e, p, names := timedOutBind(t)
 	c := e.ext.cache
-	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
-	e.create(p)
-	e.mu.Lock()
-	e.bindErr = context.DeadlineExceeded
-	e.mu.Unlock()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
-		t.Fatal("bind succeeded")
-	}
 	e.clock.Step(c.cfg.ReservationTTL / 2)
 	c.Sweep()
 	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
@@ -558,4 +538,22 @@ func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
 			t.Errorf("node %s scored %d, want 0 (1 of 80 slices, 100 of 655360 MiB)", h.Host, h.Score)
 		}
 	}
+}
+
+// timedOutBind sets up two nodes of one 24576 MiB GPU, and pod p (1 GPU, 20000 MiB) whose bind to
+// node-1 timed out (the API call returned context.DeadlineExceeded).
+func timedOutBind(t *testing.T) (e *env, p *corev1.Pod, names []string) {
+	t.Helper()
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
+	e = newEnv(t, nil, objs...)
+	e.waitNodes(names...)
+	p = testPod("default", "p", gpuCtr("main", 1, "20000", 0))
+	e.create(p)
+	e.mu.Lock()
+	e.bindErr = context.DeadlineExceeded
+	e.mu.Unlock()
+	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+		t.Fatal("bind succeeded")
+	}
+	return e, p, names
 }
