@@ -18,42 +18,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/hami-go/hami-go/hack/bench/e2eresult"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Result is the JSON this program writes.
-type Result struct {
-	Nodes     int       `json:"nodes"`
-	Pods      int       `json:"pods"`
-	QPS       int       `json:"qps"`
-	GPUMemMiB int64     `json:"gpumemMiB"`
-	Started   time.Time `json:"started"`
-	// Runs in the order they ran (variants interleaved).
-	Runs []RunResult `json:"runs"`
-}
-
-// RunResult is one run of one variant.
-type RunResult struct {
-	// Variant is "extender" or "baseline".
-	Variant string `json:"variant"`
-	Run     int    `json:"run"`
-	// Bound is how many of the pods were bound before the run's timeout.
-	Bound int `json:"bound"`
-	// CreateSeconds is how long creating the pods took (before the scheduler was started).
-	CreateSeconds float64 `json:"createSeconds"`
-	// Seconds from the first binding to the last.
-	Seconds float64 `json:"seconds"`
-	// PodsPerSecond is (Bound-1) / Seconds; SteadyPodsPerSecond is the rate between the 10th and
-	// the 90th percentile binding (without the ramp-up and the tail).
-	PodsPerSecond       float64 `json:"podsPerSecond"`
-	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
-	// SchedulerCPUSeconds is the CPU time (user + system) of the run's kube-scheduler process,
-	// from its start (informer sync included) to its exit after the last binding.
-	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
-	// SelfCPUSeconds is this program's CPU time over the same span: the extender (in the
-	// extender variant), the binding informer and the simulated nodes' Lease renewals.
-	SelfCPUSeconds float64 `json:"selfCPUSeconds"`
-}
+// Result and RunResult are e2esched's JSON (package e2eresult, which hack/bench/report reads).
+type (
+	Result    = e2eresult.Result
+	RunResult = e2eresult.Run
+)
 
 // rates returns, for binding times (any origin), the seconds from the first binding to the last,
 // the rate over that span ((n-1)/seconds) and the steady rate between the 10th and the 90th

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/hami-go/hami-go/hack/bench/e2eresult"
 )
 
 // Series is every measurement of one benchmark (all repetitions), by unit as go test printed it
@@ -117,32 +119,12 @@ func LocalExponent(x0, y0, x1, y1 float64) float64 {
 	return math.Log(y1/y0) / math.Log(x1/x0)
 }
 
-// E2E is hack/bench/e2esched's JSON.
-type E2E struct {
-	Nodes     int      `json:"nodes"`
-	Pods      int      `json:"pods"`
-	QPS       int      `json:"qps"`
-	GPUMemMiB int64    `json:"gpumemMiB"`
-	Runs      []E2ERun `json:"runs"`
-}
-
-// E2ERun is one run of one variant.
-type E2ERun struct {
-	Variant             string  `json:"variant"`
-	Run                 int     `json:"run"`
-	Bound               int     `json:"bound"`
-	CreateSeconds       float64 `json:"createSeconds"`
-	Seconds             float64 `json:"seconds"`
-	PodsPerSecond       float64 `json:"podsPerSecond"`
-	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
-	// SchedulerCPUSeconds and SelfCPUSeconds: CPU time of the run's kube-scheduler and of
-	// e2esched itself (the extender, the binding informer, the Lease renewals), in seconds.
-	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
-	SelfCPUSeconds      float64 `json:"selfCPUSeconds"`
-}
-
-// RunPair is one run number's extender and baseline runs.
-type RunPair struct{ Ext, Base E2ERun }
+// E2E, E2ERun and RunPair are hack/bench/e2esched's JSON (package e2eresult).
+type (
+	E2E     = e2eresult.Result
+	E2ERun  = e2eresult.Run
+	RunPair = e2eresult.RunPair
+)
 
 // ReadE2E reads e2esched's JSON; a missing file is (nil, nil).
 func ReadE2E(path string) (*E2E, error) {
@@ -158,43 +140,4 @@ func ReadE2E(path string) (*E2E, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &e, nil
-}
-
-// Paired returns, for runs 1..n that have both variants, the extender's and the baseline's
-// pods/s and their ratio (extender / baseline) run by run.
-func (e *E2E) Paired() (ext, base, ratio []float64) {
-	for _, p := range e.Pairs() {
-		ext, base = append(ext, p.Ext.PodsPerSecond), append(base, p.Base.PodsPerSecond)
-		ratio = append(ratio, p.Ext.PodsPerSecond/p.Base.PodsPerSecond)
-	}
-	return ext, base, ratio
-}
-
-// Pairs are the runs (Run ≥ 1) where both variants bound every pod and the baseline's rate is
-// positive, by run number.
-func (e *E2E) Pairs() []RunPair {
-	byRun := map[int]map[string]E2ERun{}
-	for _, r := range e.Runs {
-		if r.Run < 1 || r.Bound < e.Pods {
-			continue
-		}
-		if byRun[r.Run] == nil {
-			byRun[r.Run] = map[string]E2ERun{}
-		}
-		byRun[r.Run][r.Variant] = r
-	}
-	runs := make([]int, 0, len(byRun))
-	for k := range byRun {
-		runs = append(runs, k)
-	}
-	sort.Ints(runs)
-	var out []RunPair
-	for _, k := range runs {
-		x, okx := byRun[k]["extender"]
-		y, oky := byRun[k]["baseline"]
-		if okx && oky && y.PodsPerSecond > 0 {
-			out = append(out, RunPair{Ext: x, Base: y})
-		}
-	}
-	return out
 }

@@ -74,22 +74,6 @@ func TestFitLine(t *testing.T) {
 	}
 }
 
-func TestPairedSkipsIncompleteRuns(t *testing.T) {
-	e := &E2E{Pods: 10, Runs: []E2ERun{
-		{Variant: "extender", Run: 0, Bound: 10, PodsPerSecond: 1},
-		{Variant: "extender", Run: 1, Bound: 10, PodsPerSecond: 80},
-		{Variant: "baseline", Run: 1, Bound: 10, PodsPerSecond: 100},
-		{Variant: "extender", Run: 2, Bound: 9, PodsPerSecond: 90},
-		{Variant: "baseline", Run: 2, Bound: 10, PodsPerSecond: 100},
-		{Variant: "baseline", Run: 3, Bound: 10, PodsPerSecond: 50},
-		{Variant: "extender", Run: 3, Bound: 10, PodsPerSecond: 45},
-	}}
-	ext, base, ratio := e.Paired()
-	if len(ratio) != 2 || ext[0] != 80 || base[1] != 50 || ratio[0] != 0.8 || ratio[1] != 0.9 {
-		t.Errorf("paired %v %v %v, want runs 1 and 3: ratios 0.8, 0.9", ext, base, ratio)
-	}
-}
-
 func TestWriteReport(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(in, "go-bench.txt"), []byte(sample), 0o644); err != nil {

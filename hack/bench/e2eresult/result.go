@@ -1,0 +1,84 @@
+// Package e2eresult is the one definition of hack/bench/e2esched's JSON result, written by
+// e2esched and read by hack/bench/report.
+package e2eresult
+
+import (
+	"sort"
+	"time"
+)
+
+// Result is the JSON hack/bench/e2esched writes (--out) and hack/bench/report reads.
+type Result struct {
+	Nodes     int       `json:"nodes"`
+	Pods      int       `json:"pods"`
+	QPS       int       `json:"qps"`
+	GPUMemMiB int64     `json:"gpumemMiB"`
+	Started   time.Time `json:"started"`
+	// Runs in the order they ran (variants interleaved).
+	Runs []Run `json:"runs"`
+}
+
+// Run is one run of one variant.
+type Run struct {
+	// Variant is "extender" or "baseline".
+	Variant string `json:"variant"`
+	Run     int    `json:"run"`
+	// Bound is how many of the pods were bound before the run's timeout.
+	Bound int `json:"bound"`
+	// CreateSeconds is how long creating the pods took (before the scheduler was started).
+	CreateSeconds float64 `json:"createSeconds"`
+	// Seconds from the first binding to the last.
+	Seconds float64 `json:"seconds"`
+	// PodsPerSecond is (Bound-1) / Seconds; SteadyPodsPerSecond is the rate between the 10th and
+	// the 90th percentile binding (without the ramp-up and the tail).
+	PodsPerSecond       float64 `json:"podsPerSecond"`
+	SteadyPodsPerSecond float64 `json:"steadyPodsPerSecond"`
+	// SchedulerCPUSeconds is the CPU time (user + system) of the run's kube-scheduler process,
+	// from its start (informer sync included) to its exit after the last binding.
+	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
+	// SelfCPUSeconds is e2esched's CPU time over the same span: the extender (in the
+	// extender variant), the binding informer and the simulated nodes' Lease renewals.
+	SelfCPUSeconds float64 `json:"selfCPUSeconds"`
+}
+
+// RunPair is one run number's extender and baseline runs.
+type RunPair struct{ Ext, Base Run }
+
+// Paired returns, for runs 1..n that have both variants, the extender's and the baseline's
+// pods/s and their ratio (extender / baseline) run by run.
+func (r *Result) Paired() (ext, base, ratio []float64) {
+	for _, p := range r.Pairs() {
+		ext, base = append(ext, p.Ext.PodsPerSecond), append(base, p.Base.PodsPerSecond)
+		ratio = append(ratio, p.Ext.PodsPerSecond/p.Base.PodsPerSecond)
+	}
+	return ext, base, ratio
+}
+
+// Pairs are the runs (Run ≥ 1) where both variants bound every pod and the baseline's rate is
+// positive, by run number.
+func (r *Result) Pairs() []RunPair {
+	byRun := map[int]map[string]Run{}
+	for _, x := range r.Runs {
+		if x.Run < 1 || x.Bound < r.Pods {
+			continue
+		}
+		if byRun[x.Run] == nil {
+			byRun[x.Run] = map[string]Run{}
+		}
+		byRun[x.Run][x.Variant] = x
+	}
+	runs := make([]int, 0, len(byRun))
+	for k := range byRun {
+		runs = append(runs, k)
+	}
+	sort.Ints(runs)
+	var out []RunPair
+	for _, k := range runs {
+		x, okx := byRun[k]["extender"]
+		y, oky := byRun[k]["baseline"]
+		if okx && oky && y.PodsPerSecond > 0 {
+			out = append(out, RunPair{Ext: x, Base: y})
+		}
+	}
+	return out
+}
