@@ -447,7 +447,8 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 // there. A new Filter of the pod (kube-scheduler retries it) does not move it to another node,
 // even one listed first among equals; a bind to another node is refused with a reason naming
 // the first; a bind to the same node confirms it; another pod's Filter still sees its capacity
-// booked. (Moving it would let other pods fill the GPU the committed plan holds: over-commit.)
+// booked. (Moving it would let other pods fill the GPU the committed plan holds: over-commit,
+// case C04's invariant.)
 func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	e, p, _ := timedOutBind(t)
 	c := e.ext.cache
@@ -517,7 +518,9 @@ func TestBindTimeoutBookingExpires(t *testing.T) {
 }
 
 // Prioritize tops the reserved node even where the policy scores it 0: an empty node under
-// binpack (Filter reserved there because every node scores the same).
+// binpack (Filter reserved there because every node scores the same). Case C04: otherwise
+// kube-scheduler may bind a burst's pod elsewhere and the bind fails on capacity the reservation
+// already holds.
 func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 8, 81920, 10), testInventory("node-2", 8, 81920, 10))
 	e := newEnv(t, nil, objs...)
