@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,9 @@ func TestReRegistrationOnDirectoryEvents(t *testing.T) {
 	// kubelet.sock goes with its listener), then listen on a new kubelet.sock.
 	k.srv.Stop()
 	_ = os.Remove(filepath.Join(dir, KubeletSocketName))
-	if err := os.Remove(filepath.Join(dir, SocketName)); err != nil {
+	// The plugin may already be serving again (it saw kubelet.sock go), in which case its
+	// socket is absent for an instant between its server's stop and its new listener.
+	if err := os.Remove(filepath.Join(dir, SocketName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 	k2 := startFakeKubelet(t, dir)
@@ -75,12 +78,9 @@ func TestReRegistrationOnDirectoryEvents(t *testing.T) {
 	if n := p.Registrations(); n != 3 {
 		t.Errorf("%d registrations, want 3 (start, kubelet restart, socket removed)", n)
 	}
-	p.mu.Lock()
-	failed := p.regFailed
-	p.mu.Unlock()
-	if failed != 0 {
-		t.Errorf("%d failed registration attempts, want 0 (the plugin registered before kubelet.sock existed?)", failed)
-	}
+	// Failed attempts are not counted here: net.Listen binds kubelet.sock (the Create event)
+	// before it listens, so an attempt in that window is refused and retried 50 ms later, as
+	// with a real kubelet. TestRegistrationRetriesAStaleKubeletSocket covers that retry.
 }
 
 // The plugin starts before the kubelet (no kubelet.sock yet): it serves and registers as soon
