@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -25,6 +26,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // writeCert writes a self-signed certificate for 127.0.0.1 with the given serial into dir
@@ -147,6 +149,7 @@ func TestServerTLSReloadHealthMetrics(t *testing.T) {
 			Object: runtime.RawExtension{Raw: podRaw}},
 	}
 	body, _ := json.Marshal(review)
+	ctrlBefore := ctrlWebhookRequests(t)
 	resp, err := client.Post("https://"+addr+PathPods, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -170,10 +173,38 @@ func TestServerTLSReloadHealthMetrics(t *testing.T) {
 	if code, b := get(t, "http://"+s.HealthAddr()+"/readyz"); code != 200 {
 		t.Errorf("/readyz %d %q", code, b)
 	}
+	// controller-runtime's series live in its process-wide registry, so they count every server
+	// this test binary started (go test -count=N): compare with the count before the review.
 	code, b := get(t, "http://"+s.MetricsAddr()+"/metrics")
-	if code != 200 || !strings.Contains(b, `hami_go_webhook_admissions_total{resource="pods",result="patched"} 1`) || !strings.Contains(b, `controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"} 1`) {
-		t.Errorf("/metrics %d:\n%s", code, grep(b, "webhook"))
+	if code != 200 || !strings.Contains(b, `hami_go_webhook_admissions_total{resource="pods",result="patched"} 1`) ||
+		!strings.Contains(b, fmt.Sprintf(`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"} %d`, ctrlBefore+1)) {
+		t.Errorf("/metrics %d (controller-runtime count before the review: %d):\n%s", code, ctrlBefore, grep(b, "webhook"))
 	}
+}
+
+// ctrlWebhookRequests reads controller-runtime's count of answered reviews for /mutate-pods
+// from its process-wide registry (0 before the first).
+func ctrlWebhookRequests(t *testing.T) int {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["code"] == "200" && labels["webhook"] == PathPods {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
 }
 
 func TestNewServerRejectsBadConfig(t *testing.T) {
