@@ -1,5 +1,10 @@
 package device
 
+import (
+	"strconv"
+	"strings"
+)
+
 // DeviceGrant is one physical GPU handed to a container, with the slice's limits on it.
 type DeviceGrant struct {
 	// UUID of the physical GPU.
@@ -43,4 +48,40 @@ func (a *Allocation) Container(name string) *ContainerAllocation {
 		}
 	}
 	return nil
+}
+
+// SlotKey renders an allocation positionally: the kind and the devices (UUID, MiB, percent) of
+// each container, in order; container names and slice IDs are left out. Two pods of one
+// signature group (design.md "Matching Allocate to a pod") whose allocations have the same
+// SlotKey hold interchangeable slots: the kubelet's Allocate cannot tell them apart.
+func SlotKey(a *Allocation) string {
+	var b strings.Builder
+	for _, c := range a.Containers {
+		b.WriteString(string(c.Kind))
+		for _, d := range c.Devices {
+			b.WriteByte(' ')
+			b.WriteString(d.UUID)
+			b.WriteByte(':')
+			b.WriteString(strconv.FormatInt(d.MemoryMiB, 10))
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(d.CoresPercent))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// Renamed returns a copy of slot that carries the container names of owner, by position, and
+// no slice IDs: slot as owner's allocation (owner may be nil: names kept).
+func Renamed(slot, owner *Allocation) *Allocation {
+	out := &Allocation{Node: slot.Node, Containers: make([]ContainerAllocation, len(slot.Containers))}
+	for i, c := range slot.Containers {
+		c.SliceIDs = nil
+		c.Devices = append([]DeviceGrant(nil), c.Devices...)
+		if owner != nil && i < len(owner.Containers) {
+			c.Name = owner.Containers[i].Name
+		}
+		out.Containers[i] = c
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +25,21 @@ import (
 
 // fakePodResources is a test double of the kubelet's PodResources List (unit tests only).
 type fakePodResources struct {
+	mu   sync.Mutex
 	resp *podresourcesapi.ListPodResourcesResponse
 }
 
 func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.resp, nil
+}
+
+// set replaces what List reports (the kubelet admitted or removed pods).
+func (f *fakePodResources) set(prs ...*podresourcesapi.PodResources) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resp = &podresourcesapi.ListPodResourcesResponse{PodResources: prs}
 }
 
 func podRes(ns, pod, ctr, resource string, ids ...string) *podresourcesapi.PodResources {

@@ -44,6 +44,11 @@ type podEntry struct {
 	// containerIDs maps a container's runtime ID ("containerd://…" stripped) to its name, for
 	// per-slice metrics.
 	containerIDs map[string]string
+	// anno is the pod's AnnoPlanned as last seen. republish, when not nil, is the AnnoPlanned to
+	// write instead, so that the planned annotations of the pod's signature group add up to the
+	// group's effective plans again (publish.go).
+	anno      device.Allocation
+	republish *device.Allocation
 }
 
 // nextUnclaimed returns the first container of the plan (kubelet order) that has no claim.
@@ -112,6 +117,7 @@ type Ledger struct {
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}             // closed and replaced on every change
 	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
+	toWrite  []PodRef                  // pods to pass to dirty once mu is released (update)
 }
 
 // NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
@@ -148,12 +154,17 @@ func (l *Ledger) Changed() <-chan struct{} {
 // wins). Pods on this node that ask for the count resource but have no usable plan are kept
 // aside so Allocate can say why they get no slice.
 func (l *Ledger) UpsertPod(p *corev1.Pod) {
+	l.update(func() {
+		l.upsertPodLocked(p)
+		l.notifyLocked()
+	})
+}
+
+// upsertPodLocked is UpsertPod under mu.
+func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	ref := PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	defer l.notifyLocked()
 	if podEnded(p) {
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		delete(l.unplaced, p.UID)
 		return
 	}
@@ -162,11 +173,11 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 		if p.Spec.NodeName == l.node {
 			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s: %v", ref, err)}
 		}
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		return
 	}
 	if !req.UsesGPU() {
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		delete(l.unplaced, p.UID)
 		return
 	}
@@ -175,7 +186,7 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 		if e, had := l.pods[p.UID]; had && len(e.claimed) > 0 {
 			return // keep what was claimed; the annotation vanishing changes nothing handed out
 		}
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		if p.Spec.NodeName == l.node {
 			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s has no %s annotation (not scheduled by %s)", ref, device.AnnoPlanned, device.SchedulerName)}
 		}
@@ -186,14 +197,14 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 		err = checkPlan(&plan, &req)
 	}
 	if err != nil {
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		if p.Spec.NodeName == l.node || p.Spec.NodeName == "" {
 			l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s: annotation %s is malformed: %v", ref, device.AnnoPlanned, err)}
 		}
 		return
 	}
 	if plan.Node != l.node {
-		delete(l.pods, p.UID)
+		l.forgetLocked(p.UID)
 		delete(l.unplaced, p.UID)
 		return
 	}
@@ -213,6 +224,10 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 	}
 	e.sig = device.SignatureOf(&req)
 	e.containerIDs = containerIDs(p)
+	e.anno = plan
+	if e.republish != nil && device.SlotKey(e.republish) == device.SlotKey(&plan) {
+		e.republish = nil // written
+	}
 }
 
 // checkPlan verifies that a planned allocation fits the pod's request: the same GPU containers
@@ -265,11 +280,11 @@ func containerIDs(p *corev1.Pod) map[string]string {
 
 // DeletePod forgets a pod (informer delete).
 func (l *Ledger) DeletePod(uid types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.pods, uid)
-	delete(l.unplaced, uid)
-	l.notifyLocked()
+	l.update(func() {
+		l.forgetLocked(uid)
+		delete(l.unplaced, uid)
+		l.notifyLocked()
+	})
 }
 
 // ClaimedRecord returns the allocation to write as AnnoClaimed on the pod: ok is false when the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -80,6 +81,13 @@ type PodSync struct {
 	resource   string
 	soon       chan struct{}
 	reconcileE time.Duration
+
+	// mu guards written: per pod, the annotation values this plugin last patched. The writer
+	// compares with them before the lister: the informer may not have delivered the plugin's
+	// own last patch yet, and a record changed back to what the stale lister shows (a claim
+	// written, then swapped away) must still be written.
+	mu      sync.Mutex
+	written map[types.UID]map[string]*string
 }
 
 // NewPodSync builds the informer (field selector spec.nodeName=node) and the writer queue.
@@ -93,6 +101,7 @@ func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodRe
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[PodRef]()),
 		soon:       make(chan struct{}, 1),
 		reconcileE: 30 * time.Second,
+		written:    map[types.UID]map[string]*string{},
 	}
 }
 
@@ -119,6 +128,9 @@ func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
 			}
 			if p, ok := o.(*corev1.Pod); ok {
 				l.DeletePod(p.UID)
+				s.mu.Lock()
+				delete(s.written, p.UID)
+				s.mu.Unlock()
 			}
 		},
 	})
@@ -194,35 +206,79 @@ func (s *PodSync) writeLoop(ctx context.Context) {
 	}
 }
 
-// write makes the pod's AnnoClaimed equal the ledger's record (absent when nothing is claimed).
+// write makes the pod's AnnoClaimed equal the ledger's record (absent when nothing is claimed)
+// and, when the ledger republishes the pod's plan (publish.go), its AnnoPlanned too, in one patch.
 func (s *PodSync) write(ctx context.Context, r PodRef) error {
 	rec, ok := s.ledger.ClaimedRecord(r.UID)
 	if !ok {
 		return nil // pod gone or ended
 	}
-	var want *string
+	var claimed, planned *string
 	if len(rec.Containers) > 0 {
 		v, err := device.EncodeAllocation(rec)
 		if err != nil {
 			return err
 		}
-		want = &v
+		claimed = &v
 	}
-	if p, err := s.lister.Pods(r.Namespace).Get(r.Name); err == nil && p.UID == r.UID {
-		cur, has := p.Annotations[device.AnnoClaimed]
-		if (want == nil && !has) || (want != nil && has && cur == *want) {
-			return nil
+	if a := s.ledger.PlannedRewrite(r.UID); a != nil {
+		v, err := device.EncodeAllocation(*a)
+		if err != nil {
+			return err
 		}
+		planned = &v
 	}
-	return PatchClaimed(ctx, s.client, r, want)
+	if s.current(r, device.AnnoClaimed, claimed) && (planned == nil || s.current(r, device.AnnoPlanned, planned)) {
+		return nil
+	}
+	if err := PatchRecords(ctx, s.client, r, planned, claimed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.written[r.UID]
+	if w == nil {
+		w = map[string]*string{}
+		s.written[r.UID] = w
+	}
+	w[device.AnnoClaimed] = claimed
+	if planned != nil {
+		w[device.AnnoPlanned] = planned
+	}
+	return nil
 }
 
-// PatchClaimed sets (or, with nil, removes) the pod's AnnoClaimed by a merge patch that carries
-// the pod's UID as a precondition (a re-created pod of the same name is never touched).
-func PatchClaimed(ctx context.Context, c kubernetes.Interface, r PodRef, value *string) error {
+// current reports whether the pod's annotation anno already has value (nil: absent): as this
+// plugin last patched it, else as the lister has it; false when neither knows the pod.
+func (s *PodSync) current(r PodRef, anno string, value *string) bool {
+	same := func(cur *string) bool { return (cur == nil) == (value == nil) && (cur == nil || *cur == *value) }
+	s.mu.Lock()
+	last, ok := s.written[r.UID][anno]
+	s.mu.Unlock()
+	if ok {
+		return same(last)
+	}
+	p, err := s.lister.Pods(r.Namespace).Get(r.Name)
+	if err != nil || p.UID != r.UID {
+		return false
+	}
+	if cur, has := p.Annotations[anno]; has {
+		return same(&cur)
+	}
+	return same(nil)
+}
+
+// PatchRecords sets (or, with nil, removes) the pod's AnnoClaimed and, when planned is not nil,
+// sets its AnnoPlanned, by one merge patch that carries the pod's UID as a precondition (a
+// re-created pod of the same name is never touched).
+func PatchRecords(ctx context.Context, c kubernetes.Interface, r PodRef, planned, claimed *string) error {
+	annos := map[string]any{device.AnnoClaimed: claimed}
+	if planned != nil {
+		annos[device.AnnoPlanned] = *planned
+	}
 	patch := map[string]any{"metadata": map[string]any{
 		"uid":         r.UID,
-		"annotations": map[string]any{device.AnnoClaimed: value},
+		"annotations": annos,
 	}}
 	b, err := json.Marshal(patch)
 	if err != nil {

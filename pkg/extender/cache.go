@@ -59,9 +59,9 @@ type booking struct {
 	claimed *device.Allocation
 	alloc   *device.Allocation
 	charge  allocator.Charge
-	// claimSeq orders claimed records by when the cache first saw them (Cache.seq; 0 without
-	// a claim): of two records naming one slice, the later one is the device plugin's truth.
-	claimSeq uint64
+	// claimAt orders claimed records (zero without a claim; order.go): of two records naming
+	// one slice, the later one is the device plugin's truth.
+	claimAt stamp
 	// since is when the booking entered its current stage.
 	since time.Time
 	// maybeBound marks a reservation left by a bind whose outcome is unknown (timeout, transport
@@ -88,13 +88,14 @@ type nodeState struct {
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[PodKey]*booking
-	// released maps a slice ID to the Cache.seq at which the pod holding it (the latest claimed
-	// record naming it) was released: claimed records seen before that are stale (groups.go).
-	// Bounded by the node's slice IDs.
-	released map[string]uint64
-	// adjust holds, per signature group, the slots the group's pool gains and loses because a
-	// member that held another member's planned slot went (groups.go, slotAdjust).
-	adjust map[device.Signature]map[string]*slotAdjust
+	// released maps a slice ID to when the pod holding it (the latest claimed record naming it)
+	// was released: claimed records older than that are stale (groups.go). Bounded by the
+	// node's slice IDs.
+	released map[string]stamp
+	// moves holds, per signature group, the slots the group's pool gains and loses because a
+	// member that held another member's planned slot went, until the device plugin's
+	// republished annotation carries them (groups.go, slotMove).
+	moves map[device.Signature][]slotMove
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
 	at []allocator.GPUUsage
@@ -147,7 +148,7 @@ type Cache struct {
 	mu   sync.Mutex
 	pods map[PodKey]*booking
 	gone map[PodKey]time.Time
-	// seq counts claimed records seen and slice releases (claimSeq, nodeState.released).
+	// seq counts claimed records seen and slice releases (stamp.seq).
 	seq     uint64
 	changed chan struct{}
 	nodesMu sync.RWMutex
@@ -202,12 +203,13 @@ func (c *Cache) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// removeLocked takes b off its node and out of the pod index. Caller holds mu.
-func (c *Cache) removeLocked(b *booking) {
+// removeLocked takes b off its node and out of the pod index. rv is the resourceVersion of the
+// event that ended the pod (0 when the cache drops b itself). Caller holds mu.
+func (c *Cache) removeLocked(b *booking, rv uint64) {
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
-	c.releaseSlicesLocked(ns, b)
+	c.releaseSlicesLocked(ns, b, rv)
 	delete(ns.members, b.key)
 	c.normalizeLocked(ns, b)
 	ns.recompute()
@@ -220,15 +222,15 @@ func (c *Cache) removeLocked(b *booking) {
 // released, so that older records naming them are stale; and when that record is another
 // member's planned slot (the device plugin's Reconcile swapped plans), the device plugin frees
 // that slot, not b's planned one, which it handed to the member that took b's place: the group's
-// pool keeps b's planned slot and loses the claimed one (slotAdjust). Caller holds mu and ns.mu.
-func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking) {
+// pool keeps b's planned slot and loses the claimed one (slotMove). Caller holds mu and ns.mu.
+func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking, rv uint64) {
 	if b.stage != stageClaimed || b.claimed == nil || ns.members[b.key] != b {
 		return
 	}
 	var ids []string
 	for _, ct := range b.claimed.Containers {
 		for _, id := range ct.SliceIDs {
-			if ns.released[id] > b.claimSeq || laterClaim(ns, b, id) {
+			if ns.released[id].after(b.claimAt) || laterClaim(ns, b, id) {
 				return // a stale record: the slices are another pod's now
 			}
 			ids = append(ids, id)
@@ -238,25 +240,24 @@ func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking) {
 		return
 	}
 	if ns.released == nil {
-		ns.released = map[string]uint64{}
+		ns.released = map[string]stamp{}
 	}
-	c.seq++
+	at := c.nextStamp(rv)
 	for _, id := range ids {
-		ns.released[id] = c.seq
+		ns.released[id] = at
 	}
 	if b.hasKey && b.planned != nil && len(b.claimed.Containers) == len(b.planned.Containers) {
-		if kc, kp := slotKey(b.claimed), slotKey(b.planned); kc != kp {
-			ns.adjustSlot(b.sig, kp, b.planned, +1)
-			ns.adjustSlot(b.sig, kc, b.claimed, -1)
+		if kc, kp := device.SlotKey(b.claimed), device.SlotKey(b.planned); kc != kp {
+			ns.addMove(b.sig, b.planned, b.claimed)
 		}
 	}
 }
 
 // laterClaim reports whether a member of ns other than b has a claimed record naming slice id
-// seen after b's.
+// later than b's.
 func laterClaim(ns *nodeState, b *booking, id string) bool {
 	for _, m := range ns.members {
-		if m == b || m.stage != stageClaimed || m.claimed == nil || m.claimSeq <= b.claimSeq {
+		if m == b || m.stage != stageClaimed || m.claimed == nil || !m.claimAt.after(b.claimAt) {
 			continue
 		}
 		for _, ct := range m.claimed.Containers {
@@ -274,7 +275,7 @@ func laterClaim(ns *nodeState, b *booking, id string) bool {
 // Caller holds mu and not the node's lock.
 func (c *Cache) putLocked(b *booking) {
 	if old := c.pods[b.key]; old != nil && old != b && old.node != b.node {
-		c.removeLocked(old)
+		c.removeLocked(old, 0)
 	}
 	c.pods[b.key] = b
 	ns := c.nodeOrNew(b.node)
@@ -288,12 +289,15 @@ func (c *Cache) putLocked(b *booking) {
 
 // Release drops whatever the pod holds (deleted or ended pod). Only this exact key is touched
 // (case C12). It remembers the key as gone, so that a racing Filter cannot book it again.
-func (c *Cache) Release(k PodKey) {
+func (c *Cache) Release(k PodKey) { c.release(k, 0) }
+
+// release is Release for an informer event whose pod had resourceVersion rv (0: unknown).
+func (c *Cache) release(k PodKey, rv uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gone[k] = c.clock.Now()
 	if b := c.pods[k]; b != nil {
-		c.removeLocked(b)
+		c.removeLocked(b, rv)
 	} else {
 		c.notifyLocked()
 	}
@@ -312,7 +316,7 @@ func (c *Cache) Sweep() {
 		}
 	}
 	for _, b := range stale {
-		c.removeLocked(b)
+		c.removeLocked(b, 0)
 	}
 	for k, t := range c.gone {
 		if now.Sub(t) > 10*c.cfg.ReservationTTL {

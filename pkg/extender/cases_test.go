@@ -390,7 +390,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 		return ns.leaseTime.Equal(e.clock.Now())
 	})
 	node, stage, alloc := e.ext.cache.PodState(KeyOfPod(big))
-	if node != "node-1" || stage != "planned" || slotKey(alloc) != slotKey(&before) {
+	if node != "node-1" || stage != "planned" || device.SlotKey(alloc) != device.SlotKey(&before) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}
 	e.ext.cache.Filter(small, names)

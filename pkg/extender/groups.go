@@ -2,8 +2,6 @@ package extender
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -18,38 +16,6 @@ import (
 // A slice named by two members' claimed records (the device plugin moving a claim between them,
 // two writes) is charged once: the member whose record is older counts as unclaimed; so does a
 // member whose record names a slice released after it was seen (staleClaims, case C04).
-
-// slotKey renders an allocation positionally (kind and devices of each container; names are not
-// part of it: Allocate never sees them).
-func slotKey(a *device.Allocation) string {
-	var b strings.Builder
-	for _, c := range a.Containers {
-		b.WriteString(string(c.Kind))
-		for _, d := range c.Devices {
-			b.WriteByte(' ')
-			b.WriteString(d.UUID)
-			b.WriteByte(':')
-			b.WriteString(strconv.FormatInt(d.MemoryMiB, 10))
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(d.CoresPercent))
-		}
-		b.WriteByte(';')
-	}
-	return b.String()
-}
-
-// renamed returns slot with the container names of owner's planned allocation (by position).
-func renamed(slot, owner *device.Allocation) *device.Allocation {
-	out := &device.Allocation{Node: slot.Node, Containers: make([]device.ContainerAllocation, len(slot.Containers))}
-	for i, c := range slot.Containers {
-		c.SliceIDs = nil
-		if owner != nil && i < len(owner.Containers) {
-			c.Name = owner.Containers[i].Name
-		}
-		out.Containers[i] = c
-	}
-	return out
-}
 
 func setAlloc(b *booking, a *device.Allocation) {
 	if b.alloc == a {
@@ -76,7 +42,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		c.chargeAlone(changed)
 	}
 	if len(members) == 0 {
-		delete(ns.adjust, changed.sig) // nobody left to hold an adjusted slot
+		delete(ns.moves, changed.sig) // nobody left to hold a moved slot
 		return
 	}
 	sort.Slice(members, func(i, j int) bool {
@@ -101,16 +67,17 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			s = b.claimed
 		}
 		if s != nil {
-			k := slotKey(s)
+			k := device.SlotKey(s)
 			pool[k] = append(pool[k], s)
 		}
 	}
-	for k, adj := range ns.adjust[changed.sig] {
-		for i := 0; i < adj.n; i++ {
-			pool[k] = append(pool[k], adj.slot)
-		}
-		if l := pool[k]; adj.n < 0 {
-			pool[k] = l[:max(len(l)+adj.n, 0)]
+	moves := ns.moves[changed.sig]
+	for _, m := range moves {
+		pool[m.keptKey] = append(pool[m.keptKey], m.kept)
+	}
+	for _, m := range moves {
+		if l := pool[m.lostKey]; len(l) > 0 {
+			pool[m.lostKey] = l[:len(l)-1]
 		}
 	}
 	var unclaimed []*booking
@@ -119,8 +86,8 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			unclaimed = append(unclaimed, b)
 			continue
 		}
-		if take(slotKey(b.claimed)) == nil && b.planned != nil {
-			take(slotKey(b.planned))
+		if take(device.SlotKey(b.claimed)) == nil && b.planned != nil {
+			take(device.SlotKey(b.planned))
 		}
 		setAlloc(b, b.claimed)
 	}
@@ -132,7 +99,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			}
 			continue
 		}
-		if s := take(slotKey(b.planned)); s != nil {
+		if s := take(device.SlotKey(b.planned)); s != nil {
 			setAlloc(b, b.planned)
 		} else {
 			homeless = append(homeless, b)
@@ -153,60 +120,115 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			}
 		}
 		if s == nil {
-			setAlloc(b, b.planned) // only when adjustments removed more slots than remained: charge its own
+			setAlloc(b, b.planned) // only when moves removed more slots than remained: charge its own
 			continue
 		}
-		if b.alloc == nil || slotKey(b.alloc) != slotKey(s) {
-			setAlloc(b, renamed(s, b.planned))
+		if b.alloc == nil || device.SlotKey(b.alloc) != device.SlotKey(s) {
+			setAlloc(b, device.Renamed(s, b.planned))
 		}
 	}
 }
 
-// slotAdjust is what a signature group's pool gains (n > 0) or loses (n < 0) of one slot key
-// beyond its members' planned slots. When a member whose claimed record is another member's
-// planned slot is released, the device plugin frees the claimed slot and has given the member's
-// own planned slot to the member it swapped records with, which the cache cannot see until that
-// member claims it: the pool therefore keeps the released member's planned slot (+1) and drops
-// the claimed one (-1). slot is a representative allocation of the key.
-type slotAdjust struct {
-	n    int
-	slot *device.Allocation
+// slotMove is what a signature group's pool keeps in memory beyond its members' planned slots.
+// When a member whose claimed record is another member's planned slot (lost) is released, the
+// device plugin frees that slot and has given the member's own planned slot (kept) to the member
+// it swapped records with; the cache cannot see that until that member claims it or the plugin
+// republishes a planned annotation (deviceplugin publish.go): the pool therefore holds kept once
+// more and lost once less. Moves are kept one per release, not netted per slot, so that each
+// republished annotation settles the very move it carries (republishedLocked).
+type slotMove struct {
+	kept, lost       *device.Allocation
+	keptKey, lostKey string
 }
 
-// adjustSlot adds d to the group's adjustment of key k (slot a). Caller holds Cache.mu and ns.mu.
-func (ns *nodeState) adjustSlot(sig device.Signature, k string, a *device.Allocation, d int) {
-	if ns.adjust == nil {
-		ns.adjust = map[device.Signature]map[string]*slotAdjust{}
+// addMove records a move in b's group. Caller holds Cache.mu and ns.mu.
+func (ns *nodeState) addMove(sig device.Signature, kept, lost *device.Allocation) {
+	if ns.moves == nil {
+		ns.moves = map[device.Signature][]slotMove{}
 	}
-	g := ns.adjust[sig]
-	if g == nil {
-		g = map[string]*slotAdjust{}
-		ns.adjust[sig] = g
+	ns.moves[sig] = append(ns.moves[sig], slotMove{
+		kept: device.Renamed(kept, kept), lost: device.Renamed(lost, lost),
+		keptKey: device.SlotKey(kept), lostKey: device.SlotKey(lost),
+	})
+}
+
+// republishedLocked settles moves when the device plugin rewrites a member's planned annotation
+// from old's slot to nb's: the plugin does so after a member holding another member's planned
+// slot went, so the annotations now carry the move the cache kept in memory. One rewrite may
+// carry several moves (a member republished twice before its first write landed: old → a → new);
+// it settles the chain of moves that leads from old's slot to nb's. Without one (a restarted
+// cache) nothing changes. Caller holds Cache.mu.
+func (c *Cache) republishedLocked(old, nb *booking) {
+	if !nb.hasKey || old.planned == nil || nb.planned == nil {
+		return
 	}
-	adj := g[k]
-	if adj == nil {
-		adj = &slotAdjust{slot: renamed(a, a)}
-		g[k] = adj
+	lost, kept := device.SlotKey(old.planned), device.SlotKey(nb.planned)
+	if lost == kept {
+		return
 	}
-	adj.n += d
-	if adj.n == 0 {
-		delete(g, k)
+	ns := c.nodeOrNew(nb.node)
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	moves := ns.moves[nb.sig]
+	chain := moveChain(moves, lost, kept)
+	if chain == nil {
+		return
 	}
-	if len(g) == 0 {
-		delete(ns.adjust, sig)
+	left := moves[:0:0]
+	for i, m := range moves {
+		if !chain[i] {
+			left = append(left, m)
+		}
 	}
+	if len(left) == 0 {
+		delete(ns.moves, nb.sig)
+	} else {
+		ns.moves[nb.sig] = left
+	}
+}
+
+// moveChain returns the shortest chain of moves (marked by index) that leads from slot key from
+// to slot key to: the first loses from, each keeps what the next loses, the last keeps to; nil
+// when none does. Breadth first, so a chain never takes a detour through unrelated moves.
+func moveChain(moves []slotMove, from, to string) []bool {
+	via := map[string]int{from: -1} // slot key reached -> index of the move that reached it
+	for frontier := []string{from}; len(frontier) > 0; {
+		var next []string
+		for _, k := range frontier {
+			for i, m := range moves {
+				if m.lostKey != k {
+					continue
+				}
+				if _, seen := via[m.keptKey]; seen {
+					continue
+				}
+				via[m.keptKey] = i
+				if m.keptKey == to {
+					used := make([]bool, len(moves))
+					for at := to; via[at] >= 0; at = moves[via[at]].lostKey {
+						used[via[at]] = true
+					}
+					return used
+				}
+				next = append(next, m.keptKey)
+			}
+		}
+		frontier = next
+	}
+	return nil
 }
 
 // staleClaims returns the claimed members whose claimed record is stale: it names a slice that
-// a record seen later names too, or a slice released (its holder deleted or ended) after the
-// record was seen. A slice is held by one pod at a time. Two records name the same slice while
-// the device plugin moves a claim between interchangeable pods: its Reconcile swaps their records
-// in memory and then patches the two pods' AnnoClaimed one after the other, so the informer shows
-// the new owner's record (the truth) before the old owner's is rewritten. A stale claim counts as
+// a later record names too, or a slice released (its holder deleted or ended) later than the
+// record (stamp orders them). A slice is held by one pod at a time. Two records name the same
+// slice while the device plugin moves a claim between interchangeable pods: its Reconcile swaps
+// their records in memory and then patches the two pods' AnnoClaimed one after the other, in
+// either order; when the new owner's record (the truth) lands first, the old owner's still names
+// the slice until it is rewritten. A stale claim counts as
 // unclaimed (the member holds a slot of the group's pool), so every slice is charged once and,
 // when its holder goes, freed where it was (case C04). Claims without slice IDs are never stale.
 func staleClaims(ns *nodeState, members []*booking) map[*booking]bool {
-	var latest map[string]uint64
+	var latest map[string]stamp
 	for _, b := range members {
 		if b.stage != stageClaimed || b.claimed == nil {
 			continue
@@ -214,9 +236,11 @@ func staleClaims(ns *nodeState, members []*booking) map[*booking]bool {
 		for _, c := range b.claimed.Containers {
 			for _, id := range c.SliceIDs {
 				if latest == nil {
-					latest = map[string]uint64{}
+					latest = map[string]stamp{}
 				}
-				latest[id] = max(latest[id], b.claimSeq)
+				if b.claimAt.after(latest[id]) {
+					latest[id] = b.claimAt
+				}
 			}
 		}
 	}
@@ -227,7 +251,7 @@ func staleClaims(ns *nodeState, members []*booking) map[*booking]bool {
 		}
 		for _, c := range b.claimed.Containers {
 			for _, id := range c.SliceIDs {
-				if latest[id] > b.claimSeq || ns.released[id] > b.claimSeq {
+				if latest[id].after(b.claimAt) || ns.released[id].after(b.claimAt) {
 					if stale == nil {
 						stale = map[*booking]bool{}
 					}

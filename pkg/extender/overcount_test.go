@@ -160,3 +160,47 @@ func TestOvercountSwappedHolderEnds(t *testing.T) {
 	c.OnPodDelete(pp, nil)
 	step("P deleted", 9, 0)
 }
+
+// withRV returns p with resourceVersion rv, as the API server stamps every write.
+func withRV(p *corev1.Pod, rv int) *corev1.Pod {
+	q := p.DeepCopy()
+	q.ResourceVersion = fmt.Sprint(rv)
+	return q
+}
+
+// case C04 after an extender restart: the device plugin's swap is caught between its two
+// patches, so two records name slice X: the holder's, written last (resourceVersion 160), and
+// the old owner's, not yet rewritten (150). The informer lists pods by name, the old owner
+// last. Ordered as listed, the old owner's record would hold X and the holder's be stale; when
+// the old owner is then deleted, X would be freed while the holder runs on it, and GPU-0 would
+// take an 11th slice. Ordered by resourceVersion (KEP-5504), the holder keeps X.
+func TestOvercountRestartListsStaleRecordLast(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	c := memoCache(t, inv)
+	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
+	step := func(what string, want ...int) {
+		t.Helper()
+		checkInvariants(t, c)
+		if got := sharersOf(c, "node-1"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: sharers per GPU %v, want %v", what, got, want)
+		}
+	}
+	for i := 0; i < 9; i++ {
+		p := slicePod(t, fmt.Sprintf("fill-%d", i), "node-1", g0, 1000)
+		c.OnPod(withRV(withClaim(t, p, claimOf(t, p, device.SliceID(g0, i))), 100+i))
+	}
+	old := slicePod(t, "pod-b", "node-1", g0, 1000)    // planned on GPU-0, claimed X first
+	holder := slicePod(t, "pod-a", "node-1", g1, 1000) // planned on GPU-1, runs on X
+	x := claimOf(t, old, device.SliceID(g0, 9))
+	c.OnPod(withRV(withClaim(t, holder, x), 160))
+	c.OnPod(withRV(withClaim(t, old, x), 150))
+	step("listed after the restart", 10, 1)
+	if g := gpuCharged(t, c, holder); g != 0 {
+		t.Fatalf("holder charged on GPU-%d, want GPU-0 (its record, resourceVersion 160, is the later one)", g)
+	}
+	c.OnPodDelete(withRV(withClaim(t, old, x), 170), nil)
+	step("old owner deleted before its record was rewritten", 10, 0)
+	if g := gpuCharged(t, c, holder); g != 0 {
+		t.Fatalf("holder charged on GPU-%d after the old owner went, want GPU-0", g)
+	}
+}

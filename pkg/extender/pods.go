@@ -62,7 +62,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		c.mu.Unlock()
 		if b != nil {
 			klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
-			c.Release(k)
+			c.release(k, resourceVersionOf(p))
 		}
 		return
 	}
@@ -81,7 +81,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	if b != nil && b.node != node && !hasPlanned && !hasClaimed {
 		// Bound elsewhere than booked, without a plan (another scheduler, a preset nodeName):
 		// nothing of ours to charge there, and the booking here is void.
-		c.removeLocked(b)
+		c.removeLocked(b, resourceVersionOf(p))
 		return
 	}
 	planned := decodeAnno(p, device.AnnoPlanned, node)
@@ -114,14 +114,16 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		nb.stage = stageClaimed
 		nb.claimed = claimed
 		if b != nil && b.node == node && sameClaim(b.claimed, claimed) {
-			nb.claimSeq = b.claimSeq
+			nb.claimAt = b.claimAt
 		} else {
-			c.seq++
-			nb.claimSeq = c.seq
+			nb.claimAt = c.nextStamp(resourceVersionOf(p))
 		}
 	}
 	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameClaim(b.claimed, nb.claimed) {
 		return // nothing changed (resync, status update)
+	}
+	if b != nil && b.node == node {
+		c.republishedLocked(b, nb)
 	}
 	c.putLocked(nb)
 }
@@ -138,7 +140,7 @@ func sameAlloc(a, b *device.Allocation) bool {
 			return false
 		}
 	}
-	return slotKey(a) == slotKey(b)
+	return device.SlotKey(a) == device.SlotKey(b)
 }
 
 // sameClaim is sameAlloc that also compares the slice IDs of each container (the device plugin
@@ -215,5 +217,5 @@ func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bo
 		return
 	}
 	klog.V(4).InfoS("Pod deleted; releasing its GPUs", "pod", klog.KObj(p), "uid", p.UID)
-	c.Release(KeyOfPod(p))
+	c.release(KeyOfPod(p), resourceVersionOf(p))
 }
