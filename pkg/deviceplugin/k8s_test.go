@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
@@ -33,6 +34,21 @@ func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourc
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.resp, nil
+}
+
+// startPodSync starts a plugin of 2 test GPUs whose claimed records a PodSync on client writes
+// (a fake clientset: unit tests only), reconciling from pr. It stops when the test ends.
+func startPodSync(t *testing.T, client kubernetes.Interface, pr *fakePodResources) (*Plugin, *PodSync, context.Context) {
+	t.Helper()
+	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
+	p.ledger.dirty = sync.Dirty
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := sync.Start(ctx, p.Ledger()); err != nil {
+		t.Fatal(err)
+	}
+	return p, sync, ctx
 }
 
 // set replaces what List reports (the kubelet admitted or removed pods).
@@ -54,16 +70,9 @@ func TestPodSyncWritesClaims(t *testing.T) {
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-B"}})
 	client := fake.NewClientset(a, b)
-	pr := &fakePodResources{resp: &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
-		podRes("default", "a", "c", "nvidia.com/gpu", "GPU-A::3")}}}
-	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = sync.Dirty
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := sync.Start(ctx, p.Ledger()); err != nil {
-		t.Fatal(err)
-	}
+	pr := &fakePodResources{}
+	pr.set(podRes("default", "a", "c", "nvidia.com/gpu", "GPU-A::3"))
+	p, _, ctx := startPodSync(t, client, pr)
 	claimed := func(name string) string {
 		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -1,7 +1,6 @@
 package deviceplugin
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +24,7 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 	client := fake.NewClientset(c, d)
 	pr := &fakePodResources{}
 	pr.set()
-	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = sync.Dirty
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := sync.Start(ctx, p.Ledger()); err != nil {
-		t.Fatal(err)
-	}
+	p, sync, ctx := startPodSync(t, client, pr)
 	annos := func(name string) map[string]string {
 		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
