@@ -114,6 +114,7 @@ type Ledger struct {
 	mu       sync.Mutex
 	seen     uint64 // last podEntry.seen handed out
 	pods     map[types.UID]*podEntry
+	leaving  map[types.UID]*podEntry   // terminating pods: matched no more, still charged by the extender until gone (publish.go)
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}             // closed and replaced on every change
 	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
@@ -126,14 +127,22 @@ func NewLedger(node string, names device.ResourceNames, clk clock.PassiveClock, 
 	return &Ledger{
 		node: node, names: names, clock: clk,
 		pods:     map[types.UID]*podEntry{},
+		leaving:  map[types.UID]*podEntry{},
 		unplaced: map[types.UID]unplacedPod{},
 		changed:  make(chan struct{}),
 		dirty:    dirty,
 	}
 }
 
+// podEnded reports a pod no Allocate call can be for: terminating or finished.
 func podEnded(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return p.DeletionTimestamp != nil || podFinished(p)
+}
+
+// podFinished reports a pod in phase Succeeded or Failed: the extender releases its slots then
+// (or when the pod is gone), not while it terminates.
+func podFinished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (l *Ledger) notifyLocked() {
@@ -164,7 +173,11 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	ref := PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 	if podEnded(p) {
-		l.forgetLocked(p.UID)
+		if p.DeletionTimestamp != nil && !podFinished(p) {
+			l.leaveLocked(p.UID)
+		} else {
+			l.forgetLocked(p.UID)
+		}
 		delete(l.unplaced, p.UID)
 		return
 	}

@@ -236,6 +236,9 @@ func (s *PodSync) write(ctx context.Context, r PodRef) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, known := s.ledger.ClaimedRecord(r.UID); !known {
+		return nil // gone or terminating since: nothing more is written for it, and the delete handler may have run
+	}
 	w := s.written[r.UID]
 	if w == nil {
 		w = map[string]*string{}

@@ -1,6 +1,8 @@
 package deviceplugin
 
 import (
+	"sort"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -15,49 +17,100 @@ import (
 // plans (the same slots, held by other members), and that sum is all the extender charges
 // unclaimed members from. When a pod goes whose effective plan is not its AnnoPlanned, the group
 // loses a slot it no longer holds (the pod's effective plan) and keeps one nobody planned (its
-// AnnoPlanned). The extender's cache makes up for that in memory (its slotAdjust), but a
-// restarted extender rebuilds from the annotations alone. So the plugin rewrites one remaining
-// member's AnnoPlanned from the lost slot to the kept one, preferring the member whose effective
-// plan is the kept one (its annotation then says where it will run), and the annotations add up
-// again.
+// AnnoPlanned). A restarted extender rebuilds from the annotations alone, so the plugin then
+// rewrites remaining members' AnnoPlanned until the annotations add up again (republishLocked):
+// each slot planned more often than held moves to a slot held more often than planned, on the
+// member that will run there when there is one.
+//
+// A pod counts until the extender releases it: when it is gone or has finished. A terminating
+// pod is matched no more, but stays in the sums (Ledger.leaving), so that the plugin does not
+// rewrite an annotation before the extender has seen the release the rewrite makes up for.
 
-// forgetLocked removes a pod from the ledger and, when its effective plan differs from its
-// planned annotation, republishes one member of its group (above). Caller holds mu.
+// leaveLocked takes a terminating pod out of matching and keeps it in its group's sums until
+// forgetLocked. Caller holds mu.
+func (l *Ledger) leaveLocked(uid types.UID) {
+	if e, ok := l.pods[uid]; ok {
+		delete(l.pods, uid)
+		l.leaving[uid] = e
+	}
+}
+
+// forgetLocked removes a pod from the ledger and republishes its group. Caller holds mu.
 func (l *Ledger) forgetLocked(uid types.UID) {
 	m, ok := l.pods[uid]
+	if !ok {
+		m, ok = l.leaving[uid]
+	}
 	if !ok {
 		return
 	}
 	delete(l.pods, uid)
-	published := m.published()
-	lost, kept := device.SlotKey(&m.plan), device.SlotKey(published)
-	if lost == kept {
+	delete(l.leaving, uid)
+	l.republishLocked(m.sig)
+}
+
+// republishLocked makes the planned annotations of the signature group sig add up to the plans
+// its members hold (above): for each slot held more often than published, one member published
+// on a slot published more often than held gets that slot as its AnnoPlanned, preferring the
+// member whose plan it is, then the first seen. Terminating members count but are not rewritten.
+// Caller holds mu.
+func (l *Ledger) republishLocked(sig device.Signature) {
+	held, published := map[string]int{}, map[string]int{}
+	slot := map[string]*device.Allocation{}
+	var live []*podEntry
+	count := func(e *podEntry) {
+		k := device.SlotKey(&e.plan)
+		held[k]++
+		slot[k] = &e.plan
+		published[device.SlotKey(e.published())]++
+	}
+	for _, e := range l.pods {
+		if e.sig == sig {
+			count(e)
+			live = append(live, e)
+		}
+	}
+	for _, e := range l.leaving {
+		if e.sig == sig {
+			count(e)
+		}
+	}
+	var short []string
+	for k, n := range held {
+		for i := published[k]; i < n; i++ {
+			short = append(short, k)
+		}
+	}
+	if len(short) == 0 {
 		return
 	}
-	// rank 0: a member planned on the lost slot that runs (or will) on the kept one; 1: any
-	// other member planned on the lost slot. Among equals the first seen, for a stable choice.
-	rank := func(e *podEntry) int {
-		if device.SlotKey(&e.plan) == kept {
-			return 0
+	sort.Strings(short)
+	sort.Slice(live, func(i, j int) bool { return live[i].seen < live[j].seen })
+	for _, want := range short {
+		var pick *podEntry
+		for _, e := range live {
+			k := device.SlotKey(e.published())
+			if published[k] <= held[k] {
+				continue // its published slot is not one too many
+			}
+			if pick == nil || device.SlotKey(&e.plan) == want && device.SlotKey(&pick.plan) != want {
+				pick = e
+			}
 		}
-		return 1
-	}
-	var pick *podEntry
-	for _, e := range l.pods {
-		if e.sig != m.sig || device.SlotKey(e.published()) != lost {
+		if pick == nil {
+			klog.InfoS("A signature group's planned annotations do not add up to its plans and no running member can carry the difference", "slot", want)
 			continue
 		}
-		if pick == nil || rank(e) < rank(pick) || rank(e) == rank(pick) && e.seen < pick.seen {
-			pick = e
+		published[device.SlotKey(pick.published())]--
+		published[want]++
+		if r := device.Renamed(slot[want], &pick.anno); device.SlotKey(r) == device.SlotKey(&pick.anno) {
+			pick.republish = nil
+		} else {
+			pick.republish = r
 		}
+		klog.V(2).InfoS("Republishing a planned allocation so that its signature group adds up", "pod", pick.ref.String())
+		l.toWrite = append(l.toWrite, pick.ref)
 	}
-	if pick == nil {
-		klog.InfoS("A pod left with a swapped plan and no member of its group holds its planned slot; the extender's cache keeps the difference in memory only", "pod", m.ref.String())
-		return
-	}
-	pick.republish = device.Renamed(published, &pick.anno)
-	klog.V(2).InfoS("Republishing a planned allocation so that its group adds up after a swapped pod left", "pod", pick.ref.String(), "left", m.ref.String())
-	l.toWrite = append(l.toWrite, pick.ref)
 }
 
 // published is the planned annotation the extender sees for e once pending writes land.

@@ -122,3 +122,56 @@ func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 		t.Fatalf("e's rewrite = %v, want none", got)
 	}
 }
+
+// swappedPair plans c on GPU-A and d on GPU-B (interchangeable), lets the kubelet give c's call
+// to d (Reconcile swaps: d holds GPU-A, c will run on GPU-B), and returns the ledger with the
+// names of the pods queued for writing.
+func swappedPair(t *testing.T) (p *Plugin, c, d *corev1.Pod, dirty *[]string) {
+	t.Helper()
+	dirty = &[]string{}
+	p, _ = newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
+	p.ledger.dirty = func(r PodRef) { *dirty = append(*dirty, r.Name) }
+	c = testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
+	d = testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-B"}})
+	p.Ledger().UpsertPod(c)
+	p.Ledger().UpsertPod(d)
+	mustAlloc(t, p, "GPU-A::0") // matched to c, the kubelet's call was d's
+	p.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-A::0"}}})
+	*dirty = nil
+	return p, c, d, dirty
+}
+
+// A graceful deletion: the extender charges a terminating pod until it is gone, so the plugin
+// republishes only then; a rewrite while d terminates would land before the release it makes
+// up for, and the extender would count the difference twice.
+func TestRepublishWaitsUntilTheTerminatingPodIsGone(t *testing.T) {
+	p, c, d, dirty := swappedPair(t)
+	now := metav1.NewTime(t0.Add(time.Minute))
+	terminating := d.DeepCopy()
+	terminating.DeletionTimestamp = &now
+	p.Ledger().UpsertPod(terminating)
+	if len(*dirty) != 0 || p.Ledger().PlannedRewrite(c.UID) != nil {
+		t.Fatalf("republished while d terminates: queued %v, c's rewrite %v", *dirty, p.Ledger().PlannedRewrite(c.UID))
+	}
+	p.Ledger().DeletePod(d.UID)
+	if got := p.Ledger().PlannedRewrite(c.UID); strings.Join(*dirty, ",") != "c" || got == nil || got.Containers[0].Devices[0].UUID != "GPU-B" {
+		t.Fatalf("after d is gone: queued %v, c's rewrite %v; want c rewritten to GPU-B", *dirty, got)
+	}
+}
+
+// The member chosen to carry the difference goes before its rewrite is written: the sums are
+// taken again without it (here the rest adds up, so nothing more is written).
+func TestRepublishRetargetsWhenTheRewrittenPodGoes(t *testing.T) {
+	p, c, d, dirty := swappedPair(t)
+	e := testPod("e", t0.Add(2*time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(e)
+	p.Ledger().DeletePod(d.UID) // held GPU-A, planned GPU-B: c (planned GPU-A, runs on GPU-B) is rewritten
+	if got := p.Ledger().PlannedRewrite(c.UID); got == nil || got.Containers[0].Devices[0].UUID != "GPU-B" {
+		t.Fatalf("c's rewrite %v, want GPU-B", got)
+	}
+	*dirty = nil
+	p.Ledger().DeletePod(c.UID) // gone before its write: e (planned and running on GPU-A) adds up alone
+	if len(*dirty) != 0 || p.Ledger().PlannedRewrite(e.UID) != nil {
+		t.Fatalf("after c went: queued %v, e's rewrite %v; want nothing (e's annotation is its plan)", *dirty, p.Ledger().PlannedRewrite(e.UID))
+	}
+}

@@ -92,7 +92,7 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 				k, bn, bn, c.cfg.ReservationTTL)
 		}
 		if b != nil {
-			c.removeLocked(b, 0)
+			c.removeLocked(b, "")
 		}
 		ns.mu.Lock()
 		if why := c.unusableLocked(ns, c.clock.Now()); why != "" {
@@ -153,7 +153,7 @@ func (c *Cache) FinishBind(k PodKey, node string, o bindOutcome) {
 		}
 	case outcomeFailed:
 		if b.stage == stageBinding {
-			c.removeLocked(b, 0)
+			c.removeLocked(b, "")
 		}
 	case outcomeUnknown:
 		if b.stage == stageBinding {

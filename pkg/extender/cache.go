@@ -94,7 +94,7 @@ type nodeState struct {
 	released map[string]stamp
 	// moves holds, per signature group, the slots the group's pool gains and loses because a
 	// member that held another member's planned slot went, until the device plugin's
-	// republished annotation carries them (groups.go, slotMove).
+	// republished annotation carries them or Config.ReservationTTL passes (groups.go, slotMove).
 	moves map[device.Signature][]slotMove
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
@@ -204,8 +204,8 @@ func (c *Cache) notifyLocked() {
 }
 
 // removeLocked takes b off its node and out of the pod index. rv is the resourceVersion of the
-// event that ended the pod (0 when the cache drops b itself). Caller holds mu.
-func (c *Cache) removeLocked(b *booking, rv uint64) {
+// event that ended the pod ("" when the cache drops b itself). Caller holds mu.
+func (c *Cache) removeLocked(b *booking, rv string) {
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
@@ -223,7 +223,7 @@ func (c *Cache) removeLocked(b *booking, rv uint64) {
 // member's planned slot (the device plugin's Reconcile swapped plans), the device plugin frees
 // that slot, not b's planned one, which it handed to the member that took b's place: the group's
 // pool keeps b's planned slot and loses the claimed one (slotMove). Caller holds mu and ns.mu.
-func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking, rv uint64) {
+func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking, rv string) {
 	if b.stage != stageClaimed || b.claimed == nil || ns.members[b.key] != b {
 		return
 	}
@@ -248,7 +248,7 @@ func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking, rv uint64) {
 	}
 	if b.hasKey && b.planned != nil && len(b.claimed.Containers) == len(b.planned.Containers) {
 		if kc, kp := device.SlotKey(b.claimed), device.SlotKey(b.planned); kc != kp {
-			ns.addMove(b.sig, b.planned, b.claimed)
+			ns.addMove(b.sig, b.planned, b.claimed, c.clock.Now())
 		}
 	}
 }
@@ -275,7 +275,7 @@ func laterClaim(ns *nodeState, b *booking, id string) bool {
 // Caller holds mu and not the node's lock.
 func (c *Cache) putLocked(b *booking) {
 	if old := c.pods[b.key]; old != nil && old != b && old.node != b.node {
-		c.removeLocked(old, 0)
+		c.removeLocked(old, "")
 	}
 	c.pods[b.key] = b
 	ns := c.nodeOrNew(b.node)
@@ -289,10 +289,10 @@ func (c *Cache) putLocked(b *booking) {
 
 // Release drops whatever the pod holds (deleted or ended pod). Only this exact key is touched
 // (case C12). It remembers the key as gone, so that a racing Filter cannot book it again.
-func (c *Cache) Release(k PodKey) { c.release(k, 0) }
+func (c *Cache) Release(k PodKey) { c.release(k, "") }
 
-// release is Release for an informer event whose pod had resourceVersion rv (0: unknown).
-func (c *Cache) release(k PodKey, rv uint64) {
+// release is Release for an informer event whose pod had resourceVersion rv ("": unknown).
+func (c *Cache) release(k PodKey, rv string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gone[k] = c.clock.Now()
@@ -303,8 +303,9 @@ func (c *Cache) release(k PodKey, rv uint64) {
 	}
 }
 
-// Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL and forgets gone
-// pods after ten times that. Bound pods are never dropped by it (case C14).
+// Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL, drops slot moves
+// older than that (groups.go expireMovesLocked) and forgets gone pods after ten times that.
+// Bound pods are never dropped by it (case C14).
 func (c *Cache) Sweep() {
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -316,8 +317,9 @@ func (c *Cache) Sweep() {
 		}
 	}
 	for _, b := range stale {
-		c.removeLocked(b, 0)
+		c.removeLocked(b, "")
 	}
+	c.expireMovesLocked(now)
 	for k, t := range c.gone {
 		if now.Sub(t) > 10*c.cfg.ReservationTTL {
 			delete(c.gone, k)

@@ -186,7 +186,7 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeS
 	if old != nil {
 		ons := c.nodeOrNew(old.node)
 		before := ons.lockedGen()
-		c.removeLocked(old, 0)
+		c.removeLocked(old, "")
 		ons.mu.Lock()
 		memo.followOwnChange(ons, before)
 		ons.mu.Unlock()

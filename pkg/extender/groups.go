@@ -2,6 +2,9 @@ package extender
 
 import (
 	"sort"
+	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -135,21 +138,69 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 // it swapped records with; the cache cannot see that until that member claims it or the plugin
 // republishes a planned annotation (deviceplugin publish.go): the pool therefore holds kept once
 // more and lost once less. Moves are kept one per release, not netted per slot, so that each
-// republished annotation settles the very move it carries (republishedLocked).
+// republished annotation settles the very move it carries (republishedLocked). A move is a
+// stopgap for the milliseconds until the plugin's rewrite lands: one that no rewrite settled
+// within Config.ReservationTTL (the rewrite's target went first, or a plugin that does not
+// republish) is dropped, and the annotations, which the plugin keeps adding up, stand alone.
 type slotMove struct {
 	kept, lost       *device.Allocation
 	keptKey, lostKey string
+	at               time.Time
 }
 
-// addMove records a move in b's group. Caller holds Cache.mu and ns.mu.
-func (ns *nodeState) addMove(sig device.Signature, kept, lost *device.Allocation) {
+// addMove records a move in b's group, made at now. Caller holds Cache.mu and ns.mu.
+func (ns *nodeState) addMove(sig device.Signature, kept, lost *device.Allocation, now time.Time) {
 	if ns.moves == nil {
 		ns.moves = map[device.Signature][]slotMove{}
 	}
 	ns.moves[sig] = append(ns.moves[sig], slotMove{
 		kept: device.Renamed(kept, kept), lost: device.Renamed(lost, lost),
-		keptKey: device.SlotKey(kept), lostKey: device.SlotKey(lost),
+		keptKey: device.SlotKey(kept), lostKey: device.SlotKey(lost), at: now,
 	})
+}
+
+// expireMovesLocked drops the moves made more than Config.ReservationTTL before now and charges
+// their groups again. Caller holds Cache.mu.
+func (c *Cache) expireMovesLocked(now time.Time) {
+	c.nodesMu.RLock()
+	nodes := make([]*nodeState, 0, len(c.nodes))
+	for _, ns := range c.nodes {
+		nodes = append(nodes, ns)
+	}
+	c.nodesMu.RUnlock()
+	changed := false
+	for _, ns := range nodes {
+		ns.mu.Lock()
+		for sig, moves := range ns.moves {
+			left := moves[:0:0]
+			for _, m := range moves {
+				if now.Sub(m.at) <= c.cfg.ReservationTTL {
+					left = append(left, m)
+				}
+			}
+			if len(left) == len(moves) {
+				continue
+			}
+			klog.V(2).InfoS("Dropping slot moves no republished annotation settled", "node", ns.name, "moves", len(moves)-len(left))
+			if len(left) == 0 {
+				delete(ns.moves, sig)
+			} else {
+				ns.moves[sig] = left
+			}
+			for _, b := range ns.members {
+				if b.hasKey && b.sig == sig {
+					c.normalizeLocked(ns, b)
+					break
+				}
+			}
+			ns.recompute()
+			changed = true
+		}
+		ns.mu.Unlock()
+	}
+	if changed {
+		c.notifyLocked()
+	}
 }
 
 // republishedLocked settles moves when the device plugin rewrites a member's planned annotation

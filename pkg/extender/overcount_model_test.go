@@ -6,8 +6,10 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -29,16 +31,18 @@ type pluginModel struct {
 	claim map[string]string             // slice ID the pod's record claims ("" none)
 	holds map[string]string             // slice ID the kubelet gave the pod ("" not admitted)
 	free  map[string][]string           // free slice IDs per GPU UUID
-	dirty map[string]bool
-	pods  map[string]*corev1.Pod        // as bound (planned annotation set), planned as republished
-	repub map[string]*device.Allocation // planned annotation to write (publish.go)
-	api   map[string]*corev1.Pod        // latest write of each pod, resourceVersion set
-	rv    int                           // the API server's last resourceVersion
+	dirty map[string]bool               // a write is due (claimed record or republished plan)
+	// claimDirty: the pod's claimed record is not written yet.
+	claimDirty map[string]bool
+	pods       map[string]*corev1.Pod        // as bound (planned annotation set), planned as republished
+	repub      map[string]*device.Allocation // planned annotation to write (publish.go)
+	api        map[string]*corev1.Pod        // latest write of each pod, resourceVersion set
+	rv         int                           // the API server's last resourceVersion
 }
 
 func newPluginModel(inv device.Inventory) *pluginModel {
 	m := &pluginModel{plan: map[string]*device.Allocation{}, claim: map[string]string{}, holds: map[string]string{},
-		free: map[string][]string{}, dirty: map[string]bool{}, pods: map[string]*corev1.Pod{}, api: map[string]*corev1.Pod{}, repub: map[string]*device.Allocation{}}
+		free: map[string][]string{}, dirty: map[string]bool{}, claimDirty: map[string]bool{}, pods: map[string]*corev1.Pod{}, api: map[string]*corev1.Pod{}, repub: map[string]*device.Allocation{}}
 	for _, g := range inv.GPUs {
 		for i := 0; i < inv.SplitCount; i++ {
 			m.free[g.UUID] = append(m.free[g.UUID], device.SliceID(g.UUID, i))
@@ -114,7 +118,7 @@ func (m *pluginModel) admit(q string) {
 		}
 	}
 	m.claim[owner] = id
-	m.dirty[owner] = true
+	m.dirty[owner], m.claimDirty[owner] = true, true
 }
 
 // reconcile moves every claim to the pod the kubelet reports it under (swapping records).
@@ -131,6 +135,7 @@ func (m *pluginModel) reconcile() {
 				m.plan[e], m.plan[q] = m.plan[q], m.plan[e]
 				m.claim[e], m.claim[q] = m.claim[q], m.claim[e]
 				m.dirty[e], m.dirty[q] = true, true
+				m.claimDirty[e], m.claimDirty[q] = true, true
 				break
 			}
 		}
@@ -148,6 +153,7 @@ func (m *pluginModel) published(t testing.TB, n string) *device.Allocation {
 // write returns pod n as the plugin's patch of its claimed record (and republished plan) leaves it.
 func (m *pluginModel) write(t testing.TB, n string) *corev1.Pod {
 	delete(m.dirty, n)
+	delete(m.claimDirty, n)
 	if a := m.repub[n]; a != nil {
 		enc, err := device.EncodeAllocation(*a)
 		if err != nil {
@@ -167,24 +173,9 @@ func (m *pluginModel) write(t testing.TB, n string) *corev1.Pod {
 	return m.stored(withClaim(t, m.pods[n], &a))
 }
 
-// remove forgets a deleted pod (its slice back to the kubelet's free list) and, when its plan
-// was swapped, republishes a remaining pod's plan as Ledger.forgetLocked does.
+// remove forgets a deleted pod (its slice back to the kubelet's free list) and republishes.
 func (m *pluginModel) remove(t testing.TB, n string) {
-	if lost, kept := device.SlotKey(m.plan[n]), device.SlotKey(m.published(t, n)); lost != kept {
-		pick := ""
-		for _, x := range m.order {
-			if x == n || device.SlotKey(m.published(t, x)) != lost {
-				continue
-			}
-			if pick == "" || device.SlotKey(m.plan[x]) == kept && device.SlotKey(m.plan[pick]) != kept {
-				pick = x
-			}
-		}
-		if pick != "" {
-			m.repub[pick] = device.Renamed(m.published(t, n), plannedPtr(t, m.pods[pick]))
-			m.dirty[pick] = true
-		}
-	}
+	defer m.republish(t)
 	if id := m.holds[n]; id != "" {
 		u, _, _ := device.ParseSliceID(id)
 		m.free[u] = append(m.free[u], id)
@@ -199,9 +190,48 @@ func (m *pluginModel) remove(t testing.TB, n string) {
 	delete(m.claim, n)
 	delete(m.holds, n)
 	delete(m.dirty, n)
+	delete(m.claimDirty, n)
 	delete(m.pods, n)
 	delete(m.api, n)
 	delete(m.repub, n)
+}
+
+// republish rewrites remaining pods' planned annotations until they add up to the plans, as
+// Ledger.republishLocked does: each slot held more often than published goes to a pod
+// published on a slot published more often than held, the one whose plan it is first.
+func (m *pluginModel) republish(t testing.TB) {
+	held, published := map[string]int{}, map[string]int{}
+	slot := map[string]*device.Allocation{}
+	for _, x := range m.order {
+		held[device.SlotKey(m.plan[x])]++
+		slot[device.SlotKey(m.plan[x])] = m.plan[x]
+		published[device.SlotKey(m.published(t, x))]++
+	}
+	var short []string
+	for k, n := range held {
+		for i := published[k]; i < n; i++ {
+			short = append(short, k)
+		}
+	}
+	sort.Strings(short)
+	for _, want := range short {
+		pick := ""
+		for _, x := range m.order {
+			if k := device.SlotKey(m.published(t, x)); published[k] <= held[k] {
+				continue
+			}
+			if pick == "" || device.SlotKey(m.plan[x]) == want && device.SlotKey(m.plan[pick]) != want {
+				pick = x
+			}
+		}
+		if pick == "" {
+			continue
+		}
+		published[device.SlotKey(m.published(t, pick))]--
+		published[want]++
+		m.repub[pick] = device.Renamed(slot[want], plannedPtr(t, m.pods[pick]))
+		m.dirty[pick] = true
+	}
 }
 
 // case C04: a burst of interchangeable one-slice pods through Filter, Bind, the informer and the
@@ -346,14 +376,15 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			check("write " + x)
 		case r == 9 && rng.Intn(3) == 0:
 			// A pod is deleted (or ends): one running with its record written, or one waiting
-			// for admission that holds its own plan. Left out: a waiting pod whose record was
-			// swapped, or a pod whose latest record is not written yet; the plugin then frees a
-			// plan the cache cannot know (reported separately).
+			// for admission that holds its own plan, also when a republished plan is still to
+			// be written on it. Left out: a waiting pod whose record was swapped, or a pod whose
+			// claimed record is not written yet; the plugin then frees a plan the cache cannot
+			// know until that write lands (milliseconds).
 			var running []string
 			for _, x := range m.order {
 				settled := m.holds[x] != "" && m.claim[x] == m.holds[x]
 				waitingOwn := m.holds[x] == "" && m.claim[x] == "" && device.SlotKey(m.plan[x]) == device.SlotKey(plannedPtr(t, m.pods[x]))
-				if (settled || waitingOwn) && !m.dirty[x] {
+				if (settled || waitingOwn) && !m.claimDirty[x] {
 					running = append(running, x)
 				}
 			}
@@ -394,13 +425,23 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			check("final write " + x)
 		}
 	}
+	// At rest: moves no republished annotation settled expire after the reservation TTL; the
+	// cache, and one rebuilt from the API now, then charge what the plugin holds or plans.
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.Sweep()
 	want := map[string]int{}
 	for _, x := range m.order {
 		want[gpuOf(m.plan[x])]++
 	}
-	for _, g := range c.NodeGPUUsage("node-1") {
-		if g.Usage.Sharers != want[g.GPU.UUID] {
-			t.Fatalf("seed %d, at rest: GPU %d has %d sharers, the plugin holds or plans %d", seed, g.GPU.Index, g.Usage.Sharers, want[g.GPU.UUID])
+	rebuilt := memoCache(t, inv)
+	for _, p := range m.list() {
+		rebuilt.OnPod(p)
+	}
+	for name, cache := range map[string]*Cache{"the cache": c, "a rebuilt cache": rebuilt} {
+		for _, g := range cache.NodeGPUUsage("node-1") {
+			if g.Usage.Sharers != want[g.GPU.UUID] {
+				t.Fatalf("seed %d, at rest: %s has %d sharers on GPU %d, the plugin holds or plans %d", seed, name, g.Usage.Sharers, g.GPU.Index, want[g.GPU.UUID])
+			}
 		}
 	}
 }

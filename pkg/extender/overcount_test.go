@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -202,5 +204,37 @@ func TestOvercountRestartListsStaleRecordLast(t *testing.T) {
 	step("old owner deleted before its record was rewritten", 10, 0)
 	if g := gpuCharged(t, c, holder); g != 0 {
 		t.Fatalf("holder charged on GPU-%d after the old owner went, want GPU-0", g)
+	}
+}
+
+// case C04, a move no rewrite settles: P (planned GPU-0) runs on Q's planned slot on GPU-1
+// after a swap, Q will run on GPU-0, S is planned on GPU-1. P goes: the cache keeps the
+// difference as a move (+GPU-0, -GPU-1) until the device plugin's rewrite of Q's planned
+// annotation lands; Q goes before that write (one scale-down deletes both), so no rewrite ever
+// settles the move. After the reservation TTL the move is dropped and S is charged on GPU-1,
+// where the plugin holds it, as a cache rebuilt from the API charges it.
+func TestOvercountMoveWithoutRewriteExpires(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 4)
+	c := memoCache(t, inv)
+	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
+	pp := slicePod(t, "p", "node-1", g0, 1000)
+	qp := slicePod(t, "q", "node-1", g1, 1000)
+	sp := slicePod(t, "s", "node-1", g1, 1000)
+	for _, x := range []*corev1.Pod{pp, qp, sp} {
+		c.OnPod(x)
+	}
+	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(g1, 0)))) // the swap: P holds Q's slot
+	c.OnPodDelete(pp, nil)
+	c.OnPodDelete(qp, nil)
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.Sweep()
+	checkInvariants(t, c)
+	if got := sharersOf(c, "node-1"); fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("after the TTL: sharers per GPU %v, want [0 1] (S on its plan, GPU-1)", got)
+	}
+	rebuilt := memoCache(t, inv)
+	rebuilt.OnPod(sp)
+	if got := sharersOf(rebuilt, "node-1"); fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("rebuilt cache: sharers per GPU %v, want [0 1]", got)
 	}
 }

@@ -62,7 +62,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		c.mu.Unlock()
 		if b != nil {
 			klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
-			c.release(k, resourceVersionOf(p))
+			c.release(k, p.ResourceVersion)
 		}
 		return
 	}
@@ -81,7 +81,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	if b != nil && b.node != node && !hasPlanned && !hasClaimed {
 		// Bound elsewhere than booked, without a plan (another scheduler, a preset nodeName):
 		// nothing of ours to charge there, and the booking here is void.
-		c.removeLocked(b, resourceVersionOf(p))
+		c.removeLocked(b, p.ResourceVersion)
 		return
 	}
 	planned := decodeAnno(p, device.AnnoPlanned, node)
@@ -116,7 +116,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		if b != nil && b.node == node && sameClaim(b.claimed, claimed) {
 			nb.claimAt = b.claimAt
 		} else {
-			nb.claimAt = c.nextStamp(resourceVersionOf(p))
+			nb.claimAt = c.nextStamp(p.ResourceVersion)
 		}
 	}
 	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameClaim(b.claimed, nb.claimed) {
@@ -217,5 +217,5 @@ func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bo
 		return
 	}
 	klog.V(4).InfoS("Pod deleted; releasing its GPUs", "pod", klog.KObj(p), "uid", p.UID)
-	c.release(KeyOfPod(p), resourceVersionOf(p))
+	c.release(KeyOfPod(p), p.ResourceVersion)
 }
