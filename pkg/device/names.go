@@ -70,6 +70,10 @@ const (
 	// AnnoClaimed is the Pod annotation holding the Allocation the device plugin claimed at
 	// Allocate (EncodeAllocation). On rebuild the claimed record wins over the planned one.
 	AnnoClaimed = Prefix + "allocation-claimed"
+	// AnnoRequeue is the Pod annotation the extender sets on a pending pod its Filter refused
+	// just before GPUs were released (RFC 3339 time of the release): the update makes
+	// kube-scheduler retry the pod (pkg/extender requeue.go).
+	AnnoRequeue = Prefix + "requeue"
 	// LabelOptOut on a pod, with value "true", keeps the webhook away from it.
 	LabelOptOut = Prefix + "ignore"
 	// SchedulerName is the default name of the kube-scheduler profile that uses the extender.

@@ -156,18 +156,20 @@ type Cache struct {
 	// nodeCount is len(nodes), the next nodeState.idx (guarded by nodesMu).
 	nodeCount int
 	memos     memoTable
+	refusals  *refusals
 }
 
 // NewCache returns an empty cache.
 func NewCache(cfg Config, clk clock.Clock) *Cache {
 	return &Cache{
-		cfg:     cfg,
-		clock:   clk,
-		pods:    map[PodKey]*booking{},
-		gone:    map[PodKey]time.Time{},
-		changed: make(chan struct{}),
-		nodes:   map[string]*nodeState{},
-		memos:   newMemoTable(),
+		cfg:      cfg,
+		clock:    clk,
+		pods:     map[PodKey]*booking{},
+		gone:     map[PodKey]time.Time{},
+		changed:  make(chan struct{}),
+		nodes:    map[string]*nodeState{},
+		memos:    newMemoTable(),
+		refusals: newRefusals(),
 	}
 }
 
@@ -206,6 +208,9 @@ func (c *Cache) notifyLocked() {
 // removeLocked takes b off its node and out of the pod index. rv is the resourceVersion of the
 // event that ended the pod ("" when the cache drops b itself). Caller holds mu.
 func (c *Cache) removeLocked(b *booking, rv string) {
+	if b.charge != nil {
+		c.refusals.released(c.clock.Now())
+	}
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()

@@ -136,6 +136,7 @@ func (e *Extender) Run(ctx context.Context) error {
 	}
 	e.ready.Store(true)
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
+	go e.requeueLoop(ctx, c)
 	t := e.clock.NewTicker(e.cfg.ReservationTTL / 4)
 	defer t.Stop()
 	for {

@@ -113,6 +113,11 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 	// previous reservation is dropped all the same.
 	c.reserve(k, req, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
+	if len(fit) == 0 && len(failed) > 0 {
+		c.refusals.refused(k, now) // GPUs in use somewhere: a release may make it fit
+	} else {
+		c.refusals.fits(k)
+	}
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
 		res.FailedNodes = failed
