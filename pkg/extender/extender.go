@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -35,6 +36,9 @@ type Extender struct {
 	metrics  *Metrics
 	ready    atomic.Bool
 	pods     atomic.Pointer[corelisters.PodLister]
+	// startup records, until ready, the resourceVersion of each pod the cache handled
+	// (current.go).
+	startup sync.Map
 }
 
 // New builds an extender. reg receives its metrics (a fresh prometheus.Registry in tests);
@@ -97,9 +101,9 @@ func (e *Extender) Run(ctx context.Context) error {
 	c := e.cache
 	var regs []cache.ResourceEventHandlerRegistration
 	r, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { c.OnPod(o.(*corev1.Pod)) },
-		UpdateFunc: func(_, o any) { c.OnPod(o.(*corev1.Pod)) },
-		DeleteFunc: func(o any) { c.OnPodDelete(o, exists) },
+		AddFunc:    func(o any) { c.OnPod(o.(*corev1.Pod)); e.handled(o) },
+		UpdateFunc: func(_, o any) { c.OnPod(o.(*corev1.Pod)); e.handled(o) },
+		DeleteFunc: func(o any) { c.OnPodDelete(o, exists); e.handled(o) },
 	})
 	if err != nil {
 		return err
@@ -134,7 +138,11 @@ func (e *Extender) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informers did not sync: %w", ctx.Err())
 	}
+	if err := e.waitCurrent(ctx); err != nil {
+		return err
+	}
 	e.ready.Store(true)
+	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
 	go e.requeueLoop(ctx, c)
 	t := e.clock.NewTicker(e.cfg.ReservationTTL / 4)
