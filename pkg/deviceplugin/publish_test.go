@@ -12,7 +12,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Interchangeable pods c (planned on GPU-A) and d (planned on GPU-B): the kubelet admits d with
+// case C04: interchangeable pods c (planned on GPU-A) and d (planned on GPU-B): the kubelet admits d with
 // the call the plugin matched to c, Reconcile swaps their records (d holds GPU-A, c will run on
 // GPU-B), and d is deleted before c is admitted. Planned annotations would then say GPU-A for c
 // and nothing for GPU-B, which is what a restarted extender rebuilds from; the plugin
@@ -85,7 +85,7 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 	}
 }
 
-// The member republished is one planned on the lost slot, preferably the one that will run on
+// case C04: the member republished is one planned on the lost slot, preferably the one that will run on
 // the kept slot; a pod that leaves on its own plan republishes nothing.
 func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 	var dirty []string
@@ -141,7 +141,7 @@ func swappedPair(t *testing.T) (p *Plugin, c, d *corev1.Pod, dirty *[]string) {
 	return p, c, d, dirty
 }
 
-// A graceful deletion: the extender charges a terminating pod until it is gone, so the plugin
+// case C04, graceful deletion: the extender charges a terminating pod until it is gone, so the plugin
 // republishes only then; a rewrite while d terminates would land before the release it makes
 // up for, and the extender would count the difference twice.
 func TestRepublishWaitsUntilTheTerminatingPodIsGone(t *testing.T) {
@@ -159,7 +159,7 @@ func TestRepublishWaitsUntilTheTerminatingPodIsGone(t *testing.T) {
 	}
 }
 
-// The member chosen to carry the difference goes before its rewrite is written: the sums are
+// case C04: the member chosen to carry the difference goes before its rewrite is written: the sums are
 // taken again without it (here the rest adds up, so nothing more is written).
 func TestRepublishRetargetsWhenTheRewrittenPodGoes(t *testing.T) {
 	p, c, d, dirty := swappedPair(t)

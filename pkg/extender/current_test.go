@@ -16,7 +16,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// A restart is ready only once the cache has handled every bound pod at the version a
+// case C04 across an extender restart (seen end to end: 18 sharers on a GPU of split 10): a
+// restart is ready only once the cache has handled every bound pod at the version a
 // consistent list returns: here the informer's first list (a lagging watch cache, played by a
 // fake clientset's reactor: unit test only) shows the pod at resourceVersion 5 and the
 // consistent list at 7; the extender reports ready after the pod's update to 7 arrives.

@@ -12,7 +12,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Which refused pods a release hands out: refused within requeueWindow before it and not
+// case C13 (the next pod proceeds at once): which refused pods a release hands out: refused within requeueWindow before it and not
 // filtered since; each once.
 func TestRefusedBeforeRelease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
@@ -39,9 +39,9 @@ func TestRefusedBeforeRelease(t *testing.T) {
 	}
 }
 
-// The race seen on the local cluster: kube-scheduler retries the waiter on the holder's delete
-// event before the extender's informer releases the holder; the retry is refused, and nothing
-// would retry it again for minutes. After the release the extender updates the waiter, an
+// case C13: the next pod proceeds at once, also when kube-scheduler retries the waiter on the
+// holder's delete event before the extender's informer releases the holder; that retry is
+// refused, and nothing would retry it again for minutes. After the release the extender updates the waiter, an
 // event kube-scheduler retries it on (fake clientset: unit test only).
 func TestRequeueAfterReleaseUpdatesTheRefusedPod(t *testing.T) {
 	inv := testInventory("node-1", 1, 81920, 10)
