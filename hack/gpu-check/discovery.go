@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // smiQueryFields are the nvidia-smi --query-gpu fields discovery compares (nvidia-smi
@@ -74,10 +72,21 @@ func normalizeBusID(id string) string {
 	return id
 }
 
+// probeGPU is the part of a device.GPU (as nvml-probe prints it) discovery compares; gpucheck
+// does not import pkg/device, to stay small.
+type probeGPU struct {
+	UUID      string `json:"uuid"`
+	Index     int    `json:"index"`
+	Model     string `json:"model"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	NUMANode  int    `json:"numaNode"`
+	PCIBusID  string `json:"pciBusID"`
+}
+
 // probeReport is the part of hack/nvml-probe's JSON report discovery compares.
 type probeReport struct {
-	Backend  string       `json:"backend"`
-	GPUs     []device.GPU `json:"gpus"`
+	Backend  string     `json:"backend"`
+	GPUs     []probeGPU `json:"gpus"`
 	Versions *struct {
 		DriverVersion     string            `json:"driverVersion"`
 		CUDADriverVersion string            `json:"cudaDriverVersion"`
@@ -107,7 +116,7 @@ func compareDiscovery(rows []smiGPU, smiCUDA string, probe probeReport, sysfsDir
 		eq("nvml-probe backend", "nvml", probe.Backend),
 		eq("GPU count", strconv.Itoa(len(rows)), strconv.Itoa(len(probe.GPUs))),
 	}
-	byUUID := map[string]device.GPU{}
+	byUUID := map[string]probeGPU{}
 	for _, g := range probe.GPUs {
 		byUUID[g.UUID] = g
 	}

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // smiH200 is nvidia-smi --query-gpu=smiQueryFields --format=csv,noheader,nounits on a 2-GPU
@@ -84,9 +82,9 @@ func sysfsFixture(t *testing.T, nodes map[string]string) string {
 
 // probeH200 is nvml-probe's view matching smiH200 (NVML prints the bus id with an 8-digit domain).
 func probeH200() probeReport {
-	p := probeReport{Backend: "nvml", GPUs: []device.GPU{
-		{UUID: "GPU-3a1d5e6f-0000-1111-2222-333344445555", Index: 0, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 0, PCIBusID: "00000000:19:00.0", Healthy: true},
-		{UUID: "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff", Index: 1, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 1, PCIBusID: "0000:9A:00.0", Healthy: true},
+	p := probeReport{Backend: "nvml", GPUs: []probeGPU{
+		{UUID: "GPU-3a1d5e6f-0000-1111-2222-333344445555", Index: 0, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 0, PCIBusID: "00000000:19:00.0"},
+		{UUID: "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff", Index: 1, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 1, PCIBusID: "0000:9A:00.0"},
 	}}
 	p.Versions = &struct {
 		DriverVersion     string            `json:"driverVersion"`

@@ -9,8 +9,9 @@
 //	gpucheck skip          --out DIR --name N --reason R
 //	gpucheck summary       --out DIR   # summary.json + summary.txt; prints summary.txt
 //
-// Exit status: preflight 0 (ready), 10 (no GPU: every check recorded as skipped), 11 (glibc too
-// old: the NVML checks recorded as skipped); summary 1 when a check failed; 2 on bad usage.
+// Exit status: preflight 0 (ready), 10 (no GPU: every check recorded as skipped), 11 (the cgo
+// binaries cannot run, e.g. glibc too old: the NVML checks recorded as skipped); summary 1 when a
+// check failed; 2 on bad usage.
 package main
 
 import (
@@ -29,9 +30,9 @@ import (
 
 // Exit codes of preflight.
 const (
-	exitNoGPU    = 10
-	exitOldGLIBC = 11
-	exitUsage    = 2
+	exitNoGPU       = 10
+	exitCGOUnusable = 11
+	exitUsage       = 2
 )
 
 func main() {
@@ -113,11 +114,11 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 				fmt.Fprintln(stderr, "gpucheck preflight:", err)
 			}
 			return exitNoGPU
-		case oldGLIBC:
+		case cgoUnusable:
 			for _, n := range []string{"discovery", "device-plugin", "mps"} {
 				_ = writeResult(*out, Result{Name: n, Status: Skip, Reason: "needs NVML through the cgo binaries; " + r.Reason})
 			}
-			return exitOldGLIBC
+			return exitCGOUnusable
 		}
 		return 0
 	case "discovery":

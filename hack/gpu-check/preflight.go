@@ -28,8 +28,9 @@ const (
 	ready readiness = iota
 	// noGPU: nvidia-smi is missing or lists no GPU; every check is skipped.
 	noGPU
-	// oldGLIBC: a GPU is there but the machine's glibc is older than the cgo binaries need.
-	oldGLIBC
+	// cgoUnusable: a GPU is there but the cgo binaries cannot run: the machine's glibc is older
+	// than they need, or they cannot be read.
+	cgoUnusable
 )
 
 // smiTimeout bounds each nvidia-smi call.
@@ -81,11 +82,15 @@ func preflight(ctx context.Context, h host, out, smi string, cgoBins []string) (
 		v.Note = "needed by " + needBy
 	}
 	r.Values = append(r.Values, v)
+	if nerr != nil {
+		r.Status, r.Reason = Fail, "cannot read the staged cgo binaries: "+nerr.Error()
+		return r, cgoUnusable
+	}
 	if !v.OK {
 		r.Status = Fail
 		r.Reason = fmt.Sprintf("glibc %s here is older than %s, which the cgo binaries need (%s): "+
 			"rebuild the stage on a machine with glibc <= %s (hack/gpu-check/README.md)", v.Got, need, v.Note, v.Got)
-		return r, oldGLIBC
+		return r, cgoUnusable
 	}
 	r.Status = Pass
 	return r, ready

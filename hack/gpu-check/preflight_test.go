@@ -59,8 +59,8 @@ func TestPreflightGLIBC(t *testing.T) {
 	bin := dynamicELF(t)
 	need, _, _ := requiredGLIBC([]string{bin})
 	r, st := preflight(context.Background(), glibcHost("2.17").host(), t.TempDir(), "nvidia-smi", []string{bin})
-	if st != oldGLIBC || r.Status != Fail || !strings.Contains(r.Reason, "glibc 2.17 here is older than "+need) {
-		t.Fatalf("glibc 2.17: %v, %s (%s); want oldGLIBC, fail naming 2.17 and %s", st, r.Status, r.Reason, need)
+	if st != cgoUnusable || r.Status != Fail || !strings.Contains(r.Reason, "glibc 2.17 here is older than "+need) {
+		t.Fatalf("glibc 2.17: %v, %s (%s); want cgoUnusable, fail naming 2.17 and %s", st, r.Status, r.Reason, need)
 	}
 	r, st = preflight(context.Background(), glibcHost("2.99").host(), t.TempDir(), "nvidia-smi", []string{bin})
 	if st != ready || r.Status != Pass || len(r.Values) != 3 || r.Values[1].Got != "1" || r.Values[2].Got != "2.99" {
@@ -109,5 +109,14 @@ func TestCountListedGPUs(t *testing.T) {
 	s := "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n  MIG 1g.18gb Device 0: (UUID: MIG-c)\nNo devices found\n"
 	if n := countListedGPUs(s); n != 2 {
 		t.Fatalf("countListedGPUs = %d, want 2", n)
+	}
+}
+
+// A stage whose cgo binaries cannot be read (not unpacked) stops the NVML checks with that reason.
+func TestPreflightUnreadableBinaries(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nvml-probe")
+	r, st := preflight(context.Background(), glibcHost("2.35").host(), t.TempDir(), "nvidia-smi", []string{missing})
+	if st != cgoUnusable || r.Status != Fail || !strings.HasPrefix(r.Reason, "cannot read the staged cgo binaries: ") || !strings.Contains(r.Reason, missing) {
+		t.Fatalf("preflight = %v, %s (%s); want a failure naming %s", st, r.Status, r.Reason, missing)
 	}
 }
