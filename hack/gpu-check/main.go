@@ -95,6 +95,7 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 		return exitUsage
 	}
 	record := func(r Result) int {
+		r.Raw = existingRaw(*out, r.Raw)
 		if err := writeResult(*out, r); err != nil {
 			fmt.Fprintf(stderr, "gpucheck %s: %v\n", cmd, err)
 			return exitUsage

@@ -142,3 +142,15 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// existingRaw keeps the raw entries (paths relative to out) that exist: a check that stopped
+// early names only what it wrote.
+func existingRaw(out string, raw []string) []string {
+	var keep []string
+	for _, p := range raw {
+		if _, err := os.Stat(filepath.Join(out, p)); err == nil {
+			keep = append(keep, p)
+		}
+	}
+	return keep
+}

@@ -112,3 +112,14 @@ func TestFinish(t *testing.T) {
 		t.Fatalf("one differs: %s (%s)", r.Status, r.Reason)
 	}
 }
+
+func TestExistingRaw(t *testing.T) {
+	out := outDir(t)
+	if err := os.WriteFile(filepath.Join(rawDir(out), "nvidia-smi.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := existingRaw(out, []string{"raw/nvidia-smi.txt", "raw/nvml-probe.json", "raw/"})
+	if strings.Join(got, " ") != "raw/nvidia-smi.txt raw/" {
+		t.Fatalf("existingRaw = %v, want the written file and the folder", got)
+	}
+}
