@@ -2,7 +2,7 @@
 # hami-go's real-GPU check (hack/gpu-check/README.md). Run on the GPU machine from the stage
 # folder `make gpu-check` builds:   bash _output/gpu-check/run.sh
 # Results go to $OUT (default: <stage>/out): summary.json, summary.txt, results/, raw/.
-# The whole run is bounded (HAMI_GO_GPU_CHECK_SECONDS, default 330 s, plus at most ~30 s for the
+# The whole run is bounded (HAMI_GO_GPU_CHECK_SECONDS, default 300 s, plus at most ~35 s for the
 # MPS quit and the summary); the summary is always written. Exit 0 unless a check failed.
 # Never changes the GPU's settings (compute mode, reset): the MPS daemon it starts uses private
 # pipe and log folders and is quit at the end.
@@ -10,7 +10,7 @@ set -u
 STAGE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GC=$STAGE/bin/gpucheck
 : "${OUT:=$STAGE/out}"
-: "${HAMI_GO_GPU_CHECK_SECONDS:=330}"
+: "${HAMI_GO_GPU_CHECK_SECONDS:=300}"
 : "${NVIDIA_SMI:=nvidia-smi}"
 : "${MPS_CONTROL:=nvidia-cuda-mps-control}"
 export OUT NVIDIA_SMI MPS_CONTROL
