@@ -9,7 +9,7 @@ HAMI_GO_STATE ?= /var/lib/hami-go-cluster
 export HAMI_GO_STATE
 BINARIES := device-plugin scheduler-extender webhook
 
-.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz clean
+.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz gpu-check clean
 
 all: build
 
@@ -47,6 +47,9 @@ demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario 
 
 images: ## Build the images without Docker into _output/images/*.tar.
 	$(GO) run ./hack/images --version $(VERSION) --out _output/images
+
+gpu-check: ## Build and stage the real-GPU check in _output/gpu-check; prints the command to run on a GPU machine (hack/gpu-check/README.md).
+	GO=$(GO) hack/gpu-check/build.sh _output/gpu-check
 
 cluster-up: ## Start the local cluster (idempotent).
 	hack/cluster/up.sh

@@ -1,8 +1,10 @@
 // Command nvml-probe checks hami-go's NVML backend on a real GPU node: it opens the driver's
 // NVML (pkg/nvml.Open), prints the discovered GPUs, a probe result and the compute processes
 // of each GPU, and the XID events seen while watching for a while, as one JSON document on
-// stdout. It exits 1 when anything fails (no driver, discovery, no GPUs, a probe, a process
-// query, the XID watch). With --fake it runs the same code over a pkg/fake fleet instead.
+// stdout; over the real NVML it also reports the driver and CUDA versions and each GPU's compute
+// capability (hack/gpu-check compares them with nvidia-smi). It exits 1 when anything fails (no
+// driver, discovery, no GPUs, a probe, a process query, the XID watch, a version query). With
+// --fake it runs the same code over a pkg/fake fleet instead (no versions).
 //
 //	go run ./hack/nvml-probe                   # real NVML, watch XIDs for 2s
 //	go run ./hack/nvml-probe --watch=10s -v=4
@@ -19,6 +21,7 @@ import (
 	"os"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -49,6 +52,8 @@ type report struct {
 	WatchSeconds  float64           `json:"watchSeconds"`
 	XIDs          []device.XIDEvent `json:"xids"`
 	WatchError    string            `json:"watchError,omitempty"`
+	// Versions are the driver, CUDA and compute-capability versions (real NVML only).
+	Versions *versions `json:"versions,omitempty"`
 	// Failures lists everything that went wrong; empty means success.
 	Failures []string `json:"failures"`
 }
@@ -78,6 +83,9 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 	defer closer()
 	rep := check(ctx, cfg, b, fleet)
+	if fleet == nil && len(rep.GPUs) > 0 {
+		addVersions(&rep, gonvml.New())
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(rep); err != nil {
@@ -87,6 +95,23 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return fmt.Errorf("%d check(s) failed, first: %s", len(rep.Failures), rep.Failures[0])
 	}
 	return nil
+}
+
+// addVersions initializes lib (a second NVML reference; nvmlInit counts them), reads the
+// versions of rep's GPUs into rep and shuts lib down; failures are added to rep.Failures.
+func addVersions(rep *report, lib gonvml.Interface) {
+	if ret := lib.Init(); ret != gonvml.SUCCESS {
+		rep.Failures = append(rep.Failures, "nvmlInit for versions: "+ret.Error())
+		return
+	}
+	defer lib.Shutdown()
+	uuids := make([]string, len(rep.GPUs))
+	for i, g := range rep.GPUs {
+		uuids[i] = g.UUID
+	}
+	v := readVersions(lib, uuids)
+	rep.Versions = &v
+	rep.Failures = append(rep.Failures, v.Errors...)
 }
 
 // open returns the real NVML backend, or a fake fleet's backend and the fleet.

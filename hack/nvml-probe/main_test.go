@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
 	"github.com/hami-go/hami-go/pkg/fake"
 )
 
@@ -39,5 +42,41 @@ func TestRunBadFakeProfile(t *testing.T) {
 	err := run(context.Background(), config{Watch: time.Millisecond, FakeProfile: "3x0:X", FakeNode: "n"}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), `memory "0"`) {
 		t.Fatalf("run with a bad profile = %v, want the profile error", err)
+	}
+}
+
+// TestReadVersionsOnGoNVMLMock reads versions from go-nvml's dgxh200 mock (driver 550.54.15,
+// CUDA 12040, compute capability 9.0).
+func TestReadVersionsOnGoNVMLMock(t *testing.T) {
+	s := dgxh200.New()
+	uuids := []string{s.Devices[0].(*server.Device).UUID, s.Devices[7].(*server.Device).UUID}
+	v := readVersions(s, uuids)
+	if v.DriverVersion != "550.54.15" || v.CUDADriverVersion != "12.4" || len(v.Errors) != 0 {
+		t.Fatalf("versions = %+v, want driver 550.54.15, CUDA 12.4, no errors", v)
+	}
+	for _, u := range uuids {
+		if v.ComputeCapability[u] != "9.0" {
+			t.Errorf("compute capability of %s = %q, want 9.0", u, v.ComputeCapability[u])
+		}
+	}
+}
+
+// TestReadVersionsRecordsFailures: an unknown UUID and a mock without the CUDA version function
+// are recorded as errors, the other values still read.
+func TestReadVersionsRecordsFailures(t *testing.T) {
+	s := dgxh200.New()
+	s.SystemGetCudaDriverVersionFunc = nil
+	v := readVersions(s, []string{"GPU-nope"})
+	if v.DriverVersion != "550.54.15" || v.CUDADriverVersion != "" || len(v.Errors) != 2 ||
+		!strings.Contains(v.Errors[0], "nvmlSystemGetCudaDriverVersion") || !strings.Contains(v.Errors[1], "GPU-nope") {
+		t.Fatalf("versions = %+v, want the driver version and 2 errors (CUDA version, GPU-nope)", v)
+	}
+}
+
+func TestCUDAVersionString(t *testing.T) {
+	for in, want := range map[int]string{12040: "12.4", 12080: "12.8", 11000: "11.0", 13010: "13.1"} {
+		if got := cudaVersionString(in); got != want {
+			t.Errorf("cudaVersionString(%d) = %q, want %q", in, got, want)
+		}
 	}
 }

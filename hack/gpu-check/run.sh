@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# hami-go's real-GPU check (hack/gpu-check/README.md). Run on the GPU machine from the stage
+# folder `make gpu-check` builds:   bash _output/gpu-check/run.sh
+# Results go to $OUT (default: <stage>/out): summary.json, summary.txt, results/, raw/.
+# The whole run is bounded (HAMI_GO_GPU_CHECK_SECONDS, default 300 s, plus at most ~35 s for the
+# MPS quit and the summary); the summary is always written. Exit 0 unless a check failed.
+# Never changes the GPU's settings (compute mode, reset): the MPS daemon it starts uses private
+# pipe and log folders and is quit at the end.
+set -u
+STAGE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GC=$STAGE/bin/gpucheck
+: "${OUT:=$STAGE/out}"
+: "${HAMI_GO_GPU_CHECK_SECONDS:=300}"
+: "${NVIDIA_SMI:=nvidia-smi}"
+: "${MPS_CONTROL:=nvidia-cuda-mps-control}"
+export OUT NVIDIA_SMI MPS_CONTROL
+
+# Each check is one function; adding a check is adding a function, a line in checks() and its
+# name in gpucheck's checkNames.
+check_preflight() { "$GC" preflight --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
+check_discovery() { "$GC" discovery --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
+check_device_plugin() { "$GC" device-plugin --out "$OUT" --mps-pipe-dir "$MPS_PIPE" "${CGO_BINS[@]}"; }
+check_dra_driver() { "$GC" skip --out "$OUT" --name dra-driver --reason "DRA driver not built yet (issue 13)"; }
+check_mps() { "$GC" mps --out "$OUT" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
+
+checks() {
+  check_preflight
+  case $? in
+    0) ;;
+    11) check_dra_driver; return 0 ;; # cgo binaries unusable (glibc): the NVML checks were skipped
+    *) return 0 ;;                    # no GPU (10) or a usage error: nothing more can run
+  esac
+  check_discovery
+  check_device_plugin
+  check_dra_driver
+  check_mps
+}
+
+if [[ ${1:-} == --inner ]]; then
+  trap 'exit 143' TERM
+  CGO_BINS=(--nvml-probe "$BIN_DIR/nvml-probe" --test-binary "$BIN_DIR/deviceplugin.test")
+  checks
+  exit 0
+fi
+
+mkdir -p "$OUT/raw"
+rm -rf "$OUT/results"
+# The pipe folder holds sockets: keep it out of $OUT (only plain files come back) and short.
+MPS_PIPE=$(mktemp -d /tmp/hami-go-mps.XXXXXX)
+# The cgo binaries travel gzip-compressed (the device tool carries 64 MiB): unpack them outside
+# $OUT so they do not travel back.
+BIN_DIR=$(mktemp -d /tmp/hami-go-gpucheck.XXXXXX)
+export MPS_PIPE BIN_DIR
+cleanup() {
+  # Only when a daemon made its pipes there: a client without a daemon must not be started.
+  if command -v "$MPS_CONTROL" >/dev/null 2>&1 && [[ -n $(ls -A "$MPS_PIPE" 2>/dev/null) ]]; then
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE timeout 20 "$MPS_CONTROL" >>"$OUT/raw/mps-quit.txt" 2>&1
+    echo "mps quit: exit $?" >>"$OUT/raw/mps-quit.txt"
+  fi
+  rm -rf "$MPS_PIPE" "$BIN_DIR"
+}
+trap cleanup EXIT
+for n in nvml-probe deviceplugin.test; do
+  [[ -f $STAGE/bin/$n.gz ]] || continue
+  gzip -dc "$STAGE/bin/$n.gz" >"$BIN_DIR/$n" 2>/dev/null ||
+    python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$STAGE/bin/$n.gz" "$BIN_DIR/$n"
+  chmod +x "$BIN_DIR/$n"
+done
+echo "hami-go GPU check: stage $STAGE, output $OUT, bound ${HAMI_GO_GPU_CHECK_SECONDS}s"
+"$GC" >/dev/null 2>&1
+if [[ $? != 2 ]]; then # 2 = usage: it ran
+  # gpucheck is static x86-64; if it cannot run, nothing can: say so in plain files.
+  msg="gpucheck cannot run here ($(uname -m), $GC): the stage is built for linux/amd64"
+  echo "$msg" | tee "$OUT/summary.txt"
+  printf '{"overall":"fail","reason":"%s"}\n' "$msg" >"$OUT/summary.json"
+  exit 1
+fi
+timeout -k 10 "$HAMI_GO_GPU_CHECK_SECONDS" bash "$STAGE/run.sh" --inner 2>&1 | tee "$OUT/raw/run.log"
+echo "checks: exit ${PIPESTATUS[0]} (124 = the time bound ended them)" | tee -a "$OUT/raw/run.log"
+cleanup
+trap - EXIT
+"$GC" summary --out "$OUT"

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stageForTest builds gpucheck (static) into a temporary stage with run.sh and mps_check.py,
+// the layout build.sh makes (without the cgo binaries).
+func stageForTest(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not in PATH")
+	}
+	stage := t.TempDir()
+	cmd := exec.Command(goBin, "build", "-o", filepath.Join(stage, "bin", "gpucheck"), ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building gpucheck: %v\n%s", err, b)
+	}
+	for _, f := range []string{"run.sh", "mps_check.py"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, f), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return stage
+}
+
+// runScript runs the staged run.sh with env added and returns its output, exit status and the
+// summary it wrote.
+func runScript(t *testing.T, stage string, env ...string) (string, int, Summary) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command("bash", filepath.Join(stage, "run.sh"))
+	cmd.Env = append(os.Environ(), append([]string{"OUT=" + out}, env...)...)
+	b, err := cmd.CombinedOutput()
+	rc := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		rc = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	j, rerr := os.ReadFile(filepath.Join(out, "summary.json"))
+	if rerr != nil || json.Unmarshal(j, &s) != nil {
+		t.Fatalf("no summary.json (%v); output:\n%s", rerr, b)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.txt")); err != nil {
+		t.Fatalf("no summary.txt: %v", err)
+	}
+	return string(b), rc, s
+}
+
+// TestRunScript runs the staged run.sh (one build of gpucheck for both cases).
+func TestRunScript(t *testing.T) {
+	stage := stageForTest(t)
+	t.Run("SkipsWithoutGPU", func(t *testing.T) { runScriptSkipsWithoutGPU(t, stage) })
+	t.Run("BoundedWhenAStepHangs", func(t *testing.T) { runScriptBoundedWhenAStepHangs(t, stage) })
+}
+
+// The skip path of run.sh where no GPU is present: exit 0 and a summary saying why.
+func runScriptSkipsWithoutGPU(t *testing.T, stage string) {
+	outText, rc, s := runScript(t, stage, "NVIDIA_SMI=nvidia-smi-absent-in-this-test")
+	reason := "no NVIDIA GPU here: nvidia-smi-absent-in-this-test not found in PATH"
+	if rc != 0 || s.Overall != Skip || s.Reason != reason || len(s.Checks) != len(checkNames) {
+		t.Fatalf("rc %d, summary %s (%s) with %d checks; want 0, skip (%s)\n%s", rc, s.Overall, s.Reason, len(s.Checks), reason, outText)
+	}
+	if !strings.Contains(outText, "hami-go real-GPU check: SKIP ("+reason+")") {
+		t.Fatalf("output lacks the summary line:\n%s", outText)
+	}
+}
+
+// The time bound: a hanging nvidia-smi is cut off, and the summary still comes, failing the
+// checks that did not finish.
+func runScriptBoundedWhenAStepHangs(t *testing.T, stage string) {
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "nvidia-smi"), []byte("#!/bin/sh\nsleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outText, rc, s := runScript(t, stage, "HAMI_GO_GPU_CHECK_SECONDS=2", "PATH="+fake+":"+os.Getenv("PATH"))
+	if rc != 1 || s.Overall != Fail || s.Checks[0].Reason != notFinished {
+		t.Fatalf("rc %d, summary %s, preflight %+v; want 1, fail, preflight not finished\n%s", rc, s.Overall, s.Checks[0], outText)
+	}
+	if !strings.Contains(outText, "checks: exit 124") {
+		t.Fatalf("output does not report the time bound:\n%s", outText)
+	}
+}
