@@ -85,7 +85,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			}
 			val := q.Value()
 			if val < 0 || val > c.total {
-				return nil, fmt.Errorf("%s: consumed %s %s is outside 0..%d, the device's capacity", where, c.name, q.String(), c.total)
+				return nil, fmt.Errorf("%s: consumed %s %s is outside 0..%s, the device's capacity", where, c.name, q.String(), resource.NewQuantity(c.total, q.Format).String())
 			}
 			if c.name == CapacityMemory && val%MiB != 0 {
 				return nil, fmt.Errorf("%s: consumed memory %s is not whole MiB", where, q.String())
@@ -95,7 +95,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 				allowed = roundUp(rq.Value(), c.lo, c.stp)
 			}
 			if val > allowed {
-				return nil, fmt.Errorf("%s: consumed %s %s is above the %d the request allowed", where, c.name, q.String(), allowed)
+				return nil, fmt.Errorf("%s: consumed %s %s is above the %s the request allowed", where, c.name, q.String(), resource.NewQuantity(allowed, q.Format).String())
 			}
 			got[c.name] = val
 		}
