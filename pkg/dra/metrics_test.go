@@ -70,4 +70,3 @@ hami_go_slice_memory_limit_bytes{claim="a",index="0",model="NVIDIA A10",namespac
 		t.Fatalf("%d slice series after unprepare, want 0", n)
 	}
 }
-

@@ -182,9 +182,15 @@ func TestPrepareBadClaims(t *testing.T) {
 			c.Status.Allocation.Devices.Results[0].Pool = "node-2"
 			return c
 		}, `pool "node-2" is not this node's pool "node-1"`},
-		{"above request", func() *resourceapi.ResourceClaim { return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 2000}) }, "consumed memory 2000Mi is above the 1000Mi the request allowed"},
-		{"cores above request", func() *resourceapi.ResourceClaim { return testClaim("x", 1000, 10, result{device: "gpu-0", memMiB: 1000, cores: 50}) }, "consumed cores 50 is above the 10 the request allowed"},
-		{"cores above default", func() *resourceapi.ResourceClaim { return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 1000, cores: 5}) }, "consumed cores 5 is above the 0 the request allowed"},
+		{"above request", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 2000})
+		}, "consumed memory 2000Mi is above the 1000Mi the request allowed"},
+		{"cores above request", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 10, result{device: "gpu-0", memMiB: 1000, cores: 50})
+		}, "consumed cores 50 is above the 10 the request allowed"},
+		{"cores above default", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 1000, cores: 5})
+		}, "consumed cores 5 is above the 0 the request allowed"},
 		{"above device", func() *resourceapi.ResourceClaim { return testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 90000}) }, "consumed memory 90000Mi is outside 0..80Gi"},
 		{"sharers above split", func() *resourceapi.ResourceClaim {
 			return testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 1000, sharers: 11})
