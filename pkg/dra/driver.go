@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -138,7 +139,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin: each claim's GPUs (its allocation
 // results for this driver, in their order) get one CDI spec named by the claim UID with the
 // shared builder's env and mounts; the result names that CDI device (on the first GPU, for all
-// requests) and, with ToolkitCDI, nvidia.com/gpu=<UUID> per GPU. Preparing a prepared claim
+// requests, listed on it) and, with ToolkitCDI, nvidia.com/gpu=<UUID> per GPU. Preparing a prepared claim
 // again returns the same result. Refusals are per claim; a failed checkpoint write fails the
 // claims this call prepared (and removes their specs).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -244,10 +245,16 @@ func sameGrants(a, b []Grant) bool {
 // resultDevices is the kubelet's view of a prepared claim.
 func (d *Driver) resultDevices(p Prepared) []kubeletplugin.Device {
 	out := make([]kubeletplugin.Device, len(p.Grants))
+	var all []string // every request of the claim, each once: the claim's CDI device serves them all
+	for _, g := range p.Grants {
+		if !slices.Contains(all, g.Request) {
+			all = append(all, g.Request)
+		}
+	}
 	for i, g := range p.Grants {
 		dev := kubeletplugin.Device{Requests: []string{g.Request}, PoolName: g.Pool, DeviceName: g.Device}
 		if i == 0 {
-			dev.Requests = nil // the claim's CDI device serves every request of the claim
+			dev.Requests = all
 			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ClaimCDIDevice(p.UID))
 		}
 		if d.cfg.ToolkitCDI {

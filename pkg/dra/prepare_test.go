@@ -122,7 +122,7 @@ func TestPrepareTwoGPUsOrderToolkit(t *testing.T) {
 	}
 	if len(res.Devices) != 2 || res.Devices[0].DeviceName != "gpu-3" || res.Devices[1].DeviceName != "gpu-1" ||
 		!slices.Equal(res.Devices[0].CDIDeviceIDs, []string{"gpu.hami-go.io/claim=uid-two", "nvidia.com/gpu=" + g[3].GPU.UUID}) ||
-		!slices.Equal(res.Devices[1].CDIDeviceIDs, []string{"nvidia.com/gpu=" + g[1].GPU.UUID}) || res.Devices[0].Requests != nil ||
+		!slices.Equal(res.Devices[1].CDIDeviceIDs, []string{"nvidia.com/gpu=" + g[1].GPU.UUID}) || !slices.Equal(res.Devices[0].Requests, []string{"gpu"}) ||
 		!slices.Equal(res.Devices[1].Requests, []string{"gpu"}) {
 		t.Fatalf("devices = %+v", res.Devices)
 	}
