@@ -18,7 +18,12 @@ import (
 
 func readSpec(t *testing.T, d *Driver, uid types.UID) *cdispec.Spec {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.cfg.CDIDir, ClaimSpecName(uid)))
+	return readSpecIn(t, d.cfg.CDIDir, uid)
+}
+
+func readSpecIn(t *testing.T, dir string, uid types.UID) *cdispec.Spec {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ClaimSpecName(uid)))
 	if err != nil {
 		t.Fatal(err)
 	}
