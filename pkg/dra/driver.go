@@ -56,6 +56,9 @@ type Driver struct {
 	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
+
+	// fatal ends Run with the error (set by Run before the helper starts; nil: log only).
+	fatal func(error)
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -312,10 +315,12 @@ func (d *Driver) Prepared() []Prepared {
 }
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors (ResourceSlice publishing)
-// are logged; recoverable ones are retried by the helper, the others are logged as such.
+// are logged; recoverable ones are retried by the helper; an unrecoverable one (a slice the API
+// server rejects or prunes) ends Run with it, so the DaemonSet restarts the driver and the
+// error shows in its status, as the helper's documentation recommends.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
-	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
-		msg = "Unrecoverable: " + msg
-	}
 	runtime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.fatal != nil {
+		d.fatal(fmt.Errorf("%s: %w", msg, err))
+	}
 }

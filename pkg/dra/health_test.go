@@ -2,6 +2,8 @@ package dra
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -114,5 +116,21 @@ func TestWatchHealthStatus(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An unrecoverable background error of the helper ends Run (through the driver's fatal hook);
+// a recoverable one is only logged.
+func TestHandleError(t *testing.T) {
+	d, _ := newTestDriver(t, testConfig(t.TempDir()), "dgxh100")
+	var got []error
+	d.fatal = func(err error) { got = append(got, err) }
+	d.HandleError(bg, fmt.Errorf("transient: %w", kubeletplugin.ErrRecoverable), "publish")
+	if len(got) != 0 {
+		t.Fatalf("recoverable error ended the driver: %v", got)
+	}
+	d.HandleError(bg, errors.New("invalid slice"), "publish")
+	if len(got) != 1 || got[0].Error() != "publish: invalid slice" {
+		t.Fatalf("fatal = %v", got)
 	}
 }

@@ -29,7 +29,8 @@ type Deps struct {
 	Options Options
 }
 
-// Run runs the driver until ctx ends: it discovers the GPUs, serves metrics, starts the
+// Run runs the driver until ctx ends (nil) or the helper reports an unrecoverable error
+// (returned): it discovers the GPUs, serves metrics, starts the
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
 // health change).
@@ -38,6 +39,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.fatal = cancel
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", cfg.MetricsAddress)
@@ -78,5 +82,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
