@@ -13,12 +13,13 @@ import (
 )
 
 // validateDevice reproduces the resource.k8s.io/v1 validation rules a published device must
-// pass (k8s.io/kubernetes pkg/apis/resource/validation is not importable here; the rules are
-// those of the API's field documentation in k8s.io/api/resource/v1 types.go): a DNS-label name;
+// pass (k8s.io/kubernetes v1.37.2 pkg/apis/resource/validation, which is not a dependency of
+// this module, and the API's field documentation in k8s.io/api/resource/v1): a DNS-label name;
 // at most 32 attributes and capacities; exactly one value per attribute, strings and versions
 // at most 64 bytes, versions semantic; a request policy only with allowMultipleAllocations; a
 // policy's default set and inside its valid range; min >= 0, min <= max <= value; with a step,
-// min + step <= value and max and default multiples of the step; taint keys qualified names
+// min + step <= value and max − min and default − min multiples of the step; taint keys
+// qualified names
 // and effects NoSchedule, NoExecute or None.
 func validateDevice(d resourceapi.Device) []string {
 	var errs []string
@@ -77,7 +78,7 @@ func validateDevice(d resourceapi.Device) []string {
 		}
 		if s := p.ValidRange.Step; s != nil {
 			st := s.Value()
-			if st <= 0 || lo+st > v || hi%st != 0 || def%st != 0 {
+			if st <= 0 || lo+st > v || (hi-lo)%st != 0 || (def-lo)%st != 0 {
 				bad("capacity %s: step %d with min %d, max %d, default %d, value %d", name, st, lo, hi, def, v)
 			}
 		}
