@@ -7,7 +7,7 @@ export CGO_CFLAGS ?= -Wno-deprecated-declarations
 export CGO_ENABLED ?= 1
 HAMI_GO_STATE ?= /var/lib/hami-go-cluster
 export HAMI_GO_STATE
-BINARIES := device-plugin scheduler-extender webhook
+BINARIES := device-plugin scheduler-extender webhook dra-driver
 
 .PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz gpu-check clean
 

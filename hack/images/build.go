@@ -16,7 +16,11 @@ import (
 )
 
 // Components are the hami-go binaries that get an image, each built from ./cmd/<name>.
-var Components = []string{"device-plugin", "scheduler-extender", "webhook"}
+var Components = []string{"device-plugin", "scheduler-extender", "webhook", "dra-driver"}
+
+// nvmlComponent reports whether component c links go-nvml (cgo): the device plugin and the DRA
+// driver. Both follow Config.DevicePluginLink.
+func nvmlComponent(c string) bool { return c == "device-plugin" || c == "dra-driver" }
 
 // KubeSchedulerRepo is the repository of the kube-scheduler image built from --kube-scheduler-bin
 // (the chart's scheduler.kubeScheduler.image default).
@@ -24,7 +28,7 @@ const KubeSchedulerRepo = "registry.k8s.io/kube-scheduler"
 
 // Config says what to build. Paths are host paths; Version and KubeVersion are image tags.
 type Config struct {
-	// Version tags the three images, e.g. "0.1.0".
+	// Version tags the images, e.g. "0.1.0".
 	Version string
 	// Out is the directory the .tar files are written to (created).
 	Out string
@@ -149,10 +153,10 @@ func Build(cfg Config, run Runner) ([]Written, error) {
 			}
 		}
 		var layers []v1.Layer
-		if c == "device-plugin" && cfg.DevicePluginLink == "dynamic" {
+		if nvmlComponent(c) && cfg.DevicePluginLink == "dynamic" {
 			glibc, err := glibcLayer(cfg, run, filepath.Join(work, "libc6"))
 			if err != nil {
-				return written, fmt.Errorf("device-plugin glibc layer: %w (or use --device-plugin-link=static for the fake backend)", err)
+				return written, fmt.Errorf("%s glibc layer: %w (or use --device-plugin-link=static for the fake backend)", c, err)
 			}
 			layers = append(layers, glibc)
 		}
@@ -180,11 +184,12 @@ func Build(cfg Config, run Runner) ([]Written, error) {
 	return written, nil
 }
 
-// buildBinary runs go build for ./cmd/<c>: static without cgo, except the device plugin (cgo).
+// buildBinary runs go build for ./cmd/<c>: static without cgo, except the device plugin and
+// the DRA driver (cgo).
 func buildBinary(cfg Config, run Runner, c, out string) error {
 	env := []string{"CGO_ENABLED=0", "GOOS=linux"}
 	ldflags := "-s -w"
-	if c == "device-plugin" {
+	if nvmlComponent(c) {
 		env = []string{"CGO_ENABLED=1", "GOOS=linux", "CGO_CFLAGS=-Wno-deprecated-declarations"}
 		if cfg.DevicePluginLink == "static" {
 			ldflags += " -linkmode external -extldflags -static"

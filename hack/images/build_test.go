@@ -277,7 +277,7 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 }
 
 // Binaries that are not prebuilt are built with go build: static without cgo, the device
-// plugin with cgo, statically linked in static mode.
+// plugin and the DRA driver with cgo, statically linked in static mode.
 func TestBuildCommands(t *testing.T) {
 	rec := &recordRunner{bin: helloBinary(t)}
 	cfg := DefaultConfig()
@@ -289,6 +289,7 @@ func TestBuildCommands(t *testing.T) {
 		"CGO_ENABLED=1 GOOS=linux CGO_CFLAGS=-Wno-deprecated-declarations | go build -trimpath -ldflags -s -w -linkmode external -extldflags -static -o * ./cmd/device-plugin",
 		"CGO_ENABLED=0 GOOS=linux | go build -trimpath -ldflags -s -w -o * ./cmd/scheduler-extender",
 		"CGO_ENABLED=0 GOOS=linux | go build -trimpath -ldflags -s -w -o * ./cmd/webhook",
+		"CGO_ENABLED=1 GOOS=linux CGO_CFLAGS=-Wno-deprecated-declarations | go build -trimpath -ldflags -s -w -linkmode external -extldflags -static -o * ./cmd/dra-driver",
 	}
 	if strings.Join(rec.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(rec.calls, "\n"), strings.Join(want, "\n"))

@@ -4,16 +4,17 @@
 //	<out>/device-plugin.tar       docker.io/hami-go/device-plugin:<version>
 //	<out>/scheduler-extender.tar  docker.io/hami-go/scheduler-extender:<version>
 //	<out>/webhook.tar             docker.io/hami-go/webhook:<version>
+//	<out>/dra-driver.tar          docker.io/hami-go/dra-driver:<version>
 //	<out>/kube-scheduler.tar      registry.k8s.io/kube-scheduler:<kube-version> (with --kube-scheduler-bin)
 //
 // scheduler-extender and webhook are static (CGO_ENABLED=0) on an empty base. The device plugin
-// needs cgo (go-nvml): by default it is linked against glibc and the image gets a glibc layer
+// and the DRA driver need cgo (go-nvml): by default it is linked against glibc and the image gets a glibc layer
 // unpacked from Debian's libc6 package (apt-get download libc6; dpkg -x), so dlopen of the
 // driver's libnvidia-ml.so.1 works; --device-plugin-link=static links it statically instead
 // (fake backend only, no base layer).
 //
 // Usage: go run ./hack/images --version 0.1.0 --out _output/images
-// [--images device-plugin,scheduler-extender,webhook] [--kube-scheduler-bin PATH]
+// [--images device-plugin,scheduler-extender,webhook,dra-driver] [--kube-scheduler-bin PATH]
 // [--device-plugin-link dynamic|static] [--libc-deb PATH] [--prebuilt name=PATH,...]
 package main
 
@@ -28,7 +29,7 @@ import (
 func main() {
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("images", pflag.ExitOnError)
-	fs.StringVar(&cfg.Version, "version", cfg.Version, "hami-go version: the tag of the three images")
+	fs.StringVar(&cfg.Version, "version", cfg.Version, "hami-go version: the tag of the images")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "output directory of the .tar files")
 	fs.StringSliceVar(&cfg.Images, "images", cfg.Images, "images to build: any of "+strings.Join(Components, ","))
 	fs.StringVar(&cfg.Repository, "repository", cfg.Repository, "repository prefix of the images")

@@ -12,16 +12,17 @@ import (
 	"time"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // Enforcement modes (--enforcement).
 const (
 	// EnforceHAMiCore sets the env HAMi-core's libvgpu.so reads and mounts the library.
-	EnforceHAMiCore = "hami-core"
+	EnforceHAMiCore = gpuenv.EnforceHAMiCore
 	// EnforceMPS sets per-client MPS limits and mounts the MPS pipe directory.
-	EnforceMPS = "mps"
+	EnforceMPS = gpuenv.EnforceMPS
 	// EnforceNone hands out devices only.
-	EnforceNone = "none"
+	EnforceNone = gpuenv.EnforceNone
 )
 
 // Device-list strategies (--device-list-strategy).

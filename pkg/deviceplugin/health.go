@@ -1,113 +1,15 @@
 package deviceplugin
 
 import (
-	"sort"
-	"sync"
-	"time"
-
 	"k8s.io/utils/clock"
 
-	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
-// Health is the GPU health state machine (case C23). XIDs in the application list change
-// nothing; any other XID marks that GPU (all its slices) unhealthy and resets its recovery
-// count. NVML has no "recovered" event, so recovery is a count of consecutive successful
-// Backend.Probe calls made after the latest event: RecoveryProbes of them return the GPU to
-// healthy; a failed probe starts the count again. Safe for concurrent use.
-type Health struct {
-	clock   clock.PassiveClock
-	appXIDs map[uint64]bool
-	needed  int
+// Health is the GPU health state machine, shared with the DRA driver (pkg/gpuhealth).
+type Health = gpuhealth.Health
 
-	mu    sync.Mutex
-	state map[string]*gpuHealth
-}
-
-type gpuHealth struct {
-	healthy   bool
-	okProbes  int
-	lastXID   uint64
-	since     time.Time
-	unhealthy int // number of times marked unhealthy, for logs
-}
-
-// NewHealth tracks the given GPUs, all healthy.
+// NewHealth tracks the given GPUs, all healthy (gpuhealth.New).
 func NewHealth(uuids []string, appXIDs []uint64, recoveryProbes int, clk clock.PassiveClock) *Health {
-	h := &Health{clock: clk, appXIDs: map[uint64]bool{}, needed: recoveryProbes, state: map[string]*gpuHealth{}}
-	for _, x := range appXIDs {
-		h.appXIDs[x] = true
-	}
-	for _, u := range uuids {
-		h.state[u] = &gpuHealth{healthy: true, since: clk.Now()}
-	}
-	return h
-}
-
-// OnXID applies one XID event; it reports whether the GPU's health changed. Unknown GPUs are
-// ignored.
-func (h *Health) OnXID(ev device.XIDEvent) bool {
-	if h.appXIDs[ev.XID] {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.state[ev.UUID]
-	if !ok {
-		return false
-	}
-	s.okProbes = 0
-	s.lastXID = ev.XID
-	if !s.healthy {
-		return false
-	}
-	s.healthy = false
-	s.unhealthy++
-	s.since = h.clock.Now()
-	return true
-}
-
-// OnProbe applies one probe result of an unhealthy GPU; it reports whether the GPU became
-// healthy.
-func (h *Health) OnProbe(uuid string, err error) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.state[uuid]
-	if !ok || s.healthy {
-		return false
-	}
-	if err != nil {
-		s.okProbes = 0
-		return false
-	}
-	s.okProbes++
-	if s.okProbes < h.needed {
-		return false
-	}
-	s.healthy = true
-	s.okProbes = 0
-	s.since = h.clock.Now()
-	return true
-}
-
-// Healthy reports whether the GPU is healthy (unknown GPUs are not).
-func (h *Health) Healthy(uuid string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.state[uuid]
-	return ok && s.healthy
-}
-
-// Unhealthy lists the unhealthy GPUs, sorted.
-func (h *Health) Unhealthy() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for u, s := range h.state {
-		if !s.healthy {
-			out = append(out, u)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return gpuhealth.New(uuids, appXIDs, recoveryProbes, clk)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
-	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
@@ -35,44 +34,23 @@ func ProcCgroupResolver(procRoot string) PIDResolver {
 }
 
 // Collector exports the plugin's per-GPU and per-slice metrics (prefix hami_go_, labels from
-// pkg/metrics) and the latency of the kubelet's calls (hami_go_device_plugin_request_duration_seconds). It reads state at scrape time, so series of ended or deleted pods disappear
-// with the pods.
+// pkg/metrics, series shared with the DRA driver through metrics.GPUMetrics) and the latency of
+// the kubelet's calls (hami_go_device_plugin_request_duration_seconds). It reads state at
+// scrape time, so series of ended or deleted pods disappear with the pods.
 type Collector struct {
 	p       *Plugin
 	resolve PIDResolver
-
-	gpuMemTotal, gpuMemAlloc, gpuMemUsed, gpuCoresAlloc, gpuSharers, gpuHealthy *prometheus.Desc
-	sliceMemLimit, sliceMemUsed, sliceCoresLimit                                *prometheus.Desc
+	m       *metrics.GPUMetrics
 }
 
 // NewCollector returns the collector; resolve may be nil (no per-slice memory use).
 func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
-	// Full names spelled out (Namespace + "_…"), so the chart's dashboard test finds them.
-	g := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, metrics.GPULabels, nil)
-	}
-	s := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, metrics.SliceLabels, nil)
-	}
-	return &Collector{
-		p: p, resolve: resolve,
-		gpuMemTotal:     g(metrics.Namespace+"_gpu_memory_total_bytes", "Total memory of the GPU, bytes."),
-		gpuMemAlloc:     g(metrics.Namespace+"_gpu_memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes."),
-		gpuMemUsed:      g(metrics.Namespace+"_gpu_memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
-		gpuCoresAlloc:   g(metrics.Namespace+"_gpu_cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
-		gpuSharers:      g(metrics.Namespace+"_gpu_sharers", "Containers holding a slice of the GPU."),
-		gpuHealthy:      g(metrics.Namespace+"_gpu_healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
-		sliceMemLimit:   s(metrics.Namespace+"_slice_memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
-		sliceMemUsed:    s(metrics.Namespace+"_slice_memory_used_bytes", "Memory the container's processes use on the GPU, bytes."),
-		sliceCoresLimit: s(metrics.Namespace+"_slice_cores_limit_percent", "Compute limit of the container on the GPU, percent (0 = none)."),
-	}
+	return &Collector{p: p, resolve: resolve, m: metrics.NewGPUMetrics(metrics.SliceLabels)}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.gpuMemTotal, c.gpuMemAlloc, c.gpuMemUsed, c.gpuCoresAlloc, c.gpuSharers, c.gpuHealthy, c.sliceMemLimit, c.sliceMemUsed, c.sliceCoresLimit} {
-		ch <- d
-	}
+	c.m.Describe(ch)
 	c.p.rpcDuration.Describe(ch)
 }
 
@@ -83,27 +61,22 @@ type sliceKey struct {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.rpcDuration.Collect(ch)
-	node := c.p.cfg.NodeName
 	slices, owners := c.p.ledger.Snapshot()
-	type agg struct {
-		mem     int64
-		cores   int
-		sharers int
-	}
-	per := map[string]*agg{}
+	per := map[string]*metrics.GPUSample{}
 	used := map[sliceKey]int64{}
-	gpuUsed := map[string]int64{}
-	gpuUsedOK := map[string]bool{}
-	for _, g := range c.p.gpus {
-		per[g.UUID] = &agg{}
+	samples := make([]metrics.GPUSample, len(c.p.gpus))
+	for i, g := range c.p.gpus {
+		samples[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: g.MemoryMiB, Healthy: c.p.health.Healthy(g.UUID)}
+		a := &samples[i]
+		per[g.UUID] = a
 		procs, err := c.p.backend.Processes(g.UUID)
 		if err != nil {
 			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
 			continue
 		}
-		gpuUsedOK[g.UUID] = true
+		a.UsedKnown = true
 		for _, pr := range procs {
-			gpuUsed[g.UUID] += pr.UsedMiB
+			a.UsedMiB += pr.UsedMiB
 			if c.resolve == nil {
 				continue
 			}
@@ -114,44 +87,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	var ss []metrics.SliceSample
 	for _, s := range slices {
-		if a, ok := per[s.Grant.UUID]; ok {
-			a.mem += s.Grant.MemoryMiB
-			a.cores += s.Grant.CoresPercent
-			a.sharers++
-		}
-	}
-	for _, g := range c.p.gpus {
-		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model}
-		a := per[g.UUID]
-		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, mib(g.MemoryMiB), lv...)
-		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, mib(a.mem), lv...)
-		if gpuUsedOK[g.UUID] {
-			ch <- prometheus.MustNewConstMetric(c.gpuMemUsed, prometheus.GaugeValue, mib(gpuUsed[g.UUID]), lv...)
-		}
-		ch <- prometheus.MustNewConstMetric(c.gpuCoresAlloc, prometheus.GaugeValue, float64(a.cores), lv...)
-		ch <- prometheus.MustNewConstMetric(c.gpuSharers, prometheus.GaugeValue, float64(a.sharers), lv...)
-		h := 0.0
-		if c.p.health.Healthy(g.UUID) {
-			h = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.gpuHealthy, prometheus.GaugeValue, h, lv...)
-	}
-	for _, s := range slices {
-		g, ok := c.p.byUUID[s.Grant.UUID]
+		a, ok := per[s.Grant.UUID]
 		if !ok {
 			continue
 		}
-		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model, s.Pod.Namespace, s.Pod.Name, s.Container}
-		ch <- prometheus.MustNewConstMetric(c.sliceMemLimit, prometheus.GaugeValue, mib(s.Grant.MemoryMiB), lv...)
-		ch <- prometheus.MustNewConstMetric(c.sliceCoresLimit, prometheus.GaugeValue, float64(s.Grant.CoresPercent), lv...)
-		if c.resolve != nil && gpuUsedOK[g.UUID] {
-			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, mib(used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, g.UUID}]), lv...)
-		}
+		a.AllocatedMiB += s.Grant.MemoryMiB
+		a.CoresPercent += s.Grant.CoresPercent
+		a.Sharers++
+		ss = append(ss, metrics.SliceSample{UUID: a.UUID, Index: a.Index, Model: a.Model,
+			Owner:    []string{s.Pod.Namespace, s.Pod.Name, s.Container},
+			LimitMiB: s.Grant.MemoryMiB, CoresPercent: s.Grant.CoresPercent,
+			UsedMiB: used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, a.UUID}], UsedKnown: c.resolve != nil && a.UsedKnown})
 	}
+	c.m.Emit(ch, c.p.cfg.NodeName, samples, ss)
 }
-
-// mib converts MiB to bytes (Prometheus base unit).
-func mib(v int64) float64 { return float64(v) * (1 << 20) }
-
-var _ = device.SliceID

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
 // Options are the injectable parts of a Plugin (tests replace them).
@@ -142,11 +143,9 @@ func (p *Plugin) OnXID(ev device.XIDEvent) {
 
 // ProbeUnhealthy probes every unhealthy GPU once (one step of the recovery signal).
 func (p *Plugin) ProbeUnhealthy() {
-	for _, u := range p.health.Unhealthy() {
-		if p.health.OnProbe(u, p.backend.Probe(u)) {
-			klog.InfoS("GPU recovered", "uuid", u)
-			p.notifyHealth()
-		}
+	for _, u := range gpuhealth.ProbeUnhealthy(p.health, p.backend) {
+		klog.InfoS("GPU recovered", "uuid", u)
+		p.notifyHealth()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
 // Deps are the plugin's connections to the world, made by cmd/device-plugin.
@@ -85,42 +86,11 @@ func (p *Plugin) watchXIDs(ctx context.Context) {
 	for _, g := range p.gpus {
 		uuids = append(uuids, g.UUID)
 	}
-	ch := make(chan device.XIDEvent, 64)
-	go func() {
-		for {
-			err := p.backend.WatchXIDs(ctx, uuids, ch)
-			if ctx.Err() != nil {
-				return
-			}
-			klog.ErrorS(err, "Cannot watch XID events; retrying in 10s")
-			select {
-			case <-ctx.Done():
-				return
-			case <-p.opts.Clock.After(10 * time.Second):
-			}
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-ch:
-			p.OnXID(ev)
-		}
-	}
+	gpuhealth.WatchXIDs(ctx, p.backend, uuids, p.opts.Clock, p.OnXID)
 }
 
 func (p *Plugin) probeLoop(ctx context.Context) {
-	t := p.opts.Clock.NewTicker(p.cfg.ProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			p.ProbeUnhealthy()
-		}
-	}
+	gpuhealth.ProbeLoop(ctx, p.opts.Clock, p.cfg.ProbeInterval, p.ProbeUnhealthy)
 }
 
 func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {

@@ -99,6 +99,7 @@ seccompProfile:
 {{- define "hami-go.devicePlugin.fullname" -}}{{ include "hami-go.fullname" . }}-device-plugin{{- end -}}
 {{- define "hami-go.scheduler.fullname" -}}{{ include "hami-go.fullname" . }}-scheduler{{- end -}}
 {{- define "hami-go.webhook.fullname" -}}{{ include "hami-go.fullname" . }}-webhook{{- end -}}
+{{- define "hami-go.draDriver.fullname" -}}{{ include "hami-go.fullname" . }}-dra-driver{{- end -}}
 {{- define "hami-go.mps.fullname" -}}{{ include "hami-go.fullname" . }}-mps-control-daemon{{- end -}}
 
 {{- define "hami-go.webhook.secretName" -}}
@@ -134,6 +135,12 @@ seccompProfile:
 {{/* Checks of values the templates cannot express in their schema: fail with the value named. */}}
 {{- define "hami-go.validate" -}}
 {{- $dp := .Values.devicePlugin -}}
+{{- if not (has .Values.mode (list "deviceplugin" "dra")) -}}
+{{- fail (printf "mode must be \"deviceplugin\" or \"dra\", got %q" (toString .Values.mode)) -}}
+{{- end -}}
+{{- if lt (int .Values.draDriver.reservedMemory) 0 -}}
+{{- fail (printf "draDriver.reservedMemory must be >= 0 (MiB), got %v" .Values.draDriver.reservedMemory) -}}
+{{- end -}}
 {{- if not (has $dp.backend (list "nvml" "fake")) -}}
 {{- fail (printf "devicePlugin.backend must be \"nvml\" or \"fake\", got %q" (toString $dp.backend)) -}}
 {{- end -}}

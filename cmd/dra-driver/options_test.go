@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	o, err := parseOptions(nil, env(map[string]string{"NODE_NAME": "n1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Driver
+	if c.NodeName != "n1" || o.Backend != "nvml" || !c.ToolkitCDI || o.FakeProfile != "dgxh100" || o.FakeProfileLabel != "hami-go.io/fake-profile" ||
+		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemoryMiB != 0 || c.Enforcement != "hami-core" ||
+		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
+		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
+		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
+		c.MetricsAddress != ":9400" || o.Kubeconfig != "" {
+		t.Fatalf("defaults = %+v", o)
+	}
+}
+
+// Every flag of docs/components.md ("dra-driver") lands in its field.
+func TestEveryFlag(t *testing.T) {
+	args := []string{
+		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
+		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=1024", "--enforcement=mps", "--hami-core-library=/l.so",
+		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
+		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "-v=4",
+	}
+	o, err := parseOptions(args, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Driver
+	got := []any{o.Kubeconfig, c.NodeName, o.Backend, c.ToolkitCDI, o.FakeProfile, o.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
+		c.ReservedMemoryMiB, c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
+		joinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
+	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, int64(1024), "mps", "/l.so", "/m", "/c", "/p", "/r",
+		"13,79", 5, 2 * time.Second, ":1"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                                                                   "--node-name is empty",
+		"--node-name=n --backend=x":                                          `--backend: "x" is not nvml or fake`,
+		"--node-name=n --split-count=0":                                      "--split-count: 0 is outside 1..1000",
+		"--node-name=n --memory-scaling=0.5":                                 "--memory-scaling: 0.5 is outside 1..100",
+		"--node-name=n --reserved-memory=-1":                                 "--reserved-memory: -1 MiB is negative",
+		"--node-name=n --enforcement=x":                                      `--enforcement: "x" is not hami-core, mps or none`,
+		"--node-name=n --cdi-dir=":                                           "--cdi-dir is empty",
+		"--node-name=n --plugin-data-dir=":                                   "--plugin-data-dir is empty",
+		"--node-name=n --registrar-dir=":                                     "--registrar-dir is empty",
+		"--node-name=n --metrics-address=":                                   "--metrics-address is empty",
+		"--node-name=n --application-xids=a":                                 `--application-xids: "a" is not an XID number`,
+		"--node-name=n --recovery-probes=0":                                  "--recovery-probes: 0 is below 1",
+		"--node-name=n --probe-interval=0s":                                  "--probe-interval: 0s is not positive",
+		"--node-name=n --enforcement=mps --mps-pipe-dir=":                    "--mps-pipe-dir is empty but --enforcement is mps",
+		"--node-name=n --backend=fake --fake-profile= --fake-profile-label=": "--backend=fake needs --fake-profile or --fake-profile-label",
+		"--node-name=n stray":                                                `unexpected arguments: ["stray"]`,
+	} {
+		var a []string
+		if args != "" {
+			a = strings.Fields(args)
+		}
+		_, err := parseOptions(a, env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", args, err, want)
+		}
+	}
+}

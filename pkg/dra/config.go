@@ -1,0 +1,130 @@
+// Package dra is hami-go's DRA kubelet plugin (driver gpu.hami-go.io, design.md "The DRA
+// mode"): it publishes each physical GPU as one shareable device with consumable capacities
+// memory, cores and sharers, prepares claims by writing a CDI spec per claim with the env the
+// device plugin gives the same slice (pkg/gpuenv), turns fatal XIDs into device taints and
+// health reports (pkg/gpuhealth), and keeps a checkpoint so Unprepare works after a restart.
+//
+// It sees GPUs only through device.Backend (NVML or fake), like the device plugin.
+package dra
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/gpuenv"
+)
+
+// DriverName is the DRA driver name, the DeviceClass name and the CDI vendor of claim specs.
+const DriverName = "gpu.hami-go.io"
+
+// CDIClass is the CDI class of the claim specs: ids are "gpu.hami-go.io/claim=<claim UID>".
+const CDIClass = "claim"
+
+// CDIKind is the CDI kind of the claim specs.
+const CDIKind = DriverName + "/" + CDIClass
+
+// ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (`nvidia-ctk cdi generate`); on
+// the NVML backend each GPU is named as ToolkitCDIKind + "=" + UUID beside the claim's device.
+const ToolkitCDIKind = "nvidia.com/gpu"
+
+// Config is everything the DRA driver needs; cmd/dra-driver fills it from flags
+// (docs/components.md, "dra-driver").
+type Config struct {
+	// NodeName is this node (--node-name); it is also the ResourceSlice pool name.
+	NodeName string
+	// SplitCount is the sharers capacity of every GPU: claims that may share it, 1..1000.
+	SplitCount int
+	// MemoryScaling is the memory over-commit factor, 1..100.
+	MemoryScaling float64
+	// ReservedMemoryMiB is memory per GPU used outside Kubernetes, MiB, subtracted before the
+	// scaling factor (see BookableMiB).
+	ReservedMemoryMiB int64
+	// Enforcement is gpuenv.EnforceHAMiCore, EnforceMPS or EnforceNone.
+	Enforcement string
+	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists.
+	HAMiCoreLibrary string
+	// MPSPipeDir is the MPS pipe directory (mps enforcement).
+	MPSPipeDir string
+	// CDIDir is where claim CDI specs are written (the runtime's CDI directory).
+	CDIDir string
+	// PluginDataDir holds the driver's socket and its checkpoint of prepared claims.
+	PluginDataDir string
+	// RegistrarDir is the kubelet's plugin registration directory.
+	RegistrarDir string
+	// ToolkitCDI names nvidia.com/gpu=<UUID> beside each claim's device (real GPUs).
+	ToolkitCDI bool
+	// ApplicationXIDs change nothing when they occur.
+	ApplicationXIDs []uint64
+	// RecoveryProbes is the number of consecutive successful probes that return a GPU to healthy.
+	RecoveryProbes int
+	// ProbeInterval is the probe period for unhealthy GPUs.
+	ProbeInterval time.Duration
+	// MetricsAddress serves /metrics and /healthz.
+	MetricsAddress string
+}
+
+// Defaults returns the defaults of docs/components.md.
+func Defaults() Config {
+	return Config{
+		SplitCount:      10,
+		MemoryScaling:   1.0,
+		Enforcement:     gpuenv.EnforceHAMiCore,
+		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
+		MPSPipeDir:      "/tmp/nvidia-mps",
+		CDIDir:          "/var/run/cdi",
+		PluginDataDir:   "/var/lib/kubelet/plugins/" + DriverName,
+		RegistrarDir:    "/var/lib/kubelet/plugins_registry",
+		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
+		RecoveryProbes:  3,
+		ProbeInterval:   5 * time.Second,
+		MetricsAddress:  ":9400",
+	}
+}
+
+// Validate reports the first bad field, naming the flag and the value.
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is empty (and $NODE_NAME is not set)")
+	}
+	if c.SplitCount < 1 || c.SplitCount > 1000 {
+		return fmt.Errorf("--split-count: %d is outside 1..1000", c.SplitCount)
+	}
+	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
+		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
+	}
+	if c.ReservedMemoryMiB < 0 {
+		return fmt.Errorf("--reserved-memory: %d MiB is negative", c.ReservedMemoryMiB)
+	}
+	switch c.Enforcement {
+	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:
+	default:
+		return fmt.Errorf("--enforcement: %q is not hami-core, mps or none", c.Enforcement)
+	}
+	if c.Enforcement == gpuenv.EnforceMPS && c.MPSPipeDir == "" {
+		return fmt.Errorf("--mps-pipe-dir is empty but --enforcement is mps")
+	}
+	if c.CDIDir == "" {
+		return fmt.Errorf("--cdi-dir is empty")
+	}
+	if c.PluginDataDir == "" {
+		return fmt.Errorf("--plugin-data-dir is empty")
+	}
+	if c.RecoveryProbes < 1 {
+		return fmt.Errorf("--recovery-probes: %d is below 1", c.RecoveryProbes)
+	}
+	if c.ProbeInterval <= 0 {
+		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
+	}
+	return nil
+}
+
+// envConfig is the part of the config the shared env builder reads.
+func (c *Config) envConfig() gpuenv.Config {
+	return gpuenv.Config{
+		Enforcement:          c.Enforcement,
+		NVIDIAVisibleDevices: true,
+		MemoryScaling:        c.MemoryScaling,
+		HAMiCoreLibrary:      c.HAMiCoreLibrary,
+		MPSPipeDir:           c.MPSPipeDir,
+	}
+}

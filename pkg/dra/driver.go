@@ -1,0 +1,326 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
+)
+
+// Options are the injectable parts of a Driver (tests replace them).
+type Options struct {
+	// Clock drives probes and health resends; default the real clock.
+	Clock clock.WithTicker
+	// FileExists reports whether a host path exists (HAMi-core library); default os.Stat.
+	FileExists func(string) bool
+	// PCIeRoot returns a GPU's PCIe root ("pci0000:00") from its extended BDF bus id, "" when
+	// unknown; default none (Run passes the sysfs reader for the NVML backend).
+	PCIeRoot func(busID string) string
+}
+
+// Publisher publishes the node's ResourceSlices (the kubeletplugin helper's PublishResources).
+type Publisher interface {
+	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
+}
+
+// Driver is the DRA driver: the kubeletplugin.DRAPlugin over the GPUs the backend discovered,
+// a health state machine and the prepared claims (checkpointed).
+type Driver struct {
+	cfg     Config
+	opts    Options
+	backend device.Backend
+	gpus    []GPUInfo // static facts, NVML index order; health is read from health
+	view    gpuView
+	health  *gpuhealth.Health
+	cdi     *cdiWriter
+	ckpt    string
+
+	mu       sync.Mutex
+	prepared map[types.UID]Prepared
+
+	hmu       sync.Mutex
+	changed   chan struct{} // closed and replaced on every health change
+	publisher Publisher
+
+	// fatal ends Run with the error (set by Run before the helper starts; nil: log only).
+	fatal func(error)
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// New discovers the GPUs, reads their facts and the checkpoint, and builds a driver. It fails
+// on an invalid config, a failed discovery, an unreadable checkpoint or CDI directory.
+func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.FileExists == nil {
+		opts.FileExists = func(p string) bool { _, err := os.Stat(p); return err == nil }
+	}
+	if opts.PCIeRoot == nil {
+		opts.PCIeRoot = func(string) string { return "" }
+	}
+	found, err := backend.Discover()
+	if err != nil {
+		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
+	}
+	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}),
+		ckpt: filepath.Join(cfg.PluginDataDir, CheckpointName)}
+	d.view = gpuView{pool: cfg.NodeName, byName: map[string]GPUInfo{}, slice: d.sliceConfig()}
+	facts, _ := backend.(device.FactsSource)
+	var uuids []string
+	for _, g := range found {
+		if g.MIGEnabled {
+			klog.InfoS("Skipping GPU in MIG mode (not sliced by hami-go)", "uuid", g.UUID, "index", g.Index)
+			continue
+		}
+		gi := GPUInfo{GPU: g, PCIeRoot: opts.PCIeRoot(PCIBusID(g.PCIBusID))}
+		if facts != nil {
+			if gi.Facts, err = facts.Facts(g.UUID); err != nil {
+				return nil, fmt.Errorf("read the facts of GPU %s: %w", g.UUID, err)
+			}
+		}
+		d.gpus = append(d.gpus, gi)
+		d.view.byName[DeviceName(g.Index)] = gi
+		uuids = append(uuids, g.UUID)
+	}
+	d.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
+	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("--plugin-data-dir %s: %w", cfg.PluginDataDir, err)
+	}
+	if d.prepared, err = loadCheckpoint(d.ckpt); err != nil {
+		return nil, err
+	}
+	if d.cdi, err = newCDIWriter(cfg.CDIDir); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Driver) sliceConfig() SliceConfig {
+	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemoryMiB: d.cfg.ReservedMemoryMiB}
+}
+
+// Health returns the driver's health state machine.
+func (d *Driver) Health() *gpuhealth.Health { return d.health }
+
+// GPUs returns the GPUs the driver publishes, in NVML index order.
+func (d *Driver) GPUs() []GPUInfo { return append([]GPUInfo(nil), d.gpus...) }
+
+// Resources is what the driver publishes now: one pool named after the node with one slice
+// of Devices (health applied as taints).
+func (d *Driver) Resources() resourceslice.DriverResources {
+	gpus := d.GPUs()
+	for i := range gpus {
+		if st, ok := d.health.Status(gpus[i].GPU.UUID); ok && !st.Healthy {
+			gpus[i].Unhealthy = &Unhealthy{XID: st.LastXID, Since: st.Since}
+		}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		d.cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: Devices(gpus, d.sliceConfig())}}},
+	}}
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin: each claim's GPUs (its allocation
+// results for this driver, in their order) get one CDI spec named by the claim UID with the
+// shared builder's env and mounts; the result names that CDI device (on the first GPU, for all
+// requests, listed on it) and, with ToolkitCDI, nvidia.com/gpu=<UUID> per GPU. Preparing a prepared claim
+// again returns the same result. Refusals are per claim; a failed checkpoint write fails the
+// claims this call prepared (and removes their specs).
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var added []types.UID
+	for _, c := range claims {
+		p, isNew, err := d.prepareOne(c)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		if isNew {
+			added = append(added, c.UID)
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: d.resultDevices(p)}
+	}
+	if len(added) > 0 {
+		if err := saveCheckpoint(d.ckpt, d.prepared); err != nil {
+			for _, uid := range added {
+				delete(d.prepared, uid)
+				_ = d.cdi.remove(uid)
+				out[uid] = kubeletplugin.PrepareResult{Err: err}
+			}
+		}
+	}
+	return out, nil
+}
+
+// prepareOne prepares one claim under d.mu; isNew is false for a repeat.
+func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error) {
+	grants, err := d.view.resolve(c)
+	if err != nil {
+		return Prepared{}, false, err
+	}
+	if old, ok := d.prepared[c.UID]; ok && sameGrants(old.Grants, grants) {
+		if d.opts.FileExists(filepath.Join(d.cfg.CDIDir, ClaimSpecName(c.UID))) {
+			return old, false, nil
+		}
+	} else if err := d.checkFits(c.UID, grants); err != nil {
+		return Prepared{}, false, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	e := gpuenv.Build(d.cfg.envConfig(), envRequest(c.UID, grants), d.opts.FileExists)
+	if err := d.cdi.write(c.UID, ClaimSpec(c.UID, e)); err != nil {
+		return Prepared{}, false, err
+	}
+	p := Prepared{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Grants: grants}
+	for _, r := range c.Status.ReservedFor {
+		if r.Resource == "pods" {
+			p.Pod = r.Name
+			break
+		}
+	}
+	d.prepared[c.UID] = p
+	return p, true, nil
+}
+
+// checkFits is the driver's last line of defense (kubeletplugin.DRAPlugin docs): the claim's
+// consumption plus every other prepared claim's must fit each GPU's capacities.
+func (d *Driver) checkFits(uid types.UID, grants []Grant) error {
+	for _, g := range grants {
+		mem, cores, sharers := g.MemoryMiB, int64(g.CoresPercent), g.Sharers
+		for ouid, p := range d.prepared {
+			if ouid == uid {
+				continue
+			}
+			for _, o := range p.Grants {
+				if o.UUID == g.UUID {
+					mem += o.MemoryMiB
+					cores += int64(o.CoresPercent)
+					sharers += o.Sharers
+				}
+			}
+		}
+		gi := d.view.byName[g.Device]
+		if c := BookableMiB(gi.GPU.MemoryMiB, d.view.slice); mem > c {
+			return fmt.Errorf("GPU %s (%s) would hold %d MiB of prepared claims, above its %d MiB", g.UUID, g.Device, mem, c)
+		}
+		if cores > 100 {
+			return fmt.Errorf("GPU %s (%s) would hold %d%% cores of prepared claims, above 100%%", g.UUID, g.Device, cores)
+		}
+		if sharers > int64(d.cfg.SplitCount) {
+			return fmt.Errorf("GPU %s (%s) would have %d sharers, above the split count %d", g.UUID, g.Device, sharers, d.cfg.SplitCount)
+		}
+	}
+	return nil
+}
+
+func sameGrants(a, b []Grant) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// resultDevices is the kubelet's view of a prepared claim.
+func (d *Driver) resultDevices(p Prepared) []kubeletplugin.Device {
+	out := make([]kubeletplugin.Device, len(p.Grants))
+	var all []string // every request of the claim, each once: the claim's CDI device serves them all
+	for _, g := range p.Grants {
+		if !slices.Contains(all, g.Request) {
+			all = append(all, g.Request)
+		}
+	}
+	for i, g := range p.Grants {
+		dev := kubeletplugin.Device{Requests: []string{g.Request}, PoolName: g.Pool, DeviceName: g.Device}
+		if i == 0 {
+			dev.Requests = all
+			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ClaimCDIDevice(p.UID))
+		}
+		if d.cfg.ToolkitCDI {
+			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ToolkitCDIKind+"="+g.UUID)
+		}
+		if g.ShareID != "" {
+			s := g.ShareID
+			dev.ShareID = &s
+		}
+		out[i] = dev
+	}
+	return out
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it removes each claim's CDI spec
+// and checkpoint entry. A claim that is not prepared is not an error (its spec is removed if
+// one is left over).
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	removed := map[types.UID]Prepared{}
+	for _, c := range claims {
+		if err := d.cdi.remove(c.UID); err != nil {
+			out[c.UID] = err
+			continue
+		}
+		if p, ok := d.prepared[c.UID]; ok {
+			removed[c.UID] = p
+			delete(d.prepared, c.UID)
+		}
+		out[c.UID] = nil
+		klog.FromContext(ctx).V(2).Info("Unprepared", "claim", c.String())
+	}
+	if len(removed) > 0 {
+		if err := saveCheckpoint(d.ckpt, d.prepared); err != nil {
+			for uid, p := range removed {
+				d.prepared[uid] = p
+				out[uid] = err
+			}
+		}
+	}
+	return out, nil
+}
+
+// Prepared returns the prepared claims (a copy), for metrics and tests.
+func (d *Driver) Prepared() []Prepared {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Prepared, 0, len(d.prepared))
+	for _, p := range d.prepared {
+		out = append(out, p)
+	}
+	return out
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: background errors (ResourceSlice publishing)
+// are logged; recoverable ones are retried by the helper; an unrecoverable one (a slice the API
+// server rejects or prunes) ends Run with it, so the DaemonSet restarts the driver and the
+// error shows in its status, as the helper's documentation recommends.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	runtime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.fatal != nil {
+		d.fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}

@@ -1,0 +1,60 @@
+package dra
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/metrics"
+)
+
+// Collector exports the driver's per-GPU and per-slice metrics under the device plugin's names
+// (metrics.GPUMetrics); a slice is one prepared claim's share of one GPU, labelled by namespace
+// and claim (metrics.ClaimSliceLabels). It reads the prepared claims at scrape time, so an
+// unprepared claim's series disappear at once.
+type Collector struct {
+	d *Driver
+	m *metrics.GPUMetrics
+}
+
+// NewCollector returns the driver's collector.
+func NewCollector(d *Driver) *Collector {
+	return &Collector{d: d, m: metrics.NewGPUMetrics(metrics.ClaimSliceLabels)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) { c.m.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gpus := make([]metrics.GPUSample, len(c.d.gpus))
+	per := map[string]*metrics.GPUSample{}
+	for i, gi := range c.d.gpus {
+		g := gi.GPU
+		gpus[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: g.MemoryMiB, Healthy: c.d.health.Healthy(g.UUID)}
+		per[g.UUID] = &gpus[i]
+		procs, err := c.d.backend.Processes(g.UUID)
+		if err != nil {
+			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
+			continue
+		}
+		gpus[i].UsedKnown = true
+		for _, p := range procs {
+			gpus[i].UsedMiB += p.UsedMiB
+		}
+	}
+	var slices []metrics.SliceSample
+	for _, p := range c.d.Prepared() {
+		for _, g := range p.Grants {
+			a, ok := per[g.UUID]
+			if !ok {
+				continue
+			}
+			a.AllocatedMiB += g.MemoryMiB
+			a.CoresPercent += g.CoresPercent
+			a.Sharers++
+			slices = append(slices, metrics.SliceSample{UUID: a.UUID, Index: a.Index, Model: a.Model,
+				Owner: []string{p.Namespace, p.Name}, LimitMiB: g.MemoryMiB, CoresPercent: g.CoresPercent})
+		}
+	}
+	c.m.Emit(ch, c.d.cfg.NodeName, gpus, slices)
+}

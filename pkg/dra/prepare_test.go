@@ -1,0 +1,249 @@
+package dra
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/hami-go/hami-go/pkg/gpuenv"
+)
+
+func readSpec(t *testing.T, d *Driver, uid types.UID) *cdispec.Spec {
+	t.Helper()
+	return readSpecIn(t, d.cfg.CDIDir, uid)
+}
+
+func readSpecIn(t *testing.T, dir string, uid types.UID) *cdispec.Spec {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ClaimSpecName(uid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s cdispec.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func specEnv(s *cdispec.Spec) map[string]string {
+	out := map[string]string{}
+	for _, e := range s.Devices[0].ContainerEdits.Env {
+		k, v, _ := strings.Cut(e, "=")
+		out[k] = v
+	}
+	return out
+}
+
+func prepare(t *testing.T, d *Driver, claims ...*resourceapi.ResourceClaim) map[types.UID]kubeletplugin.PrepareResult {
+	t.Helper()
+	res, err := d.PrepareResourceClaims(bg, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(claims) {
+		t.Fatalf("%d results for %d claims", len(res), len(claims))
+	}
+	return res
+}
+
+// A 4000 MiB, 25 % claim on a fake H100 gets one CDI spec named by its UID with the device
+// plugin's env for the same slice (shared builder), and the kubelet gets that CDI device.
+func TestPrepareCDISpecEnv(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.HAMiCoreLibrary = "/usr/local/vgpu/libvgpu.so"
+	d, _ := newTestDriver(t, cfg, "dgxh100", cfg.HAMiCoreLibrary)
+	uuid := d.GPUs()[0].GPU.UUID
+	c := testClaim("a", 4000, 25, result{device: "gpu-0", memMiB: 4000, cores: 25})
+	res := prepare(t, d, c)[c.UID]
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if len(res.Devices) != 1 || res.Devices[0].PoolName != testNode || res.Devices[0].DeviceName != "gpu-0" ||
+		!slices.Equal(res.Devices[0].CDIDeviceIDs, []string{"gpu.hami-go.io/claim=uid-a"}) || res.Devices[0].ShareID == nil || *res.Devices[0].ShareID != "share-a-a" {
+		t.Fatalf("devices = %+v", res.Devices)
+	}
+	s := readSpec(t, d, c.UID)
+	if s.Kind != "gpu.hami-go.io/claim" || len(s.Devices) != 1 || s.Devices[0].Name != "uid-a" {
+		t.Fatalf("spec kind %q devices %+v", s.Kind, s.Devices)
+	}
+	env := specEnv(s)
+	want := map[string]string{
+		"CUDA_DEVICE_MEMORY_LIMIT_0":      "4000m",
+		"CUDA_DEVICE_SM_LIMIT":            "25",
+		"HAMI_GO_GPU_MEMORY_MIB":          "4000",
+		"CUDA_VISIBLE_DEVICES":            uuid,
+		"NVIDIA_VISIBLE_DEVICES":          uuid,
+		"HAMI_GO_GPU_UUIDS":               uuid,
+		"HAMI_GO_GPU_MODEL":               "H100",
+		"CUDA_DEVICE_MEMORY_SHARED_CACHE": "/usr/local/vgpu/uid-a.cache",
+		"LD_PRELOAD":                      "/usr/local/vgpu/libvgpu.so",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if len(env) != len(want) {
+		t.Errorf("env = %v, want exactly %v", env, want)
+	}
+	m := s.Devices[0].ContainerEdits.Mounts
+	if len(m) != 1 || m[0].HostPath != cfg.HAMiCoreLibrary || m[0].ContainerPath != gpuenv.HAMiContainerLibrary || !slices.Contains(m[0].Options, "ro") {
+		t.Fatalf("mounts = %+v", m)
+	}
+	// The same slice through the device plugin's builder gives the same env (one builder).
+	same := gpuenv.Build(cfg.envConfig(), gpuenv.Request{Grants: []gpuenv.Grant{{UUID: uuid, MemoryMiB: 4000, CoresPercent: 25}}, Model: "NVIDIA H100 80GB HBM3", CacheName: "uid-a"}, func(p string) bool { return p == cfg.HAMiCoreLibrary })
+	for k, v := range same.Env {
+		if env[k] != v {
+			t.Errorf("builder env %s = %q, spec %q", k, v, env[k])
+		}
+	}
+}
+
+// Two GPUs in one claim follow the allocation's order in every positional value; the NVML
+// backend's toolkit devices are named beside the claim's.
+func TestPrepareTwoGPUsOrderToolkit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.ToolkitCDI = true
+	d, _ := newTestDriver(t, cfg, "dgxh100")
+	g := d.GPUs()
+	c := testClaim("two", 20000, 30, result{device: "gpu-3", memMiB: 20000, cores: 30}, result{device: "gpu-1", memMiB: 10000})
+	res := prepare(t, d, c)[c.UID]
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	env := specEnv(readSpec(t, d, c.UID))
+	if env["CUDA_VISIBLE_DEVICES"] != g[3].GPU.UUID+","+g[1].GPU.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" ||
+		env["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || env["HAMI_GO_GPU_MEMORY_MIB"] != "30000" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
+		t.Fatalf("env = %v", env)
+	}
+	if len(res.Devices) != 2 || res.Devices[0].DeviceName != "gpu-3" || res.Devices[1].DeviceName != "gpu-1" ||
+		!slices.Equal(res.Devices[0].CDIDeviceIDs, []string{"gpu.hami-go.io/claim=uid-two", "nvidia.com/gpu=" + g[3].GPU.UUID}) ||
+		!slices.Equal(res.Devices[1].CDIDeviceIDs, []string{"nvidia.com/gpu=" + g[1].GPU.UUID}) || !slices.Equal(res.Devices[0].Requests, []string{"gpu"}) ||
+		!slices.Equal(res.Devices[1].Requests, []string{"gpu"}) {
+		t.Fatalf("devices = %+v", res.Devices)
+	}
+}
+
+// Prepare and Unprepare are idempotent; a restarted driver (same directories) answers a
+// repeated Prepare the same and unprepares by UID alone.
+func TestPrepareUnprepareIdempotentAndRestart(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	d, _ := newTestDriver(t, cfg, "dgxh100")
+	c := testClaim("a", 4000, 25, result{device: "gpu-0", memMiB: 4000, cores: 25})
+	first := prepare(t, d, c)[c.UID]
+	again := prepare(t, d, c)[c.UID]
+	if first.Err != nil || again.Err != nil || !slices.Equal(first.Devices[0].CDIDeviceIDs, again.Devices[0].CDIDeviceIDs) || len(d.Prepared()) != 1 {
+		t.Fatalf("first %+v again %+v prepared %d", first, again, len(d.Prepared()))
+	}
+	// restart: a new driver reads the checkpoint
+	d2, _ := newTestDriver(t, cfg, "dgxh100")
+	if p := d2.Prepared(); len(p) != 1 || p[0].UID != c.UID || p[0].Grants[0].MemoryMiB != 4000 || p[0].Pod != "pod-a" {
+		t.Fatalf("restarted driver's prepared claims = %+v", p)
+	}
+	if r := prepare(t, d2, c)[c.UID]; r.Err != nil || !slices.Equal(r.Devices[0].CDIDeviceIDs, first.Devices[0].CDIDeviceIDs) {
+		t.Fatalf("repeat after restart = %+v", r)
+	}
+	obj := kubeletplugin.NamespacedObject{UID: c.UID}
+	obj.Namespace, obj.Name = c.Namespace, c.Name
+	for i := 0; i < 2; i++ {
+		errs, err := d2.UnprepareResourceClaims(bg, []kubeletplugin.NamespacedObject{obj})
+		if err != nil || len(errs) != 1 || errs[c.UID] != nil {
+			t.Fatalf("unprepare %d: %v %v", i, errs, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.CDIDir, ClaimSpecName(c.UID))); !os.IsNotExist(err) {
+		t.Fatalf("CDI spec still there after unprepare: %v", err)
+	}
+	d3, _ := newTestDriver(t, cfg, "dgxh100")
+	if p := d3.Prepared(); len(p) != 0 {
+		t.Fatalf("checkpoint still holds %+v after unprepare", p)
+	}
+	// a prepared claim whose spec file vanished gets it rewritten on a repeated Prepare
+	prepare(t, d3, c)
+	os.Remove(filepath.Join(cfg.CDIDir, ClaimSpecName(c.UID)))
+	prepare(t, d3, c)
+	readSpec(t, d3, c.UID)
+}
+
+// Bad claims are refused with an error naming the claim and the problem; nothing is prepared.
+func TestPrepareBadClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim func() *resourceapi.ResourceClaim
+		want  string
+	}{
+		{"not on node", func() *resourceapi.ResourceClaim { return testClaim("x", 0, 0, result{device: "gpu-9", memMiB: 1000}) }, `device "gpu-9" is not on node node-1`},
+		{"other pool", func() *resourceapi.ResourceClaim {
+			c := testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 1000})
+			c.Status.Allocation.Devices.Results[0].Pool = "node-2"
+			return c
+		}, `pool "node-2" is not this node's pool "node-1"`},
+		{"above request", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 2000})
+		}, "consumed memory 2000Mi is above the 1000Mi the request allowed"},
+		{"cores above request", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 10, result{device: "gpu-0", memMiB: 1000, cores: 50})
+		}, "consumed cores 50 is above the 10 the request allowed"},
+		{"cores above default", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 1000, 0, result{device: "gpu-0", memMiB: 1000, cores: 5})
+		}, "consumed cores 5 is above the 0 the request allowed"},
+		{"above device", func() *resourceapi.ResourceClaim { return testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 90000}) }, "consumed memory 90000Mi is outside 0..80Gi"},
+		{"sharers above split", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 1000, sharers: 11})
+		}, "consumed sharers 11 is outside 0..10"},
+		{"no consumed capacity", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 0, 0, result{device: "gpu-0", noCapacity: true})
+		}, "no consumed capacity"},
+		{"not allocated", func() *resourceapi.ResourceClaim {
+			c := testClaim("x", 0, 0)
+			c.Status.Allocation = nil
+			return c
+		}, "claim default/x is not allocated"},
+		{"no device of driver", func() *resourceapi.ResourceClaim { return testClaim("x", 0, 0) }, "has no device of driver gpu.hami-go.io"},
+		{"same GPU twice", func() *resourceapi.ResourceClaim {
+			return testClaim("x", 0, 0, result{device: "gpu-0", memMiB: 1000}, result{device: "gpu-0", memMiB: 1000})
+		}, "allocated twice in one claim"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			d, _ := newTestDriver(t, cfg, "dgxh100")
+			c := tc.claim()
+			r := prepare(t, d, c)[c.UID]
+			if r.Err == nil || !strings.Contains(r.Err.Error(), tc.want) || !strings.Contains(r.Err.Error(), "default/x") {
+				t.Fatalf("err = %v, want one naming default/x and %q", r.Err, tc.want)
+			}
+			if len(d.Prepared()) != 0 {
+				t.Fatal("a refused claim was prepared")
+			}
+			if ents, _ := os.ReadDir(cfg.CDIDir); len(ents) != 0 {
+				t.Fatalf("CDI specs written for a refused claim: %v", ents)
+			}
+		})
+	}
+}
+
+// The driver refuses a claim that would over-commit a GPU together with the claims it already
+// prepared (last line of defense), and one bad claim does not fail the others of the call.
+func TestPrepareRefusesOvercommit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	d, _ := newTestDriver(t, cfg, "dgxh100")
+	big := testClaim("big", 0, 0, result{device: "gpu-0", memMiB: 81920})
+	more := testClaim("more", 1000, 0, result{device: "gpu-0", memMiB: 1000})
+	ok := testClaim("ok", 1000, 0, result{device: "gpu-1", memMiB: 1000})
+	res := prepare(t, d, big, more, ok)
+	if res[big.UID].Err != nil || res[ok.UID].Err != nil {
+		t.Fatalf("big %v ok %v", res[big.UID].Err, res[ok.UID].Err)
+	}
+	if e := res[more.UID].Err; e == nil || !strings.Contains(e.Error(), "would hold 82920 MiB of prepared claims, above its 81920 MiB") {
+		t.Fatalf("over-commit err = %v", e)
+	}
+}

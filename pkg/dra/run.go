@@ -1,0 +1,89 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
+)
+
+// Deps are the driver's connections to the world, made by cmd/dra-driver.
+type Deps struct {
+	// Client talks to the API server (claims, ResourceSlices).
+	Client kubernetes.Interface
+	// Backend is NVML or fake.
+	Backend device.Backend
+	// Options are the injectable parts.
+	Options Options
+}
+
+// Run runs the driver until ctx ends (nil) or the helper reports an unrecoverable error
+// (returned): it discovers the GPUs, serves metrics, starts the
+// kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
+// publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
+// health change).
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	d, err := New(cfg, deps.Backend, deps.Options)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.fatal = cancel
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", cfg.MetricsAddress)
+	if err != nil {
+		return fmt.Errorf("--metrics-address %s: %w", cfg.MetricsAddress, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped", "address", cfg.MetricsAddress)
+		}
+	}()
+	defer srv.Close()
+
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.KubeClient(deps.Client),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+	)
+	if err != nil {
+		return fmt.Errorf("start the kubelet plugin: %w", err)
+	}
+	defer helper.Stop()
+	d.SetPublisher(helper)
+	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
+		return fmt.Errorf("publish the ResourceSlice: %w", err)
+	}
+	klog.InfoS("DRA driver started", "driver", DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
+	uuids := make([]string, 0, len(d.gpus))
+	for _, g := range d.gpus {
+		uuids = append(uuids, g.GPU.UUID)
+	}
+	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
+	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
+	<-ctx.Done()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

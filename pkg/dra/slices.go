@@ -1,0 +1,223 @@
+package dra
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
+)
+
+// Capacity names of every published GPU (the same names as HAMi's DRA driver, so a claim
+// written for it ports by changing the DeviceClass name).
+const (
+	// CapacityMemory is the GPU memory, bytes (whole MiB).
+	CapacityMemory resourceapi.QualifiedName = "memory"
+	// CapacityCores is compute, percent of the GPU (as nvidia.com/gpucores).
+	CapacityCores resourceapi.QualifiedName = "cores"
+	// CapacitySharers is the number of claims that may share the GPU (the split count).
+	CapacitySharers resourceapi.QualifiedName = "sharers"
+)
+
+// Attribute names (unqualified names belong to the driver's domain, gpu.hami-go.io).
+const (
+	AttrUUID              resourceapi.QualifiedName = "uuid"
+	AttrIndex             resourceapi.QualifiedName = "index"
+	AttrProductName       resourceapi.QualifiedName = "productName"
+	AttrModel             resourceapi.QualifiedName = "model"
+	AttrMemoryMiB         resourceapi.QualifiedName = "memoryMiB"
+	AttrComputeCapability resourceapi.QualifiedName = "computeCapability"
+	AttrArchitecture      resourceapi.QualifiedName = "architecture"
+	AttrDriverVersion     resourceapi.QualifiedName = "driverVersion"
+	AttrCUDAVersion       resourceapi.QualifiedName = "cudaDriverVersion"
+)
+
+// TaintUnhealthy is the key of the NoSchedule taint on a GPU after a fatal XID; its value is
+// "xid-<n>" of the latest XID.
+const TaintUnhealthy = DriverName + "/unhealthy"
+
+// MiB is one mebibyte in bytes.
+const MiB = int64(1) << 20
+
+// GPUInfo is one GPU as the slice builder needs it: discovery, facts and the host's view of
+// its PCIe root (from sysfs; "" = unknown), and its health.
+type GPUInfo struct {
+	GPU   device.GPU
+	Facts device.GPUFacts
+	// PCIeRoot is "pci<domain>:<bus>" (deviceattribute.GetPCIeRootAttributeByPCIBusID).
+	PCIeRoot string
+	// Unhealthy is set after a fatal XID until recovery.
+	Unhealthy *Unhealthy
+}
+
+// Unhealthy describes a GPU's fatal XID.
+type Unhealthy struct {
+	// XID is the latest fatal XID.
+	XID uint64
+	// Since is when the GPU became unhealthy.
+	Since time.Time
+}
+
+// SliceConfig is what the published capacities depend on.
+type SliceConfig struct {
+	SplitCount        int
+	MemoryScaling     float64
+	ReservedMemoryMiB int64
+}
+
+// DeviceName is the ResourceSlice device name of the GPU with NVML index i: "gpu-<i>".
+func DeviceName(index int) string { return "gpu-" + strconv.Itoa(index) }
+
+// BookableMiB is the memory claims may book on a GPU of totalMiB, MiB: (total − reserved) ×
+// scaling, rounded down to whole MiB; at least 0. (The per-GPU reserved memory of C41; when
+// pkg/device gains that rule, this function calls it.)
+func BookableMiB(totalMiB int64, c SliceConfig) int64 {
+	v := totalMiB - c.ReservedMemoryMiB
+	if v <= 0 {
+		return 0
+	}
+	return int64(float64(v) * c.MemoryScaling)
+}
+
+// Devices returns the published devices of the given GPUs, in their order: one device per GPU
+// with allowMultipleAllocations, capacities memory (bytes: default the whole bookable memory,
+// valid 1 MiB .. all of it in 1 MiB steps), cores (0..100 %, default 0) and sharers (the split
+// count, default 1), the attributes a CEL selector needs, and a NoSchedule taint
+// TaintUnhealthy on an unhealthy GPU. It is pure. A GPU with less than 2 MiB bookable memory
+// (all reserved) is left out: no request policy could be valid for it.
+func Devices(gpus []GPUInfo, c SliceConfig) []resourceapi.Device {
+	out := make([]resourceapi.Device, 0, len(gpus))
+	for _, gi := range gpus {
+		g := gi.GPU
+		mem := BookableMiB(g.MemoryMiB, c)
+		if mem < 2 {
+			continue
+		}
+		d := resourceapi.Device{
+			Name:                     DeviceName(g.Index),
+			AllowMultipleAllocations: ptr.To(true),
+			Attributes:               attributes(gi),
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				CapacityMemory:  rangeCapacity(mem*MiB, mem*MiB, MiB, MiB, resource.BinarySI),
+				CapacityCores:   rangeCapacity(100, 0, 0, 1, resource.DecimalSI),
+				CapacitySharers: rangeCapacity(int64(c.SplitCount), 1, 1, 1, resource.DecimalSI),
+			},
+		}
+		if u := gi.Unhealthy; u != nil {
+			t := metav1.NewTime(u.Since.Truncate(time.Second))
+			d.Taints = []resourceapi.DeviceTaint{{
+				Key: TaintUnhealthy, Value: "xid-" + strconv.FormatUint(u.XID, 10),
+				Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &t,
+			}}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// rangeCapacity is a capacity of value with request policy default def and valid range
+// min..value in steps of step. The API requires min + step <= value; when that fails (a
+// sharers capacity of 1), the range has no step.
+func rangeCapacity(value, def, lo, step int64, f resource.Format) resourceapi.DeviceCapacity {
+	q := func(v int64) *resource.Quantity { return resource.NewQuantity(v, f) }
+	r := &resourceapi.CapacityRequestPolicyRange{Min: q(lo), Max: q(value)}
+	if lo+step <= value {
+		r.Step = q(step)
+	}
+	return resourceapi.DeviceCapacity{
+		Value:         *q(value),
+		RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: q(def), ValidRange: r},
+	}
+}
+
+func attributes(gi GPUInfo) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	g, f := gi.GPU, gi.Facts
+	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+	num := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &v} }
+	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrUUID:      str(g.UUID),
+		AttrIndex:     num(int64(g.Index)),
+		AttrModel:     str(gpuenv.RayModel(g.Model)),
+		AttrMemoryMiB: num(g.MemoryMiB),
+	}
+	if g.Model != "" {
+		a[AttrProductName] = str(truncate(g.Model, resourceapi.DeviceAttributeMaxValueLength))
+	}
+	if v := SemVer(f.ComputeCapability); v != "" {
+		a[AttrComputeCapability] = resourceapi.DeviceAttribute{VersionValue: &v}
+	}
+	if f.Architecture != "" {
+		a[AttrArchitecture] = str(f.Architecture)
+	}
+	if v := SemVer(f.DriverVersion); v != "" {
+		a[AttrDriverVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
+	}
+	if v := SemVer(f.CUDADriverVersion); v != "" {
+		a[AttrCUDAVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
+	}
+	if bdf := PCIBusID(g.PCIBusID); bdf != "" {
+		a[deviceattribute.StandardDeviceAttributePCIBusID] = str(bdf)
+	}
+	if gi.PCIeRoot != "" {
+		a[deviceattribute.StandardDeviceAttributePCIeRoot] = str(gi.PCIeRoot)
+	}
+	// A device with no NUMA affinity must not publish numaNode (deviceattribute package docs).
+	if g.NUMANode >= 0 {
+		a[deviceattribute.StandardDeviceAttributeNUMANode] = num(int64(g.NUMANode))
+	}
+	return a
+}
+
+// PCIBusID turns NVML's bus id ("00000000:07:00.0", 8-digit domain) into the extended BDF
+// form the standard attribute resource.kubernetes.io/pciBusID takes ("0000:07:00.0",
+// lower case); "" when it is not a bus id.
+func PCIBusID(nvml string) string {
+	s := strings.ToLower(nvml)
+	if i := strings.IndexByte(s, ':'); i > 4 && strings.Trim(s[:i-4], "0") == "" {
+		s = s[i-4:]
+	}
+	if _, err := deviceattribute.GetPCIBusIDAttribute(s); err != nil {
+		return ""
+	}
+	return s
+}
+
+// SemVer turns a dotted version ("9.0", "550.54.15", "535.104.05", "12.4") into the semantic
+// version a VersionValue attribute needs ("9.0.0", "550.54.15", "535.104.5", "12.4.0"); ""
+// when it is not 1 to 3 dot-separated numbers.
+func SemVer(v string) string {
+	if v == "" {
+		return ""
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) > 3 {
+		return ""
+	}
+	out := make([]string, 3)
+	for i := range out {
+		out[i] = "0"
+		if i < len(parts) {
+			n, err := strconv.ParseUint(parts[i], 10, 32)
+			if err != nil {
+				return ""
+			}
+			out[i] = strconv.FormatUint(n, 10)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
