@@ -130,10 +130,10 @@ func TestPodMatchConditionsProtectedEnv(t *testing.T) {
 func TestPodMatchConditionsFollowValues(t *testing.T) {
 	m := matcherFor(t, podsHook(t, renderChart(t, sets(t, "resourceNames.memory=example.com/vmem", "webhook.matchRayPods=false"))))
 	for pod, want := range map[string]bool{
-		`{"spec":{"containers":[{"resources":{"limits":{"example.com/vmem":"3000"}}}]}}`:  true,
-		`{"spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpumem":"3000"}}}]}}`: false,
-		`{"metadata":{"annotations":{"example.com/vmem":"3000"}}}`:                         true,
-		`{"metadata":{"labels":{"ray.io/node-type":"head"}},"spec":{"containers":[{}]}}`:  false,
+		`{"spec":{"containers":[{"resources":{"limits":{"example.com/vmem":"3000"}}}]}}`:                                                true,
+		`{"spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpumem":"3000"}}}]}}`:                                               false,
+		`{"metadata":{"annotations":{"example.com/vmem":"3000"}}}`:                                                                      true,
+		`{"metadata":{"labels":{"ray.io/node-type":"head"}},"spec":{"containers":[{}]}}`:                                                false,
 		`{"metadata":{"labels":{"ray.io/node-type":"worker"}},"spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}`: true,
 	} {
 		if got := evalMatch(t, m, podsGVR, "Pod", pod); got != want {
