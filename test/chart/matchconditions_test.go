@@ -103,13 +103,13 @@ func TestPodMatchConditions(t *testing.T) {
 // case C37: the chart's env lists are pkg/device's rule, name for name.
 func TestPodMatchConditionsProtectedEnv(t *testing.T) {
 	w := podsHook(t, renderChart(t, nil))
+	m := matcherFor(t, w) // fails the test when there are no matchConditions
 	for _, list := range [][]string{device.ProtectedEnvExact(), device.ProtectedEnvPrefixes()} {
 		b, _ := json.Marshal(list)
 		if !strings.Contains(w.MatchConditions[0].Expression, string(b)) {
 			t.Errorf("expression lacks %s", b)
 		}
 	}
-	m := matcherFor(t, w)
 	env := func(name string) string {
 		return `{"spec":{"containers":[{"name":"c","env":[{"name":"` + name + `","value":"x"}]}]}}`
 	}
