@@ -139,13 +139,14 @@ func getenvPod(ns, name, image string, viaShell bool) *corev1.Pod {
 	return p
 }
 
-// case C37, what the webhook cannot see (docs/components.md "Protected environment"): on this
-// node (containerd 1.6, device plugin env strategy envvar) the process env is [image ENV,
-// device-plugin env, pod env incl. envFrom] with duplicates. A C program reading the limit
-// with getenv(3) takes the first entry, a shell the last (and passes that on). This test pins
-// what each reader sees today, so the hole stays measured: an image's ENV widens the limit for
-// a program started directly; an envFrom value for one started through a shell. The NRI guard
-// (containerd 2.x) is what closes both; when it runs here, this test must be inverted.
+// case C37, what the webhook cannot see (docs/components.md "Protected environment"), measured
+// with a C getenv(3) reader started directly and through `sh -c`, in GPU pods asking for 1000 MiB
+// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m). On this node (containerd 1.6) a value from
+// envFrom (a ConfigMap: not in the pod spec) replaces the plugin's for every reader, C or shell:
+// the hole that stays open until a guard at container creation (the NRI plugin, containerd 2.x)
+// rewrites the env; an image ENV is replaced by the plugin's value (containerd 1.6 applies the
+// CRI env over the image's). This test pins those measured facts, so a change (the NRI guard,
+// another containerd) shows; when the guard runs here, the envFrom cases must see 1000m.
 func TestC37WhatTheContainerSees(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
@@ -165,10 +166,10 @@ func TestC37WhatTheContainerSees(t *testing.T) {
 		pod  *corev1.Pod
 		want string
 	}{
-		{getenvPod(ns, "imageenv-direct", imageEnvImage, false), "81920m"}, // image ENV comes first: the hole
+		{getenvPod(ns, "imageenv-direct", imageEnvImage, false), "1000m"},
 		{getenvPod(ns, "imageenv-shell", imageEnvImage, true), "1000m"},
-		{withEnvFrom(getenvPod(ns, "envfrom-direct", WorkloadImage, false)), "1000m"},
-		{withEnvFrom(getenvPod(ns, "envfrom-shell", WorkloadImage, true)), "81920m"}, // envFrom comes last: the hole
+		{withEnvFrom(getenvPod(ns, "envfrom-direct", WorkloadImage, false)), "81920m"}, // the open hole
+		{withEnvFrom(getenvPod(ns, "envfrom-shell", WorkloadImage, true)), "81920m"},   // the open hole
 	}
 	for _, tc := range cases {
 		c.CreatePod(t, tc.pod)
