@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/deviceplugin"
 )
 
@@ -45,6 +46,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.IntVar(&c.SplitCount, "split-count", c.SplitCount, "devices advertised per GPU (containers that may share one GPU)")
 	fs.Float64Var(&c.MemoryScaling, "memory-scaling", c.MemoryScaling, "memory over-commit factor (>= 1; 1 = never over-commit)")
+	reserved := fs.String("reserved-memory", "", "GPU memory used outside Kubernetes, kept out of the inventory: an amount for every GPU and/or <GPU-UUID|index>=<amount>, comma-separated; amounts in MiB or with a binary suffix (e.g. 2048,GPU-8d2c...=4Gi,3=0) (case C41)")
 	fs.StringVar(&c.Enforcement, "enforcement", c.Enforcement, "limit enforcement: hami-core, mps or none")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
@@ -64,6 +66,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	var err error
 	if c.ApplicationXIDs, err = parseXIDs(*xids); err != nil {
+		return o, err
+	}
+	if c.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", *reserved); err != nil {
 		return o, err
 	}
 	switch o.Backend {

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
 		c.AllocateWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
 		c.PodResourcesSocket != "/var/lib/kubelet/pod-resources/kubelet.sock" || c.LeaseNamespace != "kube-node-lease" ||
-		c.MetricsAddress != ":9400" || c.FakeFaultInjection || o.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
+		c.MetricsAddress != ":9400" || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -35,7 +35,7 @@ func TestEveryFlag(t *testing.T) {
 		"--cdi-spec-dir=/c", "--hami-core-library=/l.so", "--mps-pipe-dir=/m", "--application-xids=13, 79", "--recovery-probes=5",
 		"--probe-interval=2s", "--allocate-wait=3s", "--device-plugin-dir=/d", "--pod-resources-socket=/p.sock",
 		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
-		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4",
+		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4", "--reserved-memory=2048,GPU-a=1Gi,3=0",
 	}
 	o, err := parseOptions(args, env(nil))
 	if err != nil {
@@ -45,9 +45,9 @@ func TestEveryFlag(t *testing.T) {
 	got := []any{o.Kubeconfig, c.NodeName, o.Backend, o.FakeProfile, o.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
 		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, joinXIDs(c.ApplicationXIDs),
 		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.PodResourcesSocket, c.LeaseNamespace, c.MetricsAddress,
-		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores}
+		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String()}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
-		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores"}
+		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024"}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
@@ -71,6 +71,8 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --metrics-address=":       "--metrics-address is empty",
 		"--node-name=n --resource-count=":        "resource name count is empty",
 		"--node-name=n extra":                    "unexpected arguments",
+		"--node-name=n --reserved-memory=2GB":    `--reserved-memory: entry "2GB"`,
+		"--node-name=n --reserved-memory=gpu0=1": `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
 	} {
 		_, err := parseOptions(strings.Fields(args), env(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -23,6 +23,7 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 	fs.StringVar(&cfg.MetricsAddress, "metrics-address", ":8080", "address of /metrics (plain HTTP)")
 	fs.StringVar(&a.SchedulerName, "scheduler-name", a.SchedulerName, "scheduler set on GPU pods that use default-scheduler (case C27)")
 	privileged := fs.String("privileged", string(a.Privileged), "GPU pods with a privileged container: deny, or ignore (admit untouched) (case C25)")
+	annotations := fs.String("resource-annotations", string(a.ResourceAnnotations), "pods that write a GPU resource name (e.g. nvidia.com/gpumem) as an annotation: deny, or warn (admit with a warning) (case C39)")
 	fs.StringVar(&a.Namespace, "namespace", getenv("POD_NAMESPACE"), "the webhook's own namespace, whose pods and RayClusters are admitted untouched (default $POD_NAMESPACE)")
 	rayGPU := fs.StringSlice("ray-gpu-resources", nil, "resource names whose limits count as GPUs for Ray, in priority order; name* matches a prefix (default: --resource-count,nvidia.com/mig-*) (case C32)")
 	fs.StringVar(&a.Ray.MemoryResource, "ray-memory-resource", a.Ray.MemoryResource, "Ray custom resource carrying the container's GPU memory, integer MiB (empty: none)")
@@ -32,6 +33,7 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 		return cfg, err
 	}
 	a.Privileged = webhook.PrivilegedPolicy(*privileged)
+	a.ResourceAnnotations = webhook.AnnotationPolicy(*annotations)
 	if fs.Changed("ray-gpu-resources") {
 		a.Ray.GPUResources = *rayGPU
 	} else {

@@ -178,7 +178,9 @@ import_images() {
   log "building images into $out"
   (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/workload" ./hack/workload) \
     >>"$LOGS/images.log" 2>&1 || die "building hack/workload failed (see $LOGS/images.log)"
-  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --version "$VERSION") \
+  gcc -static -O2 -o "$out/getenv" "$REPO_ROOT/hack/getenv/getenv.c" >>"$LOGS/images.log" 2>&1 ||
+    die "building hack/getenv (gcc -static) failed (see $LOGS/images.log)"
+  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION") \
     >>"$LOGS/images.log" 2>&1 || die "mkimage failed (see $LOGS/images.log)"
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)

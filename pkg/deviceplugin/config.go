@@ -44,6 +44,10 @@ type Config struct {
 	SplitCount int
 	// MemoryScaling is the memory over-commit factor, >= 1.
 	MemoryScaling float64
+	// ReservedMemory is GPU memory used outside Kubernetes, subtracted from each GPU before
+	// anything is published (--reserved-memory; device.MemoryReserve, case C41). The scaling
+	// factor applies to what is left.
+	ReservedMemory device.MemoryReserve
 	// Enforcement is EnforceHAMiCore, EnforceMPS or EnforceNone.
 	Enforcement string
 	// DeviceListStrategy is StrategyEnvvar or StrategyCDI.

@@ -80,6 +80,16 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
 	}
+	// case C41: the reserve is taken off before anything sees the GPUs (inventory, labels,
+	// metrics, Allocate), so the extender never offers it.
+	if gpus, err = device.ApplyMemoryReserve("--reserved-memory", gpus, cfg.ReservedMemory); err != nil {
+		return nil, err
+	}
+	for _, g := range gpus {
+		if r := cfg.ReservedMemory.ForGPU(g); r > 0 {
+			klog.InfoS("Reserving GPU memory used outside Kubernetes", "uuid", g.UUID, "index", g.Index, "reservedMiB", r, "offeredMiB", g.MemoryMiB)
+		}
+	}
 	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
 	var uuids []string
 	for _, g := range gpus {

@@ -23,6 +23,17 @@ const (
 	PrivilegedIgnore PrivilegedPolicy = "ignore"
 )
 
+// AnnotationPolicy says what happens to a pod that writes a slice resource name as an
+// annotation (case C39).
+type AnnotationPolicy string
+
+const (
+	// AnnotationDeny refuses the pod, naming the annotation and where it belongs (default).
+	AnnotationDeny AnnotationPolicy = "deny"
+	// AnnotationWarn admits the pod with an admission warning saying the same.
+	AnnotationWarn AnnotationPolicy = "warn"
+)
+
 // DefaultScheduler is the name the API server gives a pod that names no scheduler.
 const DefaultScheduler = "default-scheduler"
 
@@ -34,6 +45,9 @@ type Config struct {
 	SchedulerName string
 	// Privileged is the rule for GPU pods with privileged containers (case C25).
 	Privileged PrivilegedPolicy
+	// ResourceAnnotations is the rule for slice resource names written as pod annotations
+	// (case C39).
+	ResourceAnnotations AnnotationPolicy
 	// Namespace is the webhook's own namespace; its pods and RayClusters are admitted untouched.
 	// Empty: none.
 	Namespace string
@@ -45,10 +59,11 @@ type Config struct {
 func DefaultConfig() Config {
 	n := device.DefaultResourceNames()
 	return Config{
-		Names:         n,
-		SchedulerName: device.SchedulerName,
-		Privileged:    PrivilegedDeny,
-		Ray:           ray.DefaultConfig(n.Count),
+		Names:               n,
+		SchedulerName:       device.SchedulerName,
+		Privileged:          PrivilegedDeny,
+		ResourceAnnotations: AnnotationDeny,
+		Ray:                 ray.DefaultConfig(n.Count),
 	}
 }
 
@@ -62,6 +77,9 @@ func (c Config) Validate() error {
 	}
 	if c.Privileged != PrivilegedDeny && c.Privileged != PrivilegedIgnore {
 		return fmt.Errorf("privileged: %q is not deny or ignore", c.Privileged)
+	}
+	if c.ResourceAnnotations != AnnotationDeny && c.ResourceAnnotations != AnnotationWarn {
+		return fmt.Errorf("resource annotations: %q is not deny or warn", c.ResourceAnnotations)
 	}
 	return c.Ray.Validate(c.Names)
 }

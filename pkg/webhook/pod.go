@@ -15,8 +15,12 @@ import (
 	"github.com/hami-go/hami-go/pkg/ray"
 )
 
-// PodHandler is the admission.Handler of /mutate-pods (CREATE). For a pod that uses slices in
-// any container (init, sidecar or app; case C26) it
+// PodHandler is the admission.Handler of /mutate-pods (CREATE, and UPDATE of the
+// pods/ephemeralcontainers subresource). Every pod, GPU or not, is refused when a container
+// (init, app or ephemeral) sets a protected variable in its env (device.IsProtectedEnv, case
+// C37), and when an annotation's key is a slice resource name (case C39; Config.
+// ResourceAnnotations may make that a warning). For a pod that uses slices in any container
+// (init, sidecar or app; case C26) it
 //   - validates every quantity, percentage, policy and annotation (device.ParsePodRequest and
 //     validateAnnotations; cases C07, C08) and denies with the error, which names field and value;
 //   - applies the privileged rule (case C25, Config.Privileged);
@@ -41,6 +45,12 @@ func (h *PodHandler) Handle(_ context.Context, req admission.Request) admission.
 }
 
 func (h *PodHandler) handle(req admission.Request) admission.Response {
+	if isEphemeralUpdate(req) {
+		if h.cfg.Namespace != "" && req.Namespace == h.cfg.Namespace {
+			return admission.Allowed("hami-go's own namespace")
+		}
+		return h.ephemeralUpdate(req)
+	}
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("hami-go mutates pods only on create")
 	}
@@ -54,7 +64,22 @@ func (h *PodHandler) handle(req admission.Request) admission.Response {
 	if pod.Labels[device.LabelOptOut] == "true" {
 		return admission.Allowed("opted out (" + device.LabelOptOut + "=true)")
 	}
-	request, err := device.ParsePodRequest(&pod, h.cfg.Names)
+	// case C37: GPU pod or not (NVIDIA_VISIBLE_DEVICES exposes GPUs through NVIDIA's runtime).
+	if err := device.ProtectedEnvError(&pod.Spec); err != nil {
+		return admission.Denied(err.Error())
+	}
+	// case C39: slice resources written as annotations are refused (or warned about).
+	misplaced := misplacedResourceAnnotations(pod.Annotations, h.cfg.Names)
+	if len(misplaced) > 0 && h.cfg.ResourceAnnotations == AnnotationDeny {
+		return admission.Denied(strings.Join(misplaced, "; "))
+	}
+	resp := h.create(req, &pod)
+	return resp.WithWarnings(misplaced...)
+}
+
+// create reviews a new pod that is not opted out and sets no protected env.
+func (h *PodHandler) create(req admission.Request, pod *corev1.Pod) admission.Response {
+	request, err := device.ParsePodRequest(pod, h.cfg.Names)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
@@ -92,10 +117,10 @@ func (h *PodHandler) handle(req admission.Request) admission.Response {
 		default: // case C27: a third-party scheduler is left alone, but the user is told the cost
 			warnings = append(warnings, fmt.Sprintf("spec.schedulerName: %q is kept; hami-go's device plugin gives GPU slices only to pods placed by %s, so unless %q delegates to hami-go's extender this pod's GPU allocation will be refused", pod.Spec.SchedulerName, h.cfg.SchedulerName, pod.Spec.SchedulerName))
 		}
-		notes = append(notes, h.defaultCounts(&pod, spec)...)
+		notes = append(notes, h.defaultCounts(pod, spec)...)
 	}
 	if isRay {
-		n, w, err := h.rayStart(&pod, spec, request)
+		n, w, err := h.rayStart(pod, spec, request)
 		if err != nil {
 			return admission.Denied(err.Error())
 		}

@@ -61,7 +61,7 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	}
 	wantFlags := map[string]string{
 		"--node-name": "$(NODE_NAME)", "--backend": "nvml", "--split-count": "10", "--memory-scaling": "1",
-		"--enforcement": "hami-core", "--device-list-strategy": "envvar", "--cdi-spec-dir": "/var/run/cdi",
+		"--enforcement": "hami-core", "--device-list-strategy": "cdi", "--cdi-spec-dir": "/var/run/cdi",
 		"--hami-core-library": "/usr/local/vgpu/libvgpu.so", "--mps-pipe-dir": "/tmp/nvidia-mps",
 		"--application-xids": "13,31,43,45,68,109", "--recovery-probes": "3", "--probe-interval": "5s",
 		"--allocate-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
@@ -81,16 +81,17 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	if _, ok := envOf(c, "KUBERNETES_SERVICE_HOST"); ok {
 		t.Error("KUBERNETES_SERVICE_HOST set without apiServer.host")
 	}
-	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "pod-resources": "/var/lib/kubelet/pod-resources", "hami-core": "/usr/local/vgpu"}
+	// case C37: real GPUs get the cdi strategy by default, so the CDI spec dir is mounted read-write.
+	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "pod-resources": "/var/lib/kubelet/pod-resources", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
-		t.Errorf("hostPaths %v, want %v (no CDI dir with the envvar strategy)", got, wantHost)
+		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
-	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/var/lib/kubelet/pod-resources": "pod-resources", "/usr/local/vgpu": "hami-core"}
+	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/var/lib/kubelet/pod-resources": "pod-resources", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}
 	for _, vm := range c.VolumeMounts {
-		if ro := vm.Name != "device-plugins"; vm.ReadOnly != ro {
+		if ro := vm.Name != "device-plugins" && vm.Name != "cdi"; vm.ReadOnly != ro {
 			t.Errorf("mount %s readOnly=%v, want %v", vm.Name, vm.ReadOnly, ro)
 		}
 	}
@@ -256,7 +257,7 @@ func TestWebhookDeploymentAndConfiguration(t *testing.T) {
 	}
 	want := map[string]string{
 		"--port": "9443", "--cert-dir": "/etc/hami-go/tls", "--health-address": ":8081", "--metrics-address": ":8080",
-		"--scheduler-name": "hami-go-scheduler", "--privileged": "deny", "--ray-memory-resource": "gpu_memory_mib",
+		"--scheduler-name": "hami-go-scheduler", "--privileged": "deny", "--resource-annotations": "deny", "--ray-memory-resource": "gpu_memory_mib",
 		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 	}
@@ -281,7 +282,7 @@ func TestWebhookDeploymentAndConfiguration(t *testing.T) {
 	if len(m.Webhooks) != 2 {
 		t.Fatalf("%d webhooks, want pods and rayclusters", len(m.Webhooks))
 	}
-	paths := map[string]string{"pods.hami-go.io": "/mutate-pods", "rayclusters.hami-go.io": "/mutate-rayclusters"}
+	paths := map[string]string{"gpu-pods.hami-go.io": "/mutate-pods", "gpu-rayclusters.hami-go.io": "/mutate-rayclusters"}
 	res := map[string]admissionv1.RuleWithOperations{}
 	for _, w := range m.Webhooks {
 		if *w.FailurePolicy != admissionv1.Fail || *w.SideEffects != admissionv1.SideEffectClassNone || *w.TimeoutSeconds != 10 {
@@ -291,13 +292,20 @@ func TestWebhookDeploymentAndConfiguration(t *testing.T) {
 		if svc == nil || svc.Name != "hami-go-webhook" || svc.Namespace != releaseNamespace || *svc.Path != paths[w.Name] || *svc.Port != 443 || w.ClientConfig.URL != nil {
 			t.Errorf("%s: clientConfig %+v", w.Name, w.ClientConfig)
 		}
-		if len(w.Rules) != 1 {
+		if want := map[string]int{"gpu-pods.hami-go.io": 2}[w.Name]; len(w.Rules) != max(want, 1) {
 			t.Fatalf("%s: %d rules", w.Name, len(w.Rules))
 		}
 		res[w.Name] = w.Rules[0]
+		if len(w.Rules) == 2 {
+			res[w.Name+"/1"] = w.Rules[1]
+		}
 		checkSelectors(t, w, []string{releaseNamespace, "kube-system"})
 	}
-	pods, rc := res["pods.hami-go.io"], res["rayclusters.hami-go.io"]
+	pods, rc := res["gpu-pods.hami-go.io"], res["gpu-rayclusters.hami-go.io"]
+	// case C37: kubectl debug's ephemeral containers are reviewed too.
+	if eph := res["gpu-pods.hami-go.io/1"]; !slices.Equal(eph.Resources, []string{"pods/ephemeralcontainers"}) || !slices.Equal(eph.Operations, []admissionv1.OperationType{admissionv1.Update}) {
+		t.Errorf("ephemeral containers rule %+v", eph)
+	}
 	if !slices.Equal(pods.APIGroups, []string{""}) || !slices.Equal(pods.Resources, []string{"pods"}) || !slices.Equal(pods.Operations, []admissionv1.OperationType{admissionv1.Create}) {
 		t.Errorf("pods rule %+v", pods)
 	}
@@ -416,7 +424,7 @@ func TestWebhookCertManagerMode(t *testing.T) {
 func TestWebhookURLMode(t *testing.T) {
 	r := renderChart(t, sets(t, "webhook.url=https://10.200.0.2:9443/"))
 	m := mwc(t, r)
-	want := map[string]string{"pods.hami-go.io": "https://10.200.0.2:9443/mutate-pods", "rayclusters.hami-go.io": "https://10.200.0.2:9443/mutate-rayclusters"}
+	want := map[string]string{"gpu-pods.hami-go.io": "https://10.200.0.2:9443/mutate-pods", "gpu-rayclusters.hami-go.io": "https://10.200.0.2:9443/mutate-rayclusters"}
 	for _, w := range m.Webhooks {
 		if w.ClientConfig.URL == nil || *w.ClientConfig.URL != want[w.Name] || w.ClientConfig.Service != nil {
 			t.Errorf("%s: clientConfig %+v, want url %s", w.Name, w.ClientConfig, want[w.Name])

@@ -38,7 +38,8 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 	for _, c := range []struct{ set, want string }{
 		{"devicePlugin.backend=cuda", `devicePlugin.backend must be "nvml" or "fake", got "cuda"`},
 		{"devicePlugin.enforcement=strict", `devicePlugin.enforcement must be "hami-core", "mps" or "none", got "strict"`},
-		{"devicePlugin.deviceListStrategy=volume", `devicePlugin.deviceListStrategy must be "envvar" or "cdi", got "volume"`},
+		{"devicePlugin.deviceListStrategy=volume", `devicePlugin.deviceListStrategy must be "envvar", "cdi" or "" (cdi for nvml, envvar for fake), got "volume"`},
+		{"webhook.resourceAnnotations=ignore", `webhook.resourceAnnotations must be "deny" or "warn", got "ignore"`},
 		{"devicePlugin.splitCount=0", "devicePlugin.splitCount must be >= 1, got 0"},
 		{"devicePlugin.memoryScaling=0.5", "devicePlugin.memoryScaling must be >= 1, got 0.5"},
 		{"scheduler.extender.nodePolicy=pack", `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},

@@ -132,7 +132,13 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.splitCount=4"}, dpFlag("--split-count"), "4"},
 		{[]string{"devicePlugin.memoryScaling=1.5"}, dpFlag("--memory-scaling"), "1.5"},
 		{[]string{"devicePlugin.enforcement=none"}, dpFlag("--enforcement"), "none"},
-		{[]string{"devicePlugin.deviceListStrategy=cdi"}, dpFlag("--device-list-strategy"), "cdi"},
+		{[]string{"devicePlugin.deviceListStrategy=envvar"}, dpFlag("--device-list-strategy"), "envvar"},
+		// case C37: "" = cdi for real GPUs, envvar for fake ones (no device nodes, no CDI in containerd 1.6).
+		{[]string{"devicePlugin.backend=fake"}, func(t testing.TB, r rendered) string {
+			return dpFlag("--device-list-strategy")(t, r) + " " + words(hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["cdi"] == "")
+		}, "envvar true"},
+		// case C41.
+		{[]string{"devicePlugin.reservedMemory=2048\\,GPU-a=1Gi"}, dpFlag("--reserved-memory"), "2048,GPU-a=1Gi"},
 		{[]string{"devicePlugin.deviceListStrategy=cdi", "devicePlugin.cdiSpecDir=/etc/cdi"}, func(t testing.TB, r rendered) string {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return flags(container(t, spec, "device-plugin"))["--cdi-spec-dir"] + " " + hostPaths(spec)["cdi"] + " " + mounts(container(t, spec, "device-plugin"))["/etc/cdi"]
@@ -235,9 +241,10 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			return strings.Join(w.w.NamespaceSelector.MatchExpressions[0].Values, ",")
 		}), "hami-go-system,ops,kube-system;hami-go-system,ops,kube-system"},
 		{[]string{"webhook.podOperations={CREATE,UPDATE}"}, webhookField(func(w webhookView) string { return words(w.w.Rules[0].Operations) }), "[CREATE UPDATE];[CREATE UPDATE]"},
-		{[]string{"webhook.rayCluster.enabled=false"}, webhookField(func(w webhookView) string { return w.name }), "pods.hami-go.io"},
+		{[]string{"webhook.rayCluster.enabled=false"}, webhookField(func(w webhookView) string { return w.name }), "gpu-pods.hami-go.io"},
 		{[]string{"webhook.rayCluster.operations={CREATE}"}, webhookField(func(w webhookView) string { return words(w.w.Rules[0].Operations) }), "[CREATE];[CREATE]"},
 		{[]string{"webhook.privileged=ignore"}, whFlag("--privileged"), "ignore"},
+		{[]string{"webhook.resourceAnnotations=warn"}, whFlag("--resource-annotations"), "warn"}, // case C39
 		{[]string{"webhook.rayGPUResources=nvidia.com/gpu"}, whFlag("--ray-gpu-resources"), "nvidia.com/gpu"},
 		{[]string{"webhook.rayMemoryResource=vram_mib"}, whFlag("--ray-memory-resource"), "vram_mib"},
 		{[]string{"webhook.logLevel=3"}, whFlag("-v"), "3"},

@@ -147,8 +147,11 @@ seccompProfile:
 {{- if not (has $dp.enforcement (list "hami-core" "mps" "none")) -}}
 {{- fail (printf "devicePlugin.enforcement must be \"hami-core\", \"mps\" or \"none\", got %q" (toString $dp.enforcement)) -}}
 {{- end -}}
-{{- if not (has $dp.deviceListStrategy (list "envvar" "cdi")) -}}
-{{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\" or \"cdi\", got %q" (toString $dp.deviceListStrategy)) -}}
+{{- if not (has (toString $dp.deviceListStrategy) (list "" "envvar" "cdi")) -}}
+{{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\", \"cdi\" or \"\" (cdi for nvml, envvar for fake), got %q" (toString $dp.deviceListStrategy)) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.resourceAnnotations (list "deny" "warn")) -}}
+{{- fail (printf "webhook.resourceAnnotations must be \"deny\" or \"warn\", got %q" (toString .Values.webhook.resourceAnnotations)) -}}
 {{- end -}}
 {{- if lt (int $dp.splitCount) 1 -}}
 {{- fail (printf "devicePlugin.splitCount must be >= 1, got %v" $dp.splitCount) -}}
@@ -196,4 +199,13 @@ strategy:
     maxSurge: 0
     maxUnavailable: 1
 {{- end }}
+{{- end -}}
+
+{{/*
+The device plugin's --device-list-strategy: devicePlugin.deviceListStrategy, or when it is empty
+cdi for the nvml backend and envvar for the fake one (case C37).
+*/}}
+{{- define "hami-go.deviceListStrategy" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if $dp.deviceListStrategy -}}{{ $dp.deviceListStrategy }}{{- else if eq $dp.backend "fake" -}}envvar{{- else -}}cdi{{- end -}}
 {{- end -}}

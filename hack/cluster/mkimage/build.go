@@ -19,16 +19,24 @@ type Config struct {
 	WorkloadBin string
 	BashBin     string
 	BusyboxBin  string
-	Version     string
-	RayVersion  string
+	// GetenvBin is the static C program of hack/getenv (optional; /bin/getenv, case C37).
+	GetenvBin  string
+	Version    string
+	RayVersion string
 }
 
 // Image names the images get (docker.io/... is what containerd stores for rayproject/ray).
 const (
 	PauseRepo    = "registry.k8s.io/pause"
 	WorkloadRepo = "docker.io/hami-go/workload"
+	// ImageEnvRepo is the workload image with ImageEnv in its config (case C37: what a
+	// container sees when its image sets a protected variable).
+	ImageEnvRepo = "docker.io/hami-go/workload-imageenv"
 	RayRepo      = "docker.io/rayproject/ray"
 )
+
+// ImageEnv is the ENV of the ImageEnvRepo image: a widened HAMi-core memory limit.
+const ImageEnv = "CUDA_DEVICE_MEMORY_LIMIT_0=81920m"
 
 // PauseTags are the sandbox image tags: our containerd config names 3.10; containerd 1.6's
 // built-in default is 3.6.
@@ -91,6 +99,12 @@ func Build(cfg Config) ([]string, error) {
 		{Path: "/bin/busybox", Mode: 0o755, Src: cfg.BusyboxBin},
 		{Path: "/usr/bin/env", Link: "/bin/busybox"},
 	}
+	if cfg.GetenvBin != "" {
+		if _, err := os.Stat(cfg.GetenvBin); err != nil {
+			return nil, fmt.Errorf("--getenv-bin %q: %w", cfg.GetenvBin, err)
+		}
+		files = append(files, imagebuild.File{Path: "/bin/getenv", Mode: 0o755, Src: cfg.GetenvBin})
+	}
 	for _, p := range []string{"ray", "envdump", "sleep", "pause", "wget"} {
 		files = append(files, imagebuild.File{Path: "/bin/" + p, Link: "workload"})
 	}
@@ -108,6 +122,14 @@ func Build(cfg Config) ([]string, error) {
 		return nil, err
 	}
 	written = append(written, filepath.Join(cfg.Out, "workload.tar"))
+	imageEnv, err := image(files, v1.Config{Cmd: []string{"/bin/sleep", "infinity"}, WorkingDir: "/", Env: []string{ImageEnv}})
+	if err != nil {
+		return nil, fmt.Errorf("workload-imageenv image: %w", err)
+	}
+	if err := imagebuild.Write(filepath.Join(cfg.Out, "workload-imageenv.tar"), map[string]v1.Image{ImageEnvRepo + ":" + cfg.Version: imageEnv}); err != nil {
+		return nil, err
+	}
+	written = append(written, filepath.Join(cfg.Out, "workload-imageenv.tar"))
 
 	return written, nil
 }

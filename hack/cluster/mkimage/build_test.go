@@ -20,12 +20,12 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	written, err := Build(Config{Out: out, WorkloadBin: bin, BashBin: bin, BusyboxBin: bin,
+	written, err := Build(Config{Out: out, WorkloadBin: bin, BashBin: bin, BusyboxBin: bin, GetenvBin: bin,
 		Version: "0.1.0", RayVersion: "2.46.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{filepath.Join(out, "pause.tar"), filepath.Join(out, "workload.tar")}; strings.Join(written, " ") != strings.Join(want, " ") {
+	if want := []string{filepath.Join(out, "pause.tar"), filepath.Join(out, "workload.tar"), filepath.Join(out, "workload-imageenv.tar")}; strings.Join(written, " ") != strings.Join(want, " ") {
 		t.Fatalf("written %v, want %v (kube-scheduler.tar is hack/images')", written, want)
 	}
 	for _, tc := range []struct {
@@ -36,7 +36,8 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		{"pause.tar", "registry.k8s.io/pause:3.10", []string{"pause"}, "/pause"},
 		{"pause.tar", "registry.k8s.io/pause:3.6", []string{"pause"}, "/pause"},
 		{"workload.tar", "docker.io/rayproject/ray:2.46.0", []string{"bin/bash", "bin/ray", "bin/wget", "bin/sh", "bin/envdump", "bin/workload"}, ""},
-		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox"}, ""},
+		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox", "bin/getenv"}, ""},
+		{"workload-imageenv.tar", "docker.io/hami-go/workload-imageenv:0.1.0", []string{"bin/getenv", "bin/sh"}, ""},
 	} {
 		tag, _ := name.NewTag(tc.tag)
 		img, err := tarball.ImageFromPath(filepath.Join(out, tc.file), &tag)
@@ -49,6 +50,9 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		}
 		if cf.OS != "linux" || cf.Architecture == "" || !strings.HasPrefix(cf.Config.Env[0], "PATH=") {
 			t.Fatalf("%s config %+v", tc.tag, cf)
+		}
+		if wantEnv := tc.file == "workload-imageenv.tar"; wantEnv != (len(cf.Config.Env) == 2 && cf.Config.Env[1] == ImageEnv) {
+			t.Fatalf("%s env %q", tc.tag, cf.Config.Env)
 		}
 		if got := strings.Join(cf.Config.Entrypoint, " "); got != tc.entrypoint {
 			t.Fatalf("%s entrypoint %q, want %q", tc.tag, got, tc.entrypoint)

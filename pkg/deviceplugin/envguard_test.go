@@ -1,0 +1,33 @@
+package deviceplugin
+
+import (
+	"testing"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// case C37: every variable the plugin hands a container, in every mode, is one a container may
+// not set itself (device.IsProtectedEnv), so the webhook's rule covers all of them.
+func TestAllocateEnvIsProtected(t *testing.T) {
+	for _, mode := range []string{EnforceHAMiCore, EnforceMPS, EnforceNone} {
+		for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
+			cfg := testConfig(t.TempDir())
+			cfg.Enforcement, cfg.DeviceListStrategy, cfg.MemoryScaling = mode, strategy, 1.5
+			p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81920))
+			p.resp.exists = func(path string) bool { return path == cfg.HAMiCoreLibrary } // no ld.so.preload: LD_PRELOAD env
+			p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A", "GPU-B"}}))
+			r := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
+			if len(r.Envs) < 4 {
+				t.Fatalf("%s/%s: only %v", mode, strategy, r.Envs)
+			}
+			for k := range r.Envs {
+				if !device.IsProtectedEnv(k) {
+					t.Errorf("%s/%s: the plugin sets %s, which a container could override", mode, strategy, k)
+				}
+			}
+			if _, ok := r.Envs["LD_PRELOAD"]; mode == EnforceHAMiCore && !ok {
+				t.Errorf("hami-core without ld.so.preload: no LD_PRELOAD in %v", r.Envs)
+			}
+		}
+	}
+}

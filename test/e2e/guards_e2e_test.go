@@ -1,0 +1,185 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// webhookHook is the pods webhook's name in the chart: the API server's own refusal names it
+// when the webhook cannot be reached (case C38).
+const webhookHook = "gpu-pods.hami-go.io"
+
+// createErr creates pod and returns the API error ("" when it was created; it is deleted then).
+func (c *Cluster) createErr(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	_, err := c.Client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err == nil {
+		c.deleteNow(t, pod.Namespace, pod.Name)
+		return ""
+	}
+	return err.Error()
+}
+
+// case C37, C39: with the webhook up, a container's own protected env (GPU pod or not) and a
+// slice resource written as an annotation are refused, and the refusal names what to change.
+func TestC37C39WebhookRefusals(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t, "webhook")
+	ns := e2eNamespace(t, c)
+	p := gpuPod(ns, "widen", gpuLimits{count: 1, memMiB: 1000})
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: envMemLimit0, Value: "81920m"}}
+	msg := c.createErr(t, p)
+	if want := `admission webhook "` + webhookHook + `" denied the request: spec.containers[main].env[CUDA_DEVICE_MEMORY_LIMIT_0]: a container may not set CUDA_DEVICE_MEMORY_LIMIT_0 itself`; !strings.Contains(msg, want) {
+		t.Errorf("GPU pod widening its limit: %q, want %q", msg, want)
+	}
+	p = gpuPod(ns, "nvidia-env", gpuLimits{})
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}
+	if msg := c.createErr(t, p); !strings.Contains(msg, "spec.containers[main].env[NVIDIA_VISIBLE_DEVICES]") {
+		t.Errorf("non-GPU pod naming GPUs: %q", msg)
+	}
+	p = gpuPod(ns, "anno", gpuLimits{count: 1})
+	p.Annotations = map[string]string{resMemory: "3000"}
+	if msg := c.createErr(t, p); !strings.Contains(msg, `metadata.annotations[nvidia.com/gpumem]: "3000" is a GPU resource`) || !strings.Contains(msg, "resources.limits") {
+		t.Errorf("gpumem as an annotation: %q", msg)
+	}
+	if msg := c.createErr(t, gpuPod(ns, "plain", gpuLimits{})); msg != "" {
+		t.Errorf("plain pod refused: %s", msg)
+	}
+}
+
+// scaleWebhook sets the webhook Deployment's replicas and returns the old count.
+func (c *Cluster) scaleWebhook(t *testing.T, replicas int32) int32 {
+	t.Helper()
+	ctx := context.Background()
+	deps, err := c.Client.AppsV1().Deployments(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=webhook"})
+	if err != nil || len(deps.Items) != 1 {
+		t.Fatalf("webhook Deployment: %v (%d found)", err, len(deps.Items))
+	}
+	name := deps.Items[0].Name
+	old := *deps.Items[0].Spec.Replicas
+	if _, err := c.Client.AppsV1().Deployments(chartNamespace).UpdateScale(ctx, name, &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: chartNamespace}, Spec: autoscalingv1.ScaleSpec{Replicas: replicas},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("scale %s to %d: %v", name, replicas, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=webhook"})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for i := range pods.Items {
+			if allStarted(&pods.Items[i]) && pods.Items[i].DeletionTimestamp == nil {
+				ready++
+			}
+		}
+		if replicas == 0 {
+			return len(pods.Items) == 0, nil
+		}
+		d, err := c.Client.AppsV1().Deployments(chartNamespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && ready >= int(replicas) && d.Status.AvailableReplicas >= replicas, nil
+	})
+	if err != nil {
+		t.Fatalf("webhook not at %d replicas after 3m", replicas)
+	}
+	return old
+}
+
+// case C38: with the webhook scaled to 0 (its pods gone, nothing listening; failurePolicy Fail),
+// pods that ask for no GPU are created in any namespace, and GPU pods (and pods setting
+// protected env) are refused with the API server's message, which names gpu-pods.hami-go.io.
+func TestC38WebhookDownOnlyGPUPodsRefused(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t, "webhook")
+	ns := e2eNamespace(t, c)
+	old := c.scaleWebhook(t, 0)
+	t.Cleanup(func() { c.scaleWebhook(t, old) })
+
+	for _, n := range []string{ns, "default"} {
+		p := gpuPod(n, "plain-while-down", gpuLimits{})
+		if msg := c.createErr(t, p); msg != "" {
+			t.Errorf("plain pod in %s refused while the webhook is down: %s", n, msg)
+		}
+	}
+	msg := c.createErr(t, gpuPod(ns, "gpu-while-down", gpuLimits{count: 1, memMiB: 1000}))
+	if want := `failed calling webhook "` + webhookHook + `"`; !strings.Contains(msg, want) {
+		t.Errorf("GPU pod while the webhook is down: %q, want %q", msg, want)
+	}
+	t.Logf("a GPU pod while the webhook is down: %s", msg)
+	p := gpuPod(ns, "env-while-down", gpuLimits{})
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: envMemLimit0, Value: "81920m"}}
+	if msg := c.createErr(t, p); !strings.Contains(msg, webhookHook) {
+		t.Errorf("protected-env pod while the webhook is down: %q", msg)
+	}
+	if _, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "gpu-while-down", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("refused GPU pod exists: %v", err)
+	}
+}
+
+// getenvPod runs the C getenv(3) reader (hack/getenv) on CUDA_DEVICE_MEMORY_LIMIT_0 in a GPU
+// pod asking for 1000 MiB, directly (viaShell false) or through `sh -c` (true).
+func getenvPod(ns, name, image string, viaShell bool) *corev1.Pod {
+	p := gpuPod(ns, name, gpuLimits{count: 1, memMiB: 1000})
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p.Spec.Containers[0].Image = image
+	p.Spec.Containers[0].Command = []string{"/bin/getenv", envMemLimit0}
+	if viaShell {
+		p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "/bin/getenv " + envMemLimit0}
+	}
+	return p
+}
+
+// case C37, what the webhook cannot see (docs/components.md "Protected environment"), measured
+// with a C getenv(3) reader started directly and through `sh -c`, in GPU pods asking for 1000 MiB
+// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m). On this node (containerd 1.6) a value from
+// envFrom (a ConfigMap: not in the pod spec) replaces the plugin's for every reader, C or shell:
+// the hole that stays open until a guard at container creation (the NRI plugin, containerd 2.x)
+// rewrites the env; an image ENV is replaced by the plugin's value (containerd 1.6 applies the
+// CRI env over the image's). This test pins those measured facts, so a change (the NRI guard,
+// another containerd) shows; when the guard runs here, the envFrom cases must see 1000m.
+func TestC37WhatTheContainerSees(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	ns := e2eNamespace(t, c)
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "widen", Namespace: ns}, Data: map[string]string{envMemLimit0: "81920m"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withEnvFrom := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "widen"}}}}
+		return p
+	}
+	const imageEnvImage = "docker.io/hami-go/workload-imageenv:0.1.0"
+	cases := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{getenvPod(ns, "imageenv-direct", imageEnvImage, false), "1000m"},
+		{getenvPod(ns, "imageenv-shell", imageEnvImage, true), "1000m"},
+		{withEnvFrom(getenvPod(ns, "envfrom-direct", WorkloadImage, false)), "81920m"}, // the open hole
+		{withEnvFrom(getenvPod(ns, "envfrom-shell", WorkloadImage, true)), "81920m"},   // the open hole
+	}
+	for _, tc := range cases {
+		c.CreatePod(t, tc.pod)
+	}
+	for _, tc := range cases {
+		c.WaitForPhase(t, ns, tc.pod.Name, corev1.PodSucceeded, 2*time.Minute)
+		log := c.Logs(t, ns, tc.pod.Name, "main")
+		t.Logf("%s: %s", tc.pod.Name, strings.TrimSpace(log))
+		if want := "getenv: " + envMemLimit0 + "=" + tc.want + "\n"; !strings.Contains(log, want) {
+			t.Errorf("%s sees %q, want %q", tc.pod.Name, log, want)
+		}
+	}
+}
