@@ -87,6 +87,8 @@ main() {
   stop kubelet
   stop_containers
   stop containerd
+  # containerd 2 leaves its NRI socket behind even on SIGTERM (the next one would replace it).
+  [[ -S $NRI_SOCKET ]] && rm -f "$NRI_SOCKET"
   stop kube-apiserver
   stop etcd
   unmount_under "$KUBELET_ROOT"
