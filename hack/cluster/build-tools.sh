@@ -7,6 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../tools" && pwd)
 cache=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools
 K8S_VERSION=v1.37.2 ETCD_VERSION=v3.6.16 KUBERAY_VERSION=v1.5.0 HELM_VERSION=v3.22.0
+CONTAINERD_VERSION=v2.4.2
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
@@ -28,10 +29,17 @@ done
 build etcd "$cache/etcd-$ETCD_VERSION/etcd" "" go.etcd.io/etcd/server/v3
 build helm "$cache/helm-$HELM_VERSION/helm" "" helm.sh/helm/v3/cmd/helm
 build kuberay "$cache/kuberay-$KUBERAY_VERSION/kuberay-operator" "" github.com/ray-project/kuberay/ray-operator
+# containerd 2.x for the node (CDI and NRI; Debian's 1.6 has neither): containerd and ctr with cgo
+# as upstream builds them, the runc shim static without cgo (upstream's SHIM_CGO_ENABLED=0).
+ctrd_ld="-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+for c in containerd ctr; do
+  CGO_ENABLED=1 build containerd "$cache/containerd-$CONTAINERD_VERSION/$c" "$ctrd_ld" "github.com/containerd/containerd/v2/cmd/$c"
+done
+build containerd "$cache/containerd-$CONTAINERD_VERSION/containerd-shim-runc-v2" "$ctrd_ld" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 
 bin=$cache/bin
 mkdir -p "$bin"
-for f in "$cache"/kubernetes-$K8S_VERSION/* "$cache"/etcd-$ETCD_VERSION/etcd "$cache"/helm-$HELM_VERSION/helm "$cache"/kuberay-$KUBERAY_VERSION/kuberay-operator; do
+for f in "$cache"/kubernetes-$K8S_VERSION/* "$cache"/etcd-$ETCD_VERSION/etcd "$cache"/helm-$HELM_VERSION/helm "$cache"/kuberay-$KUBERAY_VERSION/kuberay-operator "$cache"/containerd-$CONTAINERD_VERSION/*; do
   ln -sf "$f" "$bin/$(basename "$f")"
 done
 echo "$bin"

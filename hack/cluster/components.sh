@@ -3,14 +3,15 @@
 
 require_root() {
   [[ $(id -u) == 0 ]] || die "run as root (it starts containerd, a kubelet and a network namespace)"
+  [[ $MODE == deviceplugin || $MODE == dra ]] || die "HAMI_GO_MODE=$MODE: want deviceplugin or dra"
   mkdir -p "$LOGS" "$PIDS" "$PKI"
 }
 
-# install_packages: Debian packages the node needs, installed only when missing.
+# install_packages: Debian packages the node needs, installed only when missing (containerd
+# itself comes from build-tools.sh; runc and the CNI plugins from Debian).
 install_packages() {
   local missing=()
-  command -v containerd >/dev/null || missing+=(containerd)
-  command -v runc >/dev/null || missing+=(runc)
+  [[ -x $RUNC ]] || missing+=(runc)
   [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
   command -v ip >/dev/null || missing+=(iproute2)
   command -v openssl >/dev/null || missing+=(openssl)
@@ -27,7 +28,8 @@ install_packages() {
     die "apt-get install ${missing[*]} failed (see $LOGS/apt.log)"
 }
 
-# build_tools: the Kubernetes binaries, etcd, helm, kubectl and the KubeRay operator (cached).
+# build_tools: the Kubernetes binaries, etcd, helm, kubectl, the KubeRay operator and containerd
+# (cached).
 build_tools() {
   log "building or reusing the cached tools (20-40 minutes the first time; log: $LOGS/build-tools.log)"
   "$REPO_ROOT/hack/cluster/build-tools.sh" >/dev/null 2>>"$LOGS/build-tools.log" ||
@@ -118,7 +120,8 @@ start_apiserver() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range="$SERVICE_CIDR" --authorization-mode=RBAC \
-    --allow-privileged=true --kubelet-preferred-address-types=InternalIP --v=1
+    --allow-privileged=true --kubelet-preferred-address-types=InternalIP \
+    --feature-gates="$FEATURE_GATES" --v=1
   wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
 }
 
@@ -128,30 +131,64 @@ start_controller_manager() {
     --authorization-kubeconfig="$KUBECONFIG_FILE" --bind-address=127.0.0.1 \
     --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials=true --leader-elect=false \
-    --service-cluster-ip-range="$SERVICE_CIDR" --v=1
+    --service-cluster-ip-range="$SERVICE_CIDR" --feature-gates="$FEATURE_GATES" --v=1
 }
 
 start_scheduler() {
   start kube-scheduler "$KUBECONFIG_FILE" kube-scheduler \
     --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
     --authorization-kubeconfig="$KUBECONFIG_FILE" --bind-address=127.0.0.1 \
-    --leader-elect=false --v=1
+    --leader-elect=false --feature-gates="$FEATURE_GATES" --v=1
 }
 
-# start_containerd: containerd with its own root, state and socket, inside the node's netns.
+# start_containerd: containerd 2.x (build-tools.sh) with its own root, state and socket, inside
+# the node's netns. Its config is format version 4, written whole (a 1.6 config does not carry
+# over); CDI (spec dirs $CDI_SPEC_DIRS) and NRI ($NRI_SOCKET) are on, as containerd 2 defaults.
+# The runc shim is found on containerd's PATH (the tools' bin folder); runc is Debian's.
 start_containerd() {
   mkdir -p "$CONTAINERD_DIR" "$STATE/cni/net.d" "$STATE/cni/networks"
-  containerd config default | sed \
-    -e "s|^root = .*|root = \"$CONTAINERD_DIR/root\"|" \
-    -e "s|^state = .*|state = \"$CONTAINERD_DIR/state\"|" \
-    -e "s|address = \"/run/containerd/containerd.sock\"|address = \"$CONTAINERD_SOCK\"|" \
-    -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" \
-    -e "s|netns_mounts_under_state_dir = false|netns_mounts_under_state_dir = true|" \
-    -e "s|sandbox_image = .*|sandbox_image = \"$SANDBOX_IMAGE\"|" \
-    -e "s|bin_dir = \"/opt/cni/bin\"|bin_dir = \"/usr/lib/cni\"|" \
-    -e "s|conf_dir = \"/etc/cni/net.d\"|conf_dir = \"$STATE/cni/net.d\"|" \
-    >"$CONTAINERD_DIR/config.toml"
-  grep -q "restrict_oom_score_adj = true" "$CONTAINERD_DIR/config.toml" || die "containerd config: restrict_oom_score_adj not set"
+  command -v containerd-shim-runc-v2 >/dev/null || die "containerd-shim-runc-v2 is not on PATH (run build-tools.sh)"
+  cat >"$CONTAINERD_DIR/config.toml" <<EOF
+version = 4
+root = "$CONTAINERD_DIR/root"
+state = "$CONTAINERD_DIR/state"
+
+[plugins]
+  # Format 4 serves its sockets from plugins; the ttrpc one is not derived from the gRPC one.
+  [plugins.'io.containerd.server.v1.grpc']
+    address = '$CONTAINERD_SOCK'
+  [plugins.'io.containerd.server.v1.ttrpc']
+    address = '$CONTAINERD_SOCK.ttrpc'
+
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = '$SANDBOX_IMAGE'
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    # This VM does not allow a negative oom_score_adj: without this every sandbox fails
+    # ("can't get final child's PID from pipe").
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    cdi_spec_dirs = [$CDI_SPEC_DIRS]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = '$RUNC'
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ['/usr/lib/cni']
+      conf_dir = '$STATE/cni/net.d'
+
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = false
+    socket_path = '$NRI_SOCKET'
+
+  [plugins.'io.containerd.internal.v1.opt']
+    path = '$CONTAINERD_DIR/opt'
+EOF
   cat >"$STATE/cni/net.d/10-hami-go.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -226,6 +263,8 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 250
 serializeImagePulls: false
+featureGates:
+$(tr ',' '\n' <<<"$FEATURE_GATES" | sed 's/^\(.*\)=\(.*\)$/  \1: \2/')
 authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
@@ -267,7 +306,8 @@ start_kuberay() {
   wait_for "kuberay-operator /readyz" 60 curl -sf http://127.0.0.1:18082/readyz
 }
 
-# install_chart: hami-go with fake GPUs (charts/hami-go/values-local.yaml).
+# install_chart: hami-go with fake GPUs (charts/hami-go/values-local.yaml), in $MODE
+# (HAMI_GO_MODE: the device plugin or the DRA driver on the node).
 install_chart() {
   if [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
     log "HAMI_GO_SKIP_CHART=1: not installing charts/hami-go"
@@ -275,8 +315,9 @@ install_chart() {
   fi
   [[ -f $REPO_ROOT/charts/hami-go/values-local.yaml ]] ||
     die "charts/hami-go/values-local.yaml does not exist (set HAMI_GO_SKIP_CHART=1 to bring the cluster up without the chart)"
-  log "installing charts/hami-go (log: $LOGS/helm.log)"
+  log "installing charts/hami-go in mode $MODE (log: $LOGS/helm.log)"
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
+    --set mode="$MODE" \
     -n hami-go-system --create-namespace --wait --timeout 5m \
     --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
   restart_if_images_changed

@@ -18,7 +18,9 @@ kill_tree() {
 
 # stop_containers: kill every task of our containerd, then any shim still serving it.
 stop_containers() {
-  local ctr_cmd=(ctr --address "$CONTAINERD_SOCK") ns id pid
+  local ctr_bin=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/ctr ns id pid
+  [[ -x $ctr_bin ]] || ctr_bin=ctr   # the ctr of the containerd build-tools.sh made, else any
+  local ctr_cmd=("$ctr_bin" --address "$CONTAINERD_SOCK")
   if [[ -S $CONTAINERD_SOCK ]] && pid_of containerd >/dev/null; then
     for ns in $("${ctr_cmd[@]}" namespaces ls -q 2>/dev/null); do
       for id in $("${ctr_cmd[@]}" -n "$ns" tasks ls -q 2>/dev/null); do
@@ -85,6 +87,8 @@ main() {
   stop kubelet
   stop_containers
   stop containerd
+  # containerd 2 leaves its NRI socket behind even on SIGTERM (the next one would replace it).
+  [[ -S $NRI_SOCKET ]] && rm -f "$NRI_SOCKET"
   stop kube-apiserver
   stop etcd
   unmount_under "$KUBELET_ROOT"

@@ -21,9 +21,17 @@ API_URL=https://$HOST_IP:6443
 KUBELET_ROOT=/var/lib/kubelet          # device plugins find /var/lib/kubelet/device-plugins
 CONTAINERD_DIR=$STATE/containerd
 CONTAINERD_SOCK=$CONTAINERD_DIR/containerd.sock
+CONTAINERD_VERSION=v2.4.2             # built by build-tools.sh (CDI and NRI; Debian's 1.6 has neither)
+RUNC=/usr/sbin/runc                    # Debian's runc 1.1.5 (checked with containerd 2.4.2)
+NRI_SOCKET=/var/run/nri/nri.sock       # containerd's NRI socket (its default path)
+CDI_SPEC_DIRS="'/etc/cdi', '/var/run/cdi'"   # containerd's default CDI spec directories
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10
 FAKE_PROFILE=${HAMI_GO_FAKE_PROFILE:-dgxh100}   # pkg/fake profile name, a valid label value
 K8S_VERSION=v1.37.2
+# DRA (GA, resource.k8s.io/v1 served by default) with consumable capacity (KEP-5075, beta and on
+# by default since 1.36): named on every component anyway, so both modes run the same cluster.
+FEATURE_GATES=DRAConsumableCapacity=true
+MODE=${HAMI_GO_MODE:-deviceplugin}     # deviceplugin | dra: the chart's mode value, nothing else differs
 KUBERAY_VERSION=v1.5.0
 VERSION=${VERSION:-0.1.0}
 

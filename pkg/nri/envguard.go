@@ -1,0 +1,109 @@
+// Package nri is the container-creation side of case C37: hami-go's NRI plugin pins a
+// container's protected env (device.IsProtectedEnv) to what hami-go allocated it, so that image
+// ENV, envFrom values and the pod's own env cannot widen a GPU slice. This file is the pure
+// decision (env in, adjustment out); it does no I/O.
+package nri
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// EnvChange is one NRI env adjustment: set Name=Value. A protected name hami-go did not set is
+// "removed" by setting it empty: NRI v0.12.3 does not pass env removals on to the runtime (its
+// adaptation drops them; measured on containerd 2.4.2), and an empty CUDA_VISIBLE_DEVICES,
+// NVIDIA_VISIBLE_DEVICES or LD_PRELOAD names no GPU and preloads nothing.
+type EnvChange struct {
+	Name  string
+	Value string
+}
+
+// RefusedError says why a container cannot be created: its env sets a protected name after
+// hami-go's value (pod env or envFrom: they come last), which no NRI adjustment can undo.
+// Want is empty when hami-go set no value for Name (a container without GPUs, or a name the
+// allocation does not use).
+type RefusedError struct {
+	Name  string
+	Value string // the last value in the container's env, the one the process would see
+	Want  string
+	// HasWant is true when hami-go set Name for this container (to Want).
+	HasWant bool
+}
+
+func (e *RefusedError) Error() string {
+	if e.HasWant {
+		return fmt.Sprintf("hami-go: the container's env sets %s=%s after the value %s=%s that hami-go allocated; "+
+			"env, envFrom and image ENV may not change a GPU slice's limits (remove %s from the container's env)",
+			e.Name, e.Value, e.Name, e.Want, e.Name)
+	}
+	return fmt.Sprintf("hami-go: the container's env sets %s=%s more than once; hami-go allocated this container no %s "+
+		"and cannot remove a repeated name (remove %s from the container's env and envFrom)", e.Name, e.Value, e.Name, e.Name)
+}
+
+// PlanEnv returns the env adjustment that leaves every protected name exactly once in the
+// container's env with the value hami-go allocated (want), and empties the protected names
+// hami-go did not set; or a *RefusedError when no adjustment can do so.
+//
+// env is the container's OCI process env as NRI delivers it at CreateContainer ("NAME=VALUE";
+// entries without '=' are ignored): image ENV first, then the CRI env in the kubelet's order
+// (the device plugin's env, then the container's envFrom and env values), duplicates kept
+// (containerd 2.4, pkg/oci replaceOrAppendEnvValues). want is the env hami-go allocated the
+// container (the device plugin's Allocate response); names that are not protected are ignored;
+// nil for a container without GPUs.
+//
+// What an adjustment can do follows from how containerd 2.4 applies it (NRI v0.12
+// pkg/runtime-tools/generate AdjustEnv over containerd's spec generator, whose AddProcessEnv
+// overwrites the first entry of a name): once any env adjustment is present, the list is rebuilt
+// so that every name appears once, at its first position, with its LAST value, except that the
+// first entry of an adjusted name takes the adjustment's value before the later entries are
+// written over it; runc also keeps the last value of a repeated name (both measured on
+// containerd 2.4.2 with Debian's runc 1.1.5). Hence:
+//   - a wanted name whose last value is hami-go's (for example image ENV before the plugin's
+//     entry) is set, which also drops the earlier entries;
+//   - a wanted name that is missing is added;
+//   - a wanted name whose last value differs (pod env or envFrom after the plugin's entry) is
+//     refused: the later entry would win over any adjustment;
+//   - a protected name hami-go did not set is emptied when it appears once, refused when it
+//     appears more than once (the later entry's value would be written over the empty one).
+//
+// The changes are sorted by name. An error names the first refused name in name order.
+func PlanEnv(env []string, want map[string]string) ([]EnvChange, error) {
+	last := map[string]string{}
+	count := map[string]int{}
+	for _, e := range env {
+		name, value, ok := strings.Cut(e, "=")
+		if !ok || !device.IsProtectedEnv(name) {
+			continue
+		}
+		last[name] = value
+		count[name]++
+	}
+	names := make([]string, 0, len(last)+len(want))
+	for n := range last {
+		names = append(names, n)
+	}
+	for n := range want {
+		if _, seen := last[n]; !seen && device.IsProtectedEnv(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var changes []EnvChange
+	for _, n := range names {
+		w, wanted := want[n]
+		switch {
+		case wanted && count[n] > 0 && last[n] != w:
+			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: true}
+		case wanted:
+			changes = append(changes, EnvChange{Name: n, Value: w})
+		case count[n] > 1:
+			return nil, &RefusedError{Name: n, Value: last[n]}
+		default:
+			changes = append(changes, EnvChange{Name: n})
+		}
+	}
+	return changes, nil
+}
