@@ -14,15 +14,17 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // WriteTable prints v as `kubectl hami-go` does: one row per GPU (node, status, index, model,
 // health, booked/bookable MiB, booked cores percent, sharers/split count), each followed by one
-// indented row per slice (namespace/pod [container], MiB, percent), and a node's problem and
-// errors below its rows.
+// indented row per slice (namespace/pod [container], planned or not, MiB, percent); then each
+// node's problem and errors, one line each.
 func WriteTable(w io.Writer, v *View) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATUS\tGPU\tMODEL\tHEALTH\tMEMORY(MiB)\tCORES\tSHARERS")
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tGPU\tMODEL\tHEALTH\tMEMORY(MiB)\tCORES\tSHARERS\t")
+	var notes []string
 	for i := range v.Nodes {
 		n := &v.Nodes[i]
 		if len(n.GPUs) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\n", n.Name, n.Status)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t\n", n.Name, n.Status)
 		}
 		for gi := range n.GPUs {
 			g := &n.GPUs[gi]
@@ -30,20 +32,33 @@ func WriteTable(w io.Writer, v *View) error {
 			if g.Exclusive {
 				health += ",exclusive"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d/%d\t%d%%\t%d/%d\n", n.Name, n.Status, g.Index, g.Model, health,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d/%d\t%d%%\t%d/%d\t\n", n.Name, n.Status, g.Index, g.Model, health,
 				g.BookedMiB, g.CapacityMiB, g.BookedCoresPercent, g.Sharers, n.SplitCount)
 			for _, s := range g.Slices {
-				fmt.Fprintf(tw, "\t\t\t  %s/%s [%s]  %d MiB  %d%%%s\n", s.Namespace, s.Pod, containerLabel(s.Container, s.Kind), s.MemoryMiB, s.CoresPercent, sourceNote(s.Source))
+				fmt.Fprintf(tw, "\t\t\t  %s/%s [%s]\t%s\t%d\t%d%%\t\t\n", s.Namespace, s.Pod, containerLabel(s.Container, s.Kind), sourceNote(s.Source), s.MemoryMiB, s.CoresPercent)
 			}
 		}
 		if n.Problem != "" {
-			fmt.Fprintf(tw, "\t\t\t! %s\n", n.Problem)
+			notes = append(notes, n.Name+": "+n.Problem)
 		}
 		for _, e := range n.Errors {
-			fmt.Fprintf(tw, "\t\t\t! %s\n", e)
+			notes = append(notes, n.Name+": "+e)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for _, l := range strings.SplitAfter(buf.String(), "\n") {
+		if l != "" {
+			out.WriteString(strings.TrimRight(l, " \n") + "\n")
+		}
+	}
+	for _, s := range notes {
+		out.WriteString("! " + s + "\n")
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
 func containerLabel(name, kind string) string {
@@ -55,7 +70,7 @@ func containerLabel(name, kind string) string {
 
 func sourceNote(source string) string {
 	if source == "planned" {
-		return "  (planned, not yet allocated)"
+		return "planned"
 	}
 	return ""
 }
