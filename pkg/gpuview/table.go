@@ -35,7 +35,7 @@ func WriteTable(w io.Writer, v *View) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d/%d\t%d%%\t%d/%d\t\n", n.Name, n.Status, g.Index, g.Model, health,
 				g.BookedMiB, g.CapacityMiB, g.BookedCoresPercent, g.Sharers, n.SplitCount)
 			for _, s := range g.Slices {
-				fmt.Fprintf(tw, "\t\t\t  %s/%s [%s]\t%s\t%d\t%d%%\t\t\n", s.Namespace, s.Pod, containerLabel(s.Container, s.Kind), sourceNote(s.Source), s.MemoryMiB, s.CoresPercent)
+				fmt.Fprintf(tw, "\t\t\t  %s\t%s\t%d\t%d%%\t\t\n", sliceLabel(&s), sourceNote(s.Source), s.MemoryMiB, s.CoresPercent)
 			}
 		}
 		if n.Problem != "" {
@@ -59,6 +59,18 @@ func WriteTable(w io.Writer, v *View) error {
 	}
 	_, err := io.WriteString(w, out.String())
 	return err
+}
+
+// sliceLabel is "namespace/pod [container]", or for a DRA claim "namespace/pod [claim c, request r]".
+func sliceLabel(s *Slice) string {
+	if s.Claim != "" {
+		pod := s.Pod
+		if pod == "" {
+			pod = "(not reserved)"
+		}
+		return s.Namespace + "/" + pod + " [claim " + s.Claim + ", request " + s.Container + "]"
+	}
+	return s.Namespace + "/" + s.Pod + " [" + containerLabel(s.Container, s.Kind) + "]"
 }
 
 func containerLabel(name, kind string) string {

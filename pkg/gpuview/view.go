@@ -1,10 +1,12 @@
 package gpuview
 
 import (
+	"sort"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 )
 
 // APIVersion and Kinds of the `-o json|yaml` documents. The schema is stable within an
@@ -43,11 +45,14 @@ const (
 	StatusMalformed NodeStatus = "Malformed"
 )
 
-// Objects are the API objects a view is built from (load.go lists them).
+// Objects are the API objects a view is built from (load.go lists them). ResourceSlices and
+// ResourceClaims feed the DRA source (dra.go); both may be empty.
 type Objects struct {
-	Nodes  []corev1.Node
-	Pods   []corev1.Pod
-	Leases []coordinationv1.Lease
+	Nodes          []corev1.Node
+	Pods           []corev1.Pod
+	Leases         []coordinationv1.Lease
+	ResourceSlices []resourcev1.ResourceSlice
+	ResourceClaims []resourcev1.ResourceClaim
 }
 
 // View is what `kubectl hami-go nodes` shows (`-o json|yaml`: this struct).
@@ -109,23 +114,42 @@ type Slice struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	Container string `json:"container"`
-	// Kind is init, sidecar or app.
+	// Kind is init, sidecar or app; "claim" for a DRA allocation (Container is then the claim's
+	// request name).
 	Kind string `json:"kind"`
 	// MemoryMiB and CoresPercent are the container's limits on this GPU (CoresPercent 0 = none).
 	MemoryMiB    int64 `json:"memoryMiB"`
 	CoresPercent int   `json:"coresPercent"`
-	// Source is "claimed" (the device plugin handed it out) or "planned" (the extender planned
-	// it; not yet allocated by the kubelet).
+	// Source is "claimed" (the device plugin handed it out), "planned" (the extender planned
+	// it; not yet allocated by the kubelet) or "allocated" (a DRA claim's allocation result).
 	Source string `json:"source"`
+	// Claim is the ResourceClaim's name (DRA source only; Pod is the pod it is reserved for,
+	// empty while none is).
+	Claim string `json:"claim,omitempty"`
 }
 
-// Build returns the view of objs at time now: per node and GPU, what the extender would charge.
+// Build returns the view of objs at time now: per node and GPU, what the extender would charge
+// (device-plugin nodes), or what the DRA claims consumed (DRA nodes, dra.go).
 // It never fails: what cannot be read is reported on its node (Node.Problem, Node.Errors).
 func Build(objs Objects, cfg Config, now time.Time) View {
 	c := newCluster(objs, cfg, now, nil)
+	dra := draNodes(objs.ResourceSlices, objs.ResourceClaims)
 	v := View{APIVersion: APIVersion, Kind: KindView, Time: now.UTC(), Nodes: make([]Node, 0, len(c.order))}
 	for _, name := range c.order {
-		v.Nodes = append(v.Nodes, c.nodes[name].row())
+		row := c.nodes[name].row()
+		if d := dra[name]; d != nil {
+			delete(dra, name)
+			if row.Status == StatusNoInventory && len(row.Errors) == 0 {
+				row = *d // a DRA node: its Node object has no inventory annotation
+			} else {
+				row.Errors = append(row.Errors, "node also has ResourceSlices of "+DRADriver+": one mode per node (design.md)")
+			}
+		}
+		v.Nodes = append(v.Nodes, row)
 	}
+	for _, d := range dra { // ResourceSlices of nodes without a Node object
+		v.Nodes = append(v.Nodes, *d)
+	}
+	sort.SliceStable(v.Nodes, func(i, j int) bool { return v.Nodes[i].Name < v.Nodes[j].Name })
 	return v
 }
