@@ -59,7 +59,7 @@ func TestBuildDRA(t *testing.T) {
 		ResourceClaims: []resourcev1.ResourceClaim{
 			draClaim("a", "c1", "p1", DRADriver, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("20000Mi"), "cores": q("25")}),
 			draClaim("a", "c2", "", DRADriver, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("10000000000")}), // 9536.74 MiB → 9537
-			draClaim("a", "c3", "p3", DRADriver, "d1", "gpu-2", nil), // whole, exclusive device
+			draClaim("a", "c3", "p3", DRADriver, "d1", "gpu-2", nil),                                                                      // whole, exclusive device
 			draClaim("a", "other", "p", "other.example.com", "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1Gi")}),
 			draClaim("a", "gone", "p", DRADriver, "d1", "gpu-9", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1Gi")}),
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pending"}},
