@@ -5,10 +5,11 @@
 // scheduler extender's. Building a view is pure (no client, an injected time); load.go is the
 // small part that lists the objects.
 //
-// Sources: today the device-plugin mode (inventory annotation on the Node, allocation
-// annotations on Pods, per-node Lease). A DRA source (ResourceSlices of driver gpu.hami-go.io,
-// ResourceClaims' allocation results) would fill the same Node/GPU/Slice rows with
-// Node.Mode = ModeDRA; the schema is the same for both.
+// Sources: the device-plugin mode (inventory annotation on the Node, allocation annotations on
+// Pods, per-node Lease; cluster.go) and the DRA mode (ResourceSlices of driver gpu.hami-go.io,
+// ResourceClaims' allocation results with consumed capacity; dra.go) fill the same
+// Node/GPU/Slice rows, told apart by Node.Mode. Explain (why.go) reasons in the device-plugin
+// mode only.
 package gpuview
 
 import (
