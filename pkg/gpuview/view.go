@@ -24,8 +24,7 @@ const (
 	// ModeDevicePlugin: the Node's inventory annotation, the Pods' allocation annotations and
 	// the device plugin's Lease (the extender mode).
 	ModeDevicePlugin Mode = "device-plugin"
-	// ModeDRA: ResourceSlices of driver gpu.hami-go.io and ResourceClaims' allocations (not read
-	// yet; reserved so scripts can tell the sources apart once it is).
+	// ModeDRA: ResourceSlices of driver gpu.hami-go.io and ResourceClaims' allocations (dra.go).
 	ModeDRA Mode = "dra"
 )
 
