@@ -8,14 +8,16 @@ export CGO_ENABLED ?= 1
 HAMI_GO_STATE ?= /var/lib/hami-go-cluster
 export HAMI_GO_STATE
 BINARIES := device-plugin scheduler-extender webhook dra-driver
+# The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
+PLUGINS := kubectl-hami_go
 
 .PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz gpu-check clean
 
 all: build
 
-build: ## Build the three binaries into bin/.
+build: ## Build the three binaries and the kubectl plugin (bin/kubectl-hami_go) into bin/.
 	@mkdir -p bin
-	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES))
+	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES) $(PLUGINS))
 
 test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster.
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuview"
 )
 
 // rayPod is what the report shows of one Ray pod.
@@ -223,6 +224,48 @@ func (d *demo) metrics(ctx context.Context, inv device.Inventory) {
 	}
 	if shown == 0 {
 		d.problem("metrics: no hami_go_gpu_ series for %s", inv.GPUs[0].UUID)
+	}
+	d.gpuView(ctx, inv)
+}
+
+// gpuView prints what `kubectl hami-go` shows for the demo's node (pkg/gpuview, called directly)
+// and checks it against the pods: the node is Ready and every GPU's booked MiB is the sum of the
+// slices the demo's pods hold on it.
+func (d *demo) gpuView(ctx context.Context, inv device.Inventory) {
+	fmt.Fprintf(d.out, "\n== kubectl hami-go (the plugin's view of the node) ==\n")
+	cfg := gpuview.DefaultConfig()
+	objs, err := gpuview.List(ctx, d.kube, cfg)
+	if err != nil {
+		d.problem("kubectl hami-go: %v", err)
+		return
+	}
+	v := gpuview.Build(objs, cfg, time.Now())
+	var node *gpuview.Node
+	for i := range v.Nodes {
+		if v.Nodes[i].Name == d.node {
+			node = &v.Nodes[i]
+			v.Nodes = v.Nodes[i : i+1] // only the demo's node
+			break
+		}
+	}
+	if node == nil {
+		d.problem("kubectl hami-go: node %s not in the view", d.node)
+		return
+	}
+	if err := gpuview.WriteTable(d.out, &v); err != nil {
+		d.problem("kubectl hami-go: %v", err)
+	}
+	if node.Status != gpuview.StatusReady || len(node.Errors) > 0 || len(node.GPUs) != len(inv.GPUs) {
+		d.problem("kubectl hami-go: node %s is %s (%s), %d GPUs of %d, errors %v", d.node, node.Status, node.Problem, len(node.GPUs), len(inv.GPUs), node.Errors)
+	}
+	for _, g := range node.GPUs {
+		var sum int64
+		for _, s := range g.Slices {
+			sum += s.MemoryMiB
+		}
+		if g.BookedMiB != sum {
+			d.problem("kubectl hami-go: GPU-%d booked %d MiB, its slices hold %d", g.Index, g.BookedMiB, sum)
+		}
 	}
 }
 

@@ -1,0 +1,158 @@
+package gpuview
+
+import (
+	"fmt"
+	"sort"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// DRA source (design.md "The DRA mode"): hami-go's DRA driver publishes each GPU as one device
+// of a ResourceSlice with consumable capacities `memory` (bytes) and `cores` (percent); a
+// ResourceClaim's allocation result names the device and the capacity it consumed
+// (resource.k8s.io/v1 DeviceRequestAllocationResult.ConsumedCapacity, KEP-5075). The view reads
+// those as it reads the device-plugin annotations: one GPU row per device, one slice per
+// allocation result.
+const (
+	// DRADriver is hami-go's DRA driver name.
+	DRADriver = "gpu.hami-go.io"
+	// Capacity and attribute names the driver publishes; attributes that are absent fall back to
+	// the device name (uuid), the device's position in its slice (index) and "" (model).
+	draCapMemory    = "memory"
+	draCapCores     = "cores"
+	draCapSharers   = "sharers"
+	draAttrUUID     = "uuid"
+	draAttrModel    = "model"
+	draAttrIndex    = "index"
+	bytesPerMiB     = 1 << 20
+	sourceAllocated = "allocated"
+)
+
+// draDevice is one published device and where its row is.
+type draDevice struct {
+	node string
+	gpu  *GPU
+	excl bool
+}
+
+// draNodes builds the node rows of the DRA source: every node with a ResourceSlice of DRADriver,
+// its devices as GPUs and the claims' allocation results as slices.
+func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceClaim) map[string]*Node {
+	nodes := map[string]*Node{}
+	type row struct {
+		key  string // pool + "/" + device
+		gpu  GPU
+		excl bool
+	}
+	rows := map[string][]row{}
+	for i := range slices {
+		s := &slices[i]
+		if s.Spec.Driver != DRADriver || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+			continue
+		}
+		name := *s.Spec.NodeName
+		n := nodes[name]
+		if n == nil {
+			n = &Node{Name: name, Mode: ModeDRA, Status: StatusReady}
+			nodes[name] = n
+		}
+		for di := range s.Spec.Devices {
+			d := &s.Spec.Devices[di]
+			g := GPU{Index: len(rows[name]), UUID: d.Name, Health: "Healthy"}
+			if a, ok := d.Attributes[draAttrUUID]; ok && a.StringValue != nil {
+				g.UUID = *a.StringValue
+			}
+			if a, ok := d.Attributes[draAttrModel]; ok && a.StringValue != nil {
+				g.Model = *a.StringValue
+			}
+			if a, ok := d.Attributes[draAttrIndex]; ok && a.IntValue != nil {
+				g.Index = int(*a.IntValue)
+			}
+			if c, ok := d.Capacity[draCapMemory]; ok {
+				g.MemoryMiB = mibOf(c.Value)
+				g.CapacityMiB = g.MemoryMiB
+			}
+			if c, ok := d.Capacity[draCapSharers]; ok && n.SplitCount == 0 {
+				n.SplitCount = int(c.Value.Value())
+			}
+			for _, t := range d.Taints {
+				if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+					g.Health = "Unhealthy"
+				}
+			}
+			excl := d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations
+			rows[name] = append(rows[name], row{key: s.Spec.Pool.Name + "/" + d.Name, gpu: g, excl: excl})
+		}
+	}
+	// Rows in index order; then point at them (the slice is not moved again).
+	devs := map[string]*draDevice{}
+	for name, rs := range rows {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].gpu.Index < rs[j].gpu.Index })
+		n := nodes[name]
+		n.GPUs = make([]GPU, len(rs))
+		for i, r := range rs {
+			n.GPUs[i] = r.gpu
+			devs[r.key] = &draDevice{node: name, gpu: &n.GPUs[i], excl: r.excl}
+		}
+	}
+	for _, n := range nodes {
+		if n.GPUs == nil {
+			n.GPUs = []GPU{}
+		}
+	}
+	for i := range claims {
+		c := &claims[i]
+		if c.Status.Allocation == nil {
+			continue
+		}
+		pod := ""
+		for _, r := range c.Status.ReservedFor {
+			if r.Resource == "pods" {
+				pod = r.Name
+				break
+			}
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver != DRADriver {
+				continue
+			}
+			d := devs[r.Pool+"/"+r.Device]
+			if d == nil {
+				continue // a device no slice publishes (any more): nothing to show it on
+			}
+			mib, cores := d.gpu.MemoryMiB, 100
+			if q, ok := r.ConsumedCapacity[draCapMemory]; ok {
+				mib = mibOf(q)
+			}
+			if q, ok := r.ConsumedCapacity[draCapCores]; ok {
+				cores = int(q.Value())
+			} else if !d.excl {
+				cores = 0
+			}
+			d.gpu.BookedMiB += mib
+			d.gpu.BookedCoresPercent += cores
+			d.gpu.Sharers++
+			d.gpu.Exclusive = d.gpu.Exclusive || d.excl || cores >= 100
+			d.gpu.Slices = append(d.gpu.Slices, Slice{
+				Namespace: c.Namespace, Pod: pod, Container: r.Request, Kind: "claim",
+				MemoryMiB: mib, CoresPercent: cores, Source: sourceAllocated, Claim: c.Name,
+			})
+		}
+	}
+	for _, n := range nodes {
+		for gi := range n.GPUs {
+			sl := n.GPUs[gi].Slices
+			sort.Slice(sl, func(i, j int) bool {
+				return fmt.Sprint(sl[i].Namespace, "/", sl[i].Claim) < fmt.Sprint(sl[j].Namespace, "/", sl[j].Claim)
+			})
+		}
+	}
+	return nodes
+}
+
+// mibOf is a byte quantity in MiB, rounded up (the quantity rule of pkg/device: never book less).
+func mibOf(q resource.Quantity) int64 {
+	b := q.Value()
+	return (b + bytesPerMiB - 1) / bytesPerMiB
+}
