@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -71,10 +72,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("--address %q: %w", o.Address, err)
 	}
-	srv := &http.Server{Handler: ext.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	handler, scheme := ext.Handler(reg), "http"
+	if o.TLS.Enabled() {
+		cfg, err := extender.ServerTLSConfig(o.TLS)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln, handler, scheme = tls.NewListener(ln, cfg), extender.RequireClientCert(handler), "https"
+	} else {
+		klog.InfoS("Serving the extender API without TLS: any process that reaches the address may call /bind (set --tls-cert-file, --tls-private-key-file and --client-ca-file)")
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
-	klog.InfoS("Serving the extender API", "address", ln.Addr().String(), "schedulerName", o.Extender.SchedulerName)
+	klog.InfoS("Serving the extender API", "address", ln.Addr().String(), "scheme", scheme, "schedulerName", o.Extender.SchedulerName)
 
 	runErr := make(chan error, 1)
 	go func() { runErr <- ext.Run(ctx) }()

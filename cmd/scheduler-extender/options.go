@@ -18,6 +18,10 @@ type options struct {
 	Kubeconfig string
 	// Extender is the extender's configuration.
 	Extender extender.Config
+	// TLS makes the API serve HTTPS and serve the scheduler verbs only to clients with a
+	// certificate of the client CA (--tls-cert-file, --tls-private-key-file, --client-ca-file;
+	// case C36). Empty: plain HTTP, every local process may call /bind.
+	TLS extender.TLSFiles
 }
 
 // parseOptions parses args into options and validates them. Errors name the flag and value.
@@ -32,6 +36,9 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.Extender.StaleAfter, "inventory-stale-after", o.Extender.StaleAfter, "a node whose device-plugin Lease is older than this takes no GPU pods")
 	fs.DurationVar(&o.Extender.BindWait, "bind-wait", o.Extender.BindWait, "longest wait of a bind behind an in-flight pod the device plugin could confuse with it (case C20)")
 	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
+	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate of the API (HTTPS); with --tls-private-key-file and --client-ca-file")
+	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA certificates: /filter, /prioritize, /bind and /preempt are served only to clients presenting a certificate they signed (kube-scheduler's extender tlsConfig)")
 	cliflags.AddResourceNames(fs, &o.Extender.Resources)
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
@@ -45,6 +52,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.Address == "" {
 		return o, fmt.Errorf("--address is empty")
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return o, err
 	}
 	if err := o.Extender.Validate(); err != nil {
 		return o, fmt.Errorf("invalid flags: %w", err)

@@ -59,3 +59,20 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// case C36: the TLS flags land in TLSFiles, and go all together or not at all.
+func TestTLSFlagsC36(t *testing.T) {
+	o, err := parseOptions([]string{"--tls-cert-file=/c/tls.crt", "--tls-private-key-file=/c/tls.key", "--client-ca-file=/c/ca.crt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TLS.CertFile != "/c/tls.crt" || o.TLS.KeyFile != "/c/tls.key" || o.TLS.ClientCAFile != "/c/ca.crt" || !o.TLS.Enabled() {
+		t.Fatalf("TLS = %+v", o.TLS)
+	}
+	if _, err := parseOptions([]string{"--tls-cert-file=/c/tls.crt", "--tls-private-key-file=/c/tls.key"}); err == nil || !strings.Contains(err.Error(), "--client-ca-file is empty") {
+		t.Fatalf("TLS without client CA: %v", err)
+	}
+	if o, _ := parseOptions(nil); o.TLS.Enabled() {
+		t.Fatalf("TLS on by default: %+v", o.TLS)
+	}
+}

@@ -39,10 +39,14 @@ func TestKubeSchedulerConfig(t *testing.T) {
 		t.Fatalf("%d extenders", len(c.Extenders))
 	}
 	x := c.Extenders[0]
-	if x.URLPrefix != "http://127.0.0.1:8888" || x.FilterVerb != "filter" || x.PrioritizeVerb != "prioritize" ||
+	if x.URLPrefix != "https://127.0.0.1:8888" || x.FilterVerb != "filter" || x.PrioritizeVerb != "prioritize" ||
 		x.BindVerb != "bind" || x.PreemptVerb != "preempt" || x.Weight != 10 || !x.NodeCacheCapable ||
-		x.EnableHTTPS || x.Ignorable || x.HTTPTimeout.Duration != 30*time.Second {
+		!x.EnableHTTPS || x.Ignorable || x.HTTPTimeout.Duration != 30*time.Second {
 		t.Fatalf("extender %+v", x)
+	}
+	// case C36: only kube-scheduler's client certificate reaches the extender's verbs.
+	if tc := x.TLSConfig; tc == nil || tc.CertFile == "" || tc.KeyFile == "" || tc.CAFile == "" || tc.Insecure {
+		t.Fatalf("extender tlsConfig %+v, want a client certificate and the server CA", tc)
 	}
 	want := map[string]bool{"nvidia.com/gpu": false, "nvidia.com/gpumem": true, "nvidia.com/gpumem-percentage": true, "nvidia.com/gpucores": true}
 	if len(x.ManagedResources) != len(want) {

@@ -86,8 +86,10 @@ func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string
 
 // case C19: limits follow the physical GPU whatever order the kubelet lists the slices in.
 func TestAllocateC19(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 40000))
-	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "main", gpus: []string{"GPU-A", "GPU-B"}, mem: 10000, memOn: map[string]int64{"GPU-B": 30000}}))
+	b := newTestBackend(2, 20000)
+	b.gpus[1].MemoryMiB = 60000 // 50% is 10000 MiB on GPU-A, 30000 on GPU-B
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
+	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "main", gpus: []string{"GPU-A", "GPU-B"}, pct: 50, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 30000}}))
 	r := mustAlloc(t, p, "GPU-B::3", "GPU-A::0")
 	got := positional(t, r)
 	if got["GPU-A"] != "10000m" || got["GPU-B"] != "30000m" || len(got) != 2 {
@@ -101,15 +103,20 @@ func TestAllocateC19Property(t *testing.T) {
 	rng := rand.New(rand.NewSource(19))
 	for iter := 0; iter < 300; iter++ {
 		n := 1 + rng.Intn(8)
-		p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(8, 81559))
+		b := newTestBackend(8, 81559)
+		mem := map[string]int64{}
+		for i := range b.gpus { // GPUs of random sizes; the pod asks 100% of each
+			b.gpus[i].MemoryMiB = 1 + rng.Int63n(81559)
+			mem[b.gpus[i].UUID] = b.gpus[i].MemoryMiB
+		}
+		p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
 		all := uuids(8)
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 		chosen := all[:n]
-		mem := map[string]int64{}
-		for _, u := range chosen {
-			mem[u] = 1 + rng.Int63n(81559)
+		for _, u := range all[n:] {
+			delete(mem, u)
 		}
-		p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", gpus: chosen, mem: 1, memOn: mem}))
+		p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", gpus: chosen, pct: 100, memOn: mem}))
 		// The kubelet's IDs: any n slices, in any order, possibly several of one GPU.
 		ids := map[string]bool{}
 		for len(ids) < n {
@@ -417,10 +424,12 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 	for _, mode := range []string{EnforceHAMiCore, EnforceMPS} {
 		cfg := testConfig(t.TempDir())
 		cfg.Enforcement = mode
-		p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81559))
+		b := newTestBackend(2, 40000)
+		b.gpus[1].MemoryMiB = 80000 // 25% is 10000 MiB on GPU-A, 20000 on GPU-B
+		p, _ := newTestPlugin(t, cfg, b)
 		p.resp.exists = func(string) bool { return true }
 		p.Ledger().UpsertPod(testPod("ray-worker", t0, testNode,
-			ctr{name: "ray", mem: 20000, cores: 30, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 10000}},
+			ctr{name: "ray", pct: 25, cores: 30, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 20000}},
 			ctr{name: "sidecar", mem: 4096, cores: 10, gpus: []string{"GPU-A"}}))
 		r1 := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
 		r2 := mustAlloc(t, p, "GPU-A::1")
@@ -500,6 +509,7 @@ func BenchmarkAllocate(b *testing.B) {
 		b.StopTimer()
 		if i%200 == 0 {
 			p.ledger = NewLedger(testNode, cfg.Resources, p.opts.Clock, nil)
+			p.ledger.gpuMiB = p.inventoryMiB
 			for j := 0; j < 200; j++ {
 				u := fmt.Sprintf("GPU-%c", 'A'+j%8)
 				p.ledger.UpsertPod(testPod(fmt.Sprintf("p%d", j), t0.Add(time.Duration(j)), testNode, ctr{name: "c", mem: 300, gpus: []string{u}}))

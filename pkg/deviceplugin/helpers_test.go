@@ -67,6 +67,7 @@ type ctr struct {
 	name  string
 	kind  device.ContainerKind
 	mem   int64 // MiB per GPU
+	pct   int   // when > 0: the container asks this percentage of each GPU's memory instead of mem (plan each GPU's MiB with memOn)
 	cores int
 	gpus  []string // planned UUIDs (len = count); per-GPU memory may differ via memOn
 	memOn map[string]int64
@@ -91,7 +92,11 @@ func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod
 		k := corev1.Container{Name: c.name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
 		if len(c.gpus) > 0 {
 			k.Resources.Limits[corev1.ResourceName(names.Count)] = *resource.NewQuantity(int64(len(c.gpus)), resource.DecimalSI)
-			k.Resources.Limits[corev1.ResourceName(names.Memory)] = *resource.NewQuantity(c.mem, resource.DecimalSI)
+			if c.pct > 0 {
+				k.Resources.Limits[corev1.ResourceName(names.MemoryPercent)] = *resource.NewQuantity(int64(c.pct), resource.DecimalSI)
+			} else {
+				k.Resources.Limits[corev1.ResourceName(names.Memory)] = *resource.NewQuantity(c.mem, resource.DecimalSI)
+			}
 			if c.cores > 0 {
 				k.Resources.Limits[corev1.ResourceName(names.Cores)] = *resource.NewQuantity(int64(c.cores), resource.DecimalSI)
 			}

@@ -118,7 +118,11 @@ type Ledger struct {
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}             // closed and replaced on every change
 	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
-	toWrite  []PodRef                  // pods to pass to dirty once mu is released (update)
+	// gpuMiB gives the memory of each GPU of this node as its published inventory says (the base
+	// of a percentage request): a plan or claimed record is served only if it grants exactly what
+	// the pod asks (device.CheckAllocation, case C36). nil: no GPU is known, nothing is served.
+	gpuMiB  device.GPUMemory
+	toWrite []PodRef // pods to pass to dirty once mu is released (update)
 }
 
 // NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
@@ -206,9 +210,6 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 		return
 	}
 	plan, err := device.DecodeAllocation(raw)
-	if err == nil {
-		err = checkPlan(&plan, &req)
-	}
 	if err != nil {
 		l.forgetLocked(p.UID)
 		if p.Spec.NodeName == l.node || p.Spec.NodeName == "" {
@@ -221,6 +222,16 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 		delete(l.unplaced, p.UID)
 		return
 	}
+	if err := device.CheckAllocation(&plan, &req, l.gpuMiBOrNone()); err != nil {
+		// case C36: a plan is served only if it grants exactly what the pod's own limits ask on
+		// this node's GPUs; a record written or changed by anyone else is refused, never trimmed.
+		if e, had := l.pods[p.UID]; had && len(e.claimed) > 0 {
+			return // what was handed out stays as claimed; the record is re-asserted (PodSync)
+		}
+		l.forgetLocked(p.UID)
+		l.unplaced[p.UID] = unplacedPod{ref, fmt.Sprintf("%s: annotation %s does not match the pod's own request, so it is not served: %v", ref, device.AnnoPlanned, err)}
+		return
+	}
 	delete(l.unplaced, p.UID)
 	e, had := l.pods[p.UID]
 	if !had {
@@ -230,7 +241,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)
 			} else {
-				e.restoreClaims(&c)
+				e.restoreClaims(&c, &req, l.gpuMiBOrNone())
 			}
 		}
 		l.pods[p.UID] = e
@@ -243,28 +254,26 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	}
 }
 
-// checkPlan verifies that a planned allocation fits the pod's request: the same GPU containers
-// in the same order with the same GPU counts.
-func checkPlan(plan *device.Allocation, req *device.PodRequest) error {
-	if len(plan.Containers) != len(req.Containers) {
-		return fmt.Errorf("allocation.containers: %d entries, but the pod has %d GPU containers", len(plan.Containers), len(req.Containers))
+// gpuMiBOrNone returns l.gpuMiB, or a lookup that knows no GPU when it is nil.
+func (l *Ledger) gpuMiBOrNone() device.GPUMemory {
+	if l.gpuMiB != nil {
+		return l.gpuMiB
 	}
-	for i, c := range req.Containers {
-		pc := plan.Containers[i]
-		if pc.Name != c.Name {
-			return fmt.Errorf("allocation.containers[%d].name: %q, but GPU container %d is %q", i, pc.Name, i, c.Name)
-		}
-		if len(pc.Devices) != c.Count {
-			return fmt.Errorf("allocation.containers[%d].devices: %d GPUs, but container %q asks for %d", i, len(pc.Devices), c.Name, c.Count)
-		}
-	}
-	return nil
+	return func(string) (int64, bool) { return 0, false }
 }
 
-func (e *podEntry) restoreClaims(c *device.Allocation) {
+// restoreClaims takes back the claims of a pod's AnnoClaimed record (plugin restart). A
+// container whose record does not grant exactly what the pod asks (device.CheckContainer, case
+// C36) is not restored: the record was written by someone else, and Reconcile claims the
+// container again from what the kubelet reports.
+func (e *podEntry) restoreClaims(c *device.Allocation, req *device.PodRequest, gpuMiB device.GPUMemory) {
 	for i := range c.Containers {
 		cc := c.Containers[i]
 		if len(cc.SliceIDs) == 0 {
+			continue
+		}
+		if err := device.CheckContainer(&cc, req, gpuMiB); err != nil {
+			klog.InfoS("Not restoring a claimed allocation that does not match the pod's request", "pod", e.ref.String(), "container", cc.Name, "err", err)
 			continue
 		}
 		for j := range e.plan.Containers {

@@ -103,6 +103,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 	}
 	p.health = NewHealth(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
 	p.ledger = NewLedger(cfg.NodeName, cfg.Resources, opts.Clock, dirty)
+	p.ledger.gpuMiB = p.inventoryMiB
 	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
 	return p, nil
 }
@@ -125,6 +126,17 @@ func (p *Plugin) Inventory() device.Inventory {
 		inv.GPUs = append(inv.GPUs, g)
 	}
 	return inv
+}
+
+// inventoryMiB returns the memory, MiB, that the published inventory gives the GPU uuid: the
+// figure the extender planned a percentage request on (device.GPUMemory).
+func (p *Plugin) inventoryMiB(uuid string) (int64, bool) {
+	for _, g := range p.Inventory().GPUs {
+		if g.UUID == uuid {
+			return g.MemoryMiB, true
+		}
+	}
+	return 0, false
 }
 
 // HealthChanged returns a channel closed at the next health change.

@@ -121,7 +121,7 @@ func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
 	inf := s.factory.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { s.upsert(o) },
-		UpdateFunc: func(_, o any) { s.upsert(o) },
+		UpdateFunc: func(old, o any) { s.upsert(o); s.reassert(old, o) },
 		DeleteFunc: func(o any) {
 			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
@@ -154,6 +154,37 @@ func (s *PodSync) upsert(o any) {
 	if p, ok := o.(*corev1.Pod); ok {
 		s.ledger.UpsertPod(p)
 	}
+}
+
+// reassert rewrites the pod's AnnoClaimed when an update changed it to anything but what this
+// plugin last wrote (case C36): the record is the plugin's own, and a record someone else wrote,
+// changed or removed must neither stand nor be charged by the extender. The written cache is
+// dropped for the pod so that the writer compares with the pod as it is now.
+func (s *PodSync) reassert(oldObj, newObj any) {
+	o, ok1 := oldObj.(*corev1.Pod)
+	n, ok2 := newObj.(*corev1.Pod)
+	if !ok1 || !ok2 || o.UID != n.UID {
+		return
+	}
+	ov, oh := o.Annotations[device.AnnoClaimed]
+	nv, nh := n.Annotations[device.AnnoClaimed]
+	if ov == nv && oh == nh {
+		return
+	}
+	r := PodRef{Namespace: n.Namespace, Name: n.Name, UID: n.UID}
+	if _, known := s.ledger.ClaimedRecord(n.UID); !known {
+		return
+	}
+	s.mu.Lock()
+	last, wrote := s.written[n.UID][device.AnnoClaimed]
+	if wrote && (last == nil) == !nh && (last == nil || *last == nv) {
+		s.mu.Unlock()
+		return // this plugin's own write arriving
+	}
+	delete(s.written[n.UID], device.AnnoClaimed)
+	s.mu.Unlock()
+	klog.V(2).InfoS("Claimed allocation record changed by someone else; rewriting it", "pod", klog.KObj(n))
+	s.Dirty(r)
 }
 
 func (s *PodSync) reconcile(ctx context.Context) {

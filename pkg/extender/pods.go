@@ -102,6 +102,20 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	} else {
 		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation without grouping", "pod", klog.KObj(p))
 	}
+	if req != nil {
+		// case C36: a record on the pod is charged at least at the pod's own request, and not at
+		// all when it is not the pod's (other containers, kinds or GPU counts).
+		gpuMiB := c.gpuMemoryLocked(node)
+		planned = floorRecord(p, device.AnnoPlanned, planned, req, gpuMiB)
+		if raw := claimed; raw != nil {
+			if claimed = floorRecord(p, device.AnnoClaimed, raw, req, gpuMiB); claimed == nil && b != nil && b.node == node {
+				claimed = b.claimed // keep the last record that was the pod's
+			}
+		}
+		if planned == nil && claimed == nil && (b == nil || b.node != node) {
+			return
+		}
+	}
 	nb := c.newBooking(k, node, stagePlanned, req)
 	if b != nil && b.node == node {
 		nb.since = b.since
@@ -126,6 +140,39 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		c.republishedLocked(b, nb)
 	}
 	c.putLocked(nb)
+}
+
+// floorRecord returns record a (annotation anno of p) raised to the pod's own request
+// (device.FloorAllocation), or nil when a is nil or does not match the request (logged).
+func floorRecord(p *corev1.Pod, anno string, a *device.Allocation, req *device.PodRequest, gpuMiB device.GPUMemory) *device.Allocation {
+	if a == nil {
+		return nil
+	}
+	f, err := device.FloorAllocation(a, req, gpuMiB)
+	if err != nil {
+		klog.ErrorS(err, "Not charging an allocation record that is not the pod's request", "pod", klog.KObj(p), "annotation", anno)
+		return nil
+	}
+	if device.SlotKey(f) != device.SlotKey(a) {
+		klog.InfoS("Allocation record grants less than the pod asks; charging the pod's request", "pod", klog.KObj(p), "annotation", anno)
+	}
+	return f
+}
+
+// gpuMemoryLocked returns a lookup of the memory of the GPUs of node's inventory (none when the
+// node has none yet). Caller holds mu (not the node's lock).
+func (c *Cache) gpuMemoryLocked(node string) device.GPUMemory {
+	m := map[string]int64{}
+	if ns := c.node(node); ns != nil {
+		ns.mu.Lock()
+		if ns.inv != nil {
+			for _, g := range ns.inv.GPUs {
+				m[g.UUID] = g.MemoryMiB
+			}
+		}
+		ns.mu.Unlock()
+	}
+	return func(uuid string) (int64, bool) { v, ok := m[uuid]; return v, ok }
 }
 
 func sameAlloc(a, b *device.Allocation) bool {

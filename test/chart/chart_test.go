@@ -28,7 +28,8 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"Role/kube-node-lease/hami-go-scheduler-extender-leases",
 		"RoleBinding/hami-go-system/hami-go-scheduler-leader-election", "RoleBinding/kube-node-lease/hami-go-device-plugin",
 		"RoleBinding/kube-node-lease/hami-go-scheduler-extender-leases", "RoleBinding/kube-system/hami-go-scheduler-authentication-reader",
-		webhookSec, "Service/hami-go-device-plugin", webhookSvc,
+		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", webhookSvc,
+		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 	}
 	sort.Strings(want)
@@ -36,7 +37,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		t.Errorf("objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	for k, o := range r.objs {
-		if k == webhookMWC || strings.HasPrefix(k, "Cluster") {
+		if k == webhookMWC || strings.HasPrefix(k, "Cluster") || strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
 			if o.ns != "" {
 				t.Errorf("%s is cluster-scoped but has namespace %q", k, o.ns)
 			}
@@ -212,6 +213,8 @@ func TestSchedulerDeployment(t *testing.T) {
 		"--inventory-stale-after": "60s", "--bind-wait": "2s", "--lease-namespace": "kube-node-lease",
 		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
+		"--tls-cert-file": "/etc/hami-go/extender-tls/tls.crt", "--tls-private-key-file": "/etc/hami-go/extender-tls/tls.key",
+		"--client-ca-file": "/etc/hami-go/extender-tls/client-ca.crt",
 	}
 	if got := flags(ex); !mapsEqual(got, want) {
 		t.Errorf("extender flags %v\nwant %v", got, want)
@@ -236,10 +239,11 @@ func TestSchedulerDeployment(t *testing.T) {
 	if a == "" || a == b {
 		t.Errorf("checksum/config %q -> %q, want a change", a, b)
 	}
+	checkExtenderTLS(t, r, spec, ks, ex)
 	// Extender beyond loopback: probes, port and a Service.
 	r2 := renderChart(t, sets(t, "scheduler.extender.bindAddress="))
 	ex2 := container(t, deployment(t, r2, schedDep).Spec.Template.Spec, "extender")
-	if flags(ex2)["--address"] != ":8888" || ex2.ReadinessProbe == nil || ex2.ReadinessProbe.HTTPGet.Path != "/readyz" {
+	if flags(ex2)["--address"] != ":8888" || ex2.ReadinessProbe == nil || ex2.ReadinessProbe.HTTPGet.Path != "/readyz" || ex2.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 		t.Errorf("extender on all interfaces: flags %v probe %+v", flags(ex2), ex2.ReadinessProbe)
 	}
 	if !r2.has("Service/hami-go-scheduler") {

@@ -50,10 +50,18 @@ func TestSchedulerConfiguration(t *testing.T) {
 		t.Fatalf("%d extenders", len(c.Extenders))
 	}
 	e := c.Extenders[0]
-	if e.URLPrefix != "http://127.0.0.1:8888" || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" || e.BindVerb != "bind" || e.PreemptVerb != "preempt" {
+	if e.URLPrefix != "https://127.0.0.1:8888" || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" || e.BindVerb != "bind" || e.PreemptVerb != "preempt" {
 		t.Errorf("extender endpoints %+v", e)
 	}
-	if !e.NodeCacheCapable || e.Ignorable || e.EnableHTTPS || e.Weight != 10 || e.HTTPTimeout.Duration != 30*time.Second {
+	// case C36: kube-scheduler presents its client certificate and checks the extender's.
+	if tc := e.TLSConfig; tc == nil || tc.CertFile != "/etc/hami-go/extender-client/client.crt" || tc.KeyFile != "/etc/hami-go/extender-client/client.key" ||
+		tc.CAFile != "/etc/hami-go/extender-client/ca.crt" || tc.ServerName != "127.0.0.1" || tc.Insecure {
+		t.Errorf("extender tlsConfig %+v", tc)
+	}
+	if off := schedulerConfig(t, renderChart(t, sets(t, "scheduler.extender.tls.enabled=false"))).Extenders[0]; off.URLPrefix != "http://127.0.0.1:8888" || off.EnableHTTPS || off.TLSConfig != nil {
+		t.Errorf("tls.enabled=false: extender %+v", off)
+	}
+	if !e.NodeCacheCapable || e.Ignorable || !e.EnableHTTPS || e.Weight != 10 || e.HTTPTimeout.Duration != 30*time.Second {
 		t.Errorf("extender nodeCacheCapable %v ignorable %v https %v weight %d httpTimeout %v", e.NodeCacheCapable, e.Ignorable, e.EnableHTTPS, e.Weight, e.HTTPTimeout)
 	}
 	want := []configv1.ExtenderManagedResource{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -209,13 +210,31 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"scheduler.extender.image.repository=reg.example.com/ex"}, image(schedDep, "extender"), "reg.example.com/ex:0.1.0 IfNotPresent"},
 		{[]string{"scheduler.extender.port=9999"}, func(t testing.TB, r rendered) string {
 			return exFlag("--address")(t, r) + " " + schedulerConfig(t, r).Extenders[0].URLPrefix
-		}, "127.0.0.1:9999 http://127.0.0.1:9999"},
+		}, "127.0.0.1:9999 https://127.0.0.1:9999"},
 		{[]string{"scheduler.extender.nodePolicy=spread"}, exFlag("--node-policy"), "spread"},
 		{[]string{"scheduler.extender.gpuPolicy=spread"}, exFlag("--gpu-policy"), "spread"},
 		{[]string{"scheduler.extender.inventoryStaleAfter=2m"}, exFlag("--inventory-stale-after"), "2m"},
 		{[]string{"scheduler.extender.bindWait=1s"}, exFlag("--bind-wait"), "1s"},
 		{[]string{"scheduler.extender.httpTimeout=12s"}, sched(func(s schedCfg) string { return s.c.Extenders[0].HTTPTimeout.Duration.String() }), "12s"},
 		{[]string{"scheduler.extender.weight=3"}, sched(func(s schedCfg) string { return words(s.c.Extenders[0].Weight) }), "3"},
+		// case C36: the extender's client-certificate guard, and the allocation policy.
+		{[]string{"scheduler.extender.tls.enabled=false"}, func(t testing.TB, r rendered) string {
+			return words(exFlag("--client-ca-file")(t, r) == "", schedulerConfig(t, r).Extenders[0].URLPrefix, r.has("Secret/hami-go-scheduler-extender-tls"))
+		}, "true http://127.0.0.1:8888 false"},
+		{[]string{"scheduler.extender.tls.validityDays=2"}, func(t testing.TB, r rendered) string {
+			b, _ := pem.Decode(typedAs[*corev1.Secret](t, r, "Secret/hami-go-scheduler-extender-tls").Data["client.crt"])
+			c, err := x509.ParseCertificate(b.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.NotAfter.Sub(c.NotBefore).Round(time.Hour).String()
+		}, "48h0m0s"},
+		{[]string{"allocationPolicy.enabled=false"}, func(t testing.TB, r rendered) string {
+			return words(r.has("ValidatingAdmissionPolicy/hami-go-allocation-records"), r.has("ValidatingAdmissionPolicyBinding/hami-go-allocation-records"))
+		}, "false false"},
+		{[]string{"allocationPolicy.extraWriters[0]=ops"}, func(t testing.TB, r rendered) string {
+			return typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-allocation-records").Spec.MatchConditions[0].Expression
+		}, `!(request.userInfo.username in ["system:serviceaccount:hami-go-system:hami-go-scheduler","system:serviceaccount:hami-go-system:hami-go-device-plugin","ops"])`},
 		{[]string{"scheduler.extender.logLevel=6"}, exFlag("-v"), "6"},
 		{[]string{"scheduler.nodeSelector.role=infra"}, func(t testing.TB, r rendered) string {
 			return deployment(t, r, schedDep).Spec.Template.Spec.NodeSelector["role"]
