@@ -67,14 +67,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.Address)
+	servers, err := serve(o, ext, reg)
 	if err != nil {
-		return fmt.Errorf("--address %q: %w", o.Address, err)
+		return err
 	}
-	srv := &http.Server{Handler: ext.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
-	klog.InfoS("Serving the extender API", "address", ln.Addr().String(), "schedulerName", o.Extender.SchedulerName)
+	srvErr := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { srvErr <- s.srv.Serve(s.ln) }()
+		klog.InfoS("Serving", "what", s.what, "address", s.ln.Addr().String(), "schedulerName", o.Extender.SchedulerName)
+	}
 
 	runErr := make(chan error, 1)
 	go func() { runErr <- ext.Run(ctx) }()
@@ -84,9 +85,42 @@ func run(ctx context.Context, o options) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	for _, s := range servers {
+		_ = s.srv.Shutdown(sctx)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// listener is one HTTP server of the extender and the socket it serves.
+type listener struct {
+	what string // what it serves, for the log
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// serve opens the extender's listeners: the scheduler API on o.Address and, unless
+// o.MetricsAddress is empty (then the API listener serves them too), /metrics, /healthz and
+// /readyz on o.MetricsAddress. Errors name the flag; on error no socket stays open.
+func serve(o options, ext *extender.Extender, reg prometheus.Gatherer) ([]listener, error) {
+	api := ext.APIHandler()
+	if o.MetricsAddress == "" {
+		api = ext.Handler(reg)
+	}
+	ln, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("--address %q: %w", o.Address, err)
+	}
+	out := []listener{{what: "extender API", ln: ln, srv: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}}}
+	if o.MetricsAddress == "" {
+		return out, nil
+	}
+	mln, err := net.Listen("tcp", o.MetricsAddress)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--metrics-address %q: %w", o.MetricsAddress, err)
+	}
+	return append(out, listener{what: "metrics and health", ln: mln, srv: &http.Server{Handler: ext.MetricsHandler(reg), ReadHeaderTimeout: 10 * time.Second}}), nil
 }
