@@ -195,3 +195,41 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// eval "$(hack/cluster/env.sh)" sets KUBECONFIG to the cluster's and puts the cached tools'
+// kubectl and the checkout's bin/ first on PATH (issue 18: no way in after the demo).
+func TestEnvSh(t *testing.T) {
+	cache, state := t.TempDir(), t.TempDir()
+	bin := filepath.Join(cache, "tools", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "kubeconfig"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repoBin, _ := filepath.Abs("../../bin")
+	stdout, stderr, code := script(t, cache, []string{"HAMI_GO_STATE=" + state}, nil, "-c",
+		`eval "$(./env.sh)"; echo "$KUBECONFIG"; echo "$HAMI_GO_STATE"; command -v kubectl; IFS=: read -r a b _ <<<"$PATH"; echo "$a $b"`)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(stdout, "\n")
+	want := []string{filepath.Join(state, "kubeconfig"), state, filepath.Join(bin, "kubectl")}
+	for i, w := range want {
+		if lines[i] != w {
+			t.Errorf("line %d: %q, want %q (output %q)", i, lines[i], w, stdout)
+		}
+	}
+	if lines[3] != bin+" "+repoBin {
+		t.Errorf("PATH starts %q, want %q", lines[3], bin+" "+repoBin)
+	}
+
+	// No cluster yet: the lines still come, with a warning on stderr.
+	_, stderr, code = script(t, cache, []string{"HAMI_GO_STATE=" + t.TempDir()}, nil, "./env.sh")
+	if code != 0 || !strings.Contains(stderr, "is the cluster up (make cluster-up)") {
+		t.Errorf("without a cluster: exit %d, stderr %q", code, stderr)
+	}
+}
