@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down shell fuzz gpu-check clean
 
 all: build
 
@@ -44,6 +44,7 @@ bench: ## Benchmarks and the performance report (docs/bench/report.md).
 	hack/bench/run.sh
 
 demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.
+	@echo "make demo: the first run builds the Kubernetes tools and a whole cluster (20-40 minutes; progress lines follow), later runs take a minute or two"
 	hack/cluster/up.sh
 	$(GO) run ./hack/demo
 
@@ -58,6 +59,9 @@ cluster-up: ## Start the local cluster (idempotent).
 
 cluster-down: ## Stop the local cluster and remove its state.
 	hack/cluster/down.sh
+
+shell: ## A subshell on the local cluster: KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH (exit to leave).
+	@eval "$$(hack/cluster/env.sh)" && echo "make shell: KUBECONFIG=$$KUBECONFIG, kubectl $$(command -v kubectl); exit to leave" && exec bash -i
 
 clean:
 	rm -rf bin _output

@@ -68,25 +68,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.Address)
+	servers, err := serve(o, ext, reg)
 	if err != nil {
-		return fmt.Errorf("--address %q: %w", o.Address, err)
+		return err
 	}
-	handler, scheme := ext.Handler(reg), "http"
-	if o.TLS.Enabled() {
-		cfg, err := extender.ServerTLSConfig(o.TLS)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln, handler, scheme = tls.NewListener(ln, cfg), extender.RequireClientCert(handler), "https"
-	} else {
-		klog.InfoS("Serving the extender API without TLS: any process that reaches the address may call /bind (set --tls-cert-file, --tls-private-key-file and --client-ca-file)")
+	srvErr := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { srvErr <- s.srv.Serve(s.ln) }()
+		klog.InfoS("Serving", "what", s.what, "address", s.ln.Addr().String(), "schedulerName", o.Extender.SchedulerName)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
-	klog.InfoS("Serving the extender API", "address", ln.Addr().String(), "scheme", scheme, "schedulerName", o.Extender.SchedulerName)
 
 	runErr := make(chan error, 1)
 	go func() { runErr <- ext.Run(ctx) }()
@@ -96,9 +86,56 @@ func run(ctx context.Context, o options) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	for _, s := range servers {
+		_ = s.srv.Shutdown(sctx)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// listener is one HTTP server of the extender and the socket it serves.
+type listener struct {
+	what string // what it serves, for the log
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// serve opens the extender's listeners: the scheduler API on o.Address and, unless
+// o.MetricsAddress is empty (then the API listener serves them too), /metrics, /healthz and
+// /readyz on o.MetricsAddress. With o.TLS set, the API listener serves HTTPS and its verbs only to
+// clients with a certificate of the client CA (case C36). Errors name the flag; on error no socket
+// stays open.
+func serve(o options, ext *extender.Extender, reg prometheus.Gatherer) ([]listener, error) {
+	api := ext.APIHandler()
+	if o.MetricsAddress == "" {
+		api = ext.Handler(reg)
+	}
+	ln, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("--address %q: %w", o.Address, err)
+	}
+	what := "extender API (https, client certificate required)"
+	if o.TLS.Enabled() {
+		cfg, err := extender.ServerTLSConfig(o.TLS)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		ln, api = tls.NewListener(ln, cfg), extender.RequireClientCert(api)
+	} else {
+		what = "extender API (http)"
+		klog.InfoS("Serving the extender API without TLS: any process that reaches the address may call /bind (set --tls-cert-file, --tls-private-key-file and --client-ca-file)")
+	}
+	out := []listener{{what: what, ln: ln, srv: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}}}
+	if o.MetricsAddress == "" {
+		return out, nil
+	}
+	mln, err := net.Listen("tcp", o.MetricsAddress)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--metrics-address %q: %w", o.MetricsAddress, err)
+	}
+	return append(out, listener{what: "metrics and health", ln: mln, srv: &http.Server{Handler: ext.MetricsHandler(reg), ReadHeaderTimeout: 10 * time.Second}}), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/spf13/pflag"
 
@@ -12,8 +13,12 @@ import (
 
 // options are the binary's flags (docs/components.md, "scheduler-extender").
 type options struct {
-	// Address is where the HTTP API listens (--address).
+	// Address is where the scheduler API (/filter, /prioritize, /bind, /preempt) listens
+	// (--address, host:port); keep it on loopback, where only kube-scheduler reaches it.
 	Address string
+	// MetricsAddress is where /metrics, /healthz and /readyz listen (--metrics-address,
+	// host:port); "" serves them on Address instead.
+	MetricsAddress string
 	// Kubeconfig is an explicit kubeconfig path; "" = in-cluster config (--kubeconfig).
 	Kubeconfig string
 	// Extender is the extender's configuration.
@@ -26,9 +31,10 @@ type options struct {
 
 // parseOptions parses args into options and validates them. Errors name the flag and value.
 func parseOptions(args []string) (options, error) {
-	o := options{Address: ":8888", Extender: extender.DefaultConfig()}
+	o := options{Address: ":8888", MetricsAddress: ":9395", Extender: extender.DefaultConfig()}
 	fs := pflag.NewFlagSet("scheduler-extender", pflag.ContinueOnError)
-	fs.StringVar(&o.Address, "address", o.Address, "HTTP address of /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
+	fs.StringVar(&o.Address, "address", o.Address, "HTTP address of /filter, /prioritize, /bind, /preempt (and of /healthz, /readyz, /metrics when --metrics-address is empty)")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "HTTP address of /metrics, /healthz, /readyz only (for Prometheus and probes); empty = serve them on --address")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig; empty = in-cluster configuration")
 	fs.StringVar(&o.Extender.SchedulerName, "scheduler-name", o.Extender.SchedulerName, "kube-scheduler profile whose pods are the extender's")
 	node := fs.String("node-policy", string(o.Extender.NodePolicy), "default node policy (binpack or spread); a pod's hami.io/node-scheduler-policy annotation overrides it")
@@ -55,6 +61,10 @@ func parseOptions(args []string) (options, error) {
 	}
 	if err := o.TLS.Validate(); err != nil {
 		return o, err
+	}
+	// Port 0 (any free port, in tests) is the only way both can be the same string.
+	if _, port, _ := net.SplitHostPort(o.Address); o.MetricsAddress != "" && o.MetricsAddress == o.Address && port != "0" {
+		return o, fmt.Errorf("--metrics-address %q is --address too; give it another port or leave it empty to serve /metrics on --address", o.MetricsAddress)
 	}
 	if err := o.Extender.Validate(); err != nil {
 		return o, fmt.Errorf("invalid flags: %w", err)

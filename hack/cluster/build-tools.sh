@@ -3,24 +3,39 @@
 # by version outside the checkout: $HAMI_GO_CACHE (default ~/.cache/hami-go)/tools/<name>-<version>/.
 # Idempotent: a cached binary is reused. Prints the bin directory on stdout's last line.
 # Concurrent runs (CI and a developer, or up.sh while a first build runs) wait on one lock.
+# Progress on stderr, one ">> " line per tool as it starts and ends ("[i/8] kubelet: built in
+# 412s" or "cached") and a heartbeat every $HAMI_GO_HEARTBEAT_S seconds (default 60) while one
+# builds or while another run holds the lock (progress.sh); go's own output follows on stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../tools" && pwd)
+source "$(dirname "$0")/progress.sh"
+progress_traps
 cache=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools
 K8S_VERSION=v1.37.2 ETCD_VERSION=v3.6.16 KUBERAY_VERSION=v1.5.0 HELM_VERSION=v3.22.0
 CONTAINERD_VERSION=v2.4.2
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
-flock 9
+if ! flock -n 9; then
+  STEP_START="another build-tools.sh holds $cache/.build.lock; waiting" STEP_DONE="lock free" \
+    step 0 8 "lock" flock 9
+fi
 
+N=8 I=0
 build() { # build <dir-under-tools> <output-file> <ldflags> <package>
-  local mod=$1 out=$2 ldflags=$3 pkg=$4
-  [ -x "$out" ] && return 0
-  echo ">> building $pkg into $out (minutes on a cold cache)" >&2
+  local mod=$1 out=$2 ldflags=$3 pkg=$4 name
+  name=$(basename "$out")
+  I=$((I + 1))
+  if [[ -x $out ]]; then
+    step_skip "$I" "$N" "$name" "cached ($out)"
+    return 0
+  fi
   mkdir -p "$(dirname "$out")"
-  (cd "$here/$mod" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  STEP_START="building $pkg (minutes on a cold cache)" STEP_DONE=built step "$I" "$N" "$name" \
+    go_build "$mod" "$out.tmp" "$ldflags" "$pkg"
   mv "$out.tmp" "$out"
 }
+go_build() { (cd "$here/$1" && go build -trimpath -ldflags "-s -w $3" -o "$2" "$4"); }
 
 k8s_ld="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
 for c in kube-apiserver kube-scheduler kubelet kube-controller-manager kubectl; do

@@ -1,5 +1,6 @@
 # The steps of up.sh, one function each (sourced after lib.sh; restart.sh uses the start_*
 # functions to start one component again).
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
 
 require_root() {
   [[ $(id -u) == 0 ]] || die "run as root (it starts containerd, a kubelet and a network namespace)"
@@ -31,8 +32,9 @@ install_packages() {
 # build_tools: the Kubernetes binaries, etcd, helm, kubectl, the KubeRay operator and containerd
 # (cached).
 build_tools() {
-  log "building or reusing the cached tools (20-40 minutes the first time; log: $LOGS/build-tools.log)"
-  "$REPO_ROOT/hack/cluster/build-tools.sh" >/dev/null 2>>"$LOGS/build-tools.log" ||
+  log "building or reusing the cached tools (20-40 minutes the first time; go's output: $LOGS/build-tools.log)"
+  # build-tools.sh's stderr goes to the log; its ">> " progress lines to the terminal as well.
+  "$REPO_ROOT/hack/cluster/build-tools.sh" 2>&1 >/dev/null | progress_tee "$LOGS/build-tools.log" ||
     die "build-tools.sh failed (see $LOGS/build-tools.log)"
   use_tools
 }
@@ -212,25 +214,59 @@ EOF
 import_images() {
   local out=$STATE/images tars=()
   mkdir -p "$out"
-  log "building images into $out"
-  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/workload" ./hack/workload) \
-    >>"$LOGS/images.log" 2>&1 || die "building hack/workload failed (see $LOGS/images.log)"
-  gcc -static -O2 -o "$out/getenv" "$REPO_ROOT/hack/getenv/getenv.c" >>"$LOGS/images.log" 2>&1 ||
-    die "building hack/getenv (gcc -static) failed (see $LOGS/images.log)"
-  (cd "$REPO_ROOT" && go run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION") \
-    >>"$LOGS/images.log" 2>&1 || die "mkimage failed (see $LOGS/images.log)"
+  log "building images into $out (progress below; output: $LOGS/images.log)"
+  IMG_DIR=$out
+  step_image 1 "workload binaries (go build ./hack/workload, gcc -static hack/getenv)" build_workload "$out"
+  step_image 2 "pause and workload images (hack/cluster/mkimage)" \
+    go_logged images "$REPO_ROOT" run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION"
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
-  log "building kube-scheduler and hami-go images with hack/images into _output/images"
-  if (cd "$REPO_ROOT" && go run ./hack/images --version "$VERSION" --out _output/images \
-    --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION") >>"$LOGS/images.log" 2>&1; then
+  IMG_DIR=$REPO_ROOT/_output/images
+  if step_image 3 "kube-scheduler and hami-go images (hack/images into _output/images)" \
+    go_logged images "$REPO_ROOT" run ./hack/images --version "$VERSION" --out _output/images \
+    --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION"; then
     tars+=("$REPO_ROOT"/_output/images/*.tar)
   elif [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
     log "WARNING: go run ./hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
   else
     die "go run ./hack/images failed (see $LOGS/images.log)"
   fi
-  for t in "${tars[@]}"; do
+  step 4 4 "importing ${#tars[@]} image tars into containerd" import_tars "${tars[@]}"
+}
+
+# step_image <i> <name> <command...>: step i of 4 of import_images; ends "built" when the image
+# tars in $IMG_DIR changed, "unchanged" when their checksums are those of before. Dies on failure
+# of steps 1 and 2; returns the status of step 3 (the caller decides).
+step_image() {
+  local i=$1 name=$2
+  shift 2
+  IMG_BEFORE=$(image_sums)
+  if ! STEP_RESULT=image_result step "$i" 4 "$name" "$@"; then
+    ((i == 3)) && return 1
+    die "$name failed (see $LOGS/images.log)"
+  fi
+}
+image_sums() { (cd "$IMG_DIR" 2>/dev/null && sha256sum ./*.tar ./workload 2>/dev/null) || true; }
+image_result() { if [[ $(image_sums) == "$IMG_BEFORE" ]]; then echo "unchanged"; else echo "built"; fi; }
+
+# build_workload <out>: the static binaries of the workload and pause images: the workload
+# (Go) and getenv (C, glibc's getenv: what a C program reads, case C37).
+build_workload() {
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/workload" ./hack/workload) >>"$LOGS/images.log" 2>&1 &&
+    gcc -static -O2 -o "$1/getenv" "$REPO_ROOT/hack/getenv/getenv.c" >>"$LOGS/images.log" 2>&1
+}
+
+# go_logged <log> <dir> <go args...>: go <args> in <dir>, output appended to $LOGS/<log>.log.
+go_logged() {
+  local log=$1 dir=$2
+  shift 2
+  (cd "$dir" && go "$@") >>"$LOGS/$log.log" 2>&1
+}
+
+# import_tars <tar...>: ctr images import of each tar into containerd's k8s.io namespace.
+import_tars() {
+  local t
+  for t in "$@"; do
     ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$t" >>"$LOGS/images.log" 2>&1 ||
       die "ctr images import $t failed (see $LOGS/images.log)"
   done

@@ -11,6 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/components.sh"
 START=$SECONDS
+progress_traps   # no heartbeat outlives up.sh (progress.sh)
 
 main() {
   require_root

@@ -29,7 +29,7 @@ func main() {
 	namespace := flag.String("namespace", "ray-demo", "namespace the demo creates and deletes")
 	node := flag.String("node", "hami-node1", "the node with fake GPUs")
 	stepTimeout := flag.Duration("step-timeout", 5*time.Minute, "longest wait for one step's pods")
-	keep := flag.Bool("keep", false, "leave the last RayCluster running")
+	keep := flag.Bool("keep", false, "leave the last RayCluster and its namespace running")
 	flag.Parse()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -57,7 +57,16 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Fprintln(os.Stdout, "\nDEMO OK: every check passed.")
+	fmt.Fprint(os.Stdout, afterword)
 }
+
+// afterword is what `make demo` prints last: the cluster stays up, how to use it, how to stop it.
+const afterword = `
+The local cluster stays up. To use it from this checkout (KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH):
+  eval "$(hack/cluster/env.sh)"      # or: make shell
+  kubectl get nodes
+Run your own sliced pod: README.md, "Try it". Stop the cluster and remove its state: make cluster-down
+`
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...)

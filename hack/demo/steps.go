@@ -42,7 +42,7 @@ func (d *demo) problem(format string, args ...any) {
 
 func (d *demo) run(ctx context.Context, keep bool) error {
 	d.started = time.Now()
-	d.progress("the first run builds and starts a whole cluster; this step can take minutes")
+	d.progress("waiting for the device plugin's inventory on node %s", d.node)
 	inv, err := d.inventory(ctx)
 	if err != nil {
 		return err
@@ -94,6 +94,14 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 			if err := d.deleteRayCluster(ctx, s.cluster); err != nil {
 				return err
 			}
+		}
+	}
+	if keep {
+		d.progress("keeping namespace %s and RayCluster %s (--keep); remove them with: kubectl delete namespace %s", d.ns, steps[len(steps)-1].cluster, d.ns)
+	} else {
+		d.progress("deleting namespace %s", d.ns)
+		if err := d.kube.CoreV1().Namespaces().Delete(ctx, d.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete namespace %s: %w", d.ns, err)
 		}
 	}
 	d.progress("done")

@@ -4,7 +4,9 @@
 //
 //	ray     a stand-in for Ray's CLI: `ray start` parses its flags the way Ray does and prints what the
 //	        Ray node would register (see ray.go); `ray health-check` succeeds without dialing anything.
-//	envdump prints CUDA_VISIBLE_DEVICES and every HAMI_GO_*, CUDA_*, NVIDIA_* variable, then sleeps.
+//	envdump prints CUDA_VISIBLE_DEVICES and every HAMI_GO_*, CUDA_*, NVIDIA_* variable; then, as
+//	        a container's main process (PID 1) or with --wait, waits for SIGTERM or SIGINT; under
+//	        `kubectl exec` (not PID 1) or with --no-wait it returns at once (see envdump.go).
 //	sleep   sleeps for its argument in seconds (or "infinity"), until SIGTERM.
 //	pause   waits for SIGTERM or SIGINT (the pod sandbox).
 //	wget    fetches a URL (the options KubeRay's probes use; see wget.go).
@@ -26,12 +28,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args, os.LookupEnv, os.Environ(), os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args, os.LookupEnv, os.Environ(), os.Getpid(), os.Stdout, os.Stderr))
 }
 
 // run dispatches on the program name; it returns the process exit status.
-// lookup reads one variable (os.LookupEnv); environ is the whole environment ("K=V" entries).
-func run(ctx context.Context, argv []string, lookup func(string) (string, bool), environ []string, stdout, stderr io.Writer) int {
+// lookup reads one variable (os.LookupEnv); environ is the whole environment ("K=V" entries);
+// pid is the process's own id (os.Getpid), 1 when it is a container's main process.
+func run(ctx context.Context, argv []string, lookup func(string) (string, bool), environ []string, pid int, stdout, stderr io.Writer) int {
 	name := filepath.Base(argv[0])
 	args := argv[1:]
 	if name == "workload" {
@@ -45,9 +48,7 @@ func run(ctx context.Context, argv []string, lookup func(string) (string, bool),
 	case "ray":
 		return runRay(ctx, args, lookup, stdout, stderr, defaultProbeAddrs())
 	case "envdump":
-		envDump(environ, stdout)
-		<-ctx.Done()
-		return 0
+		return runEnvDump(ctx, args, environ, pid, stdout, stderr)
 	case "wget":
 		return runWget(ctx, args, stdout, stderr)
 	case "sleep":

@@ -242,20 +242,20 @@ func TestDispatch(t *testing.T) {
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if code := run(ctx, []string{"/bin/envdump"}, env(), []string{"CUDA_VISIBLE_DEVICES=1"}, &out, &errOut); code != 0 || out.String() != "envdump: CUDA_VISIBLE_DEVICES=1\nenvdump: done\n" {
+	if code := run(ctx, []string{"/bin/envdump"}, env(), []string{"CUDA_VISIBLE_DEVICES=1"}, 2, &out, &errOut); code != 0 || out.String() != "envdump: CUDA_VISIBLE_DEVICES=1\nenvdump: done\n" {
 		t.Fatalf("envdump: %d %q", code, out.String())
 	}
-	if code := run(ctx, []string{"workload", "sleep", "0.01"}, env(), nil, &out, &errOut); code != 0 {
+	if code := run(ctx, []string{"workload", "sleep", "0.01"}, env(), nil, 2, &out, &errOut); code != 0 {
 		t.Fatalf("sleep: %d", code)
 	}
-	if code := run(ctx, []string{"workload", "sleep", "-1"}, env(), nil, &out, &errOut); code != 2 {
+	if code := run(ctx, []string{"workload", "sleep", "-1"}, env(), nil, 2, &out, &errOut); code != 2 {
 		t.Fatalf("sleep -1: %d", code)
 	}
-	if code := run(ctx, []string{"/pause"}, env(), nil, &out, &errOut); code != 0 {
+	if code := run(ctx, []string{"/pause"}, env(), nil, 2, &out, &errOut); code != 0 {
 		t.Fatalf("pause: %d", code)
 	}
 	errOut.Reset()
-	if code := run(ctx, []string{"nope"}, env(), nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown program "nope"`) {
+	if code := run(ctx, []string{"nope"}, env(), nil, 2, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown program "nope"`) {
 		t.Fatalf("unknown: %d %q", code, errOut.String())
 	}
 }

@@ -28,7 +28,7 @@ var maxBinary = *resource.NewQuantity(MaxGPUMemoryMiB*mib, resource.BinarySI)
 // Fractions, zero, negative values and values above MaxGPUMemoryMiB are rejected; the error says
 // what was probably meant. Nothing is truncated or wrapped.
 func ParseMemoryMiB(field string, q resource.Quantity) (int64, error) {
-	s := q.String()
+	s := quote(q)
 	if q.Sign() <= 0 {
 		return 0, fmt.Errorf("%s: %s is not a positive amount of GPU memory (MiB)", field, s)
 	}
@@ -58,6 +58,42 @@ func ParseMemoryMiB(field string, q resource.Quantity) (int64, error) {
 		return 0, fmt.Errorf("%s: %s is %s MiB, more than any GPU has (at most %d MiB); did you mean %s?", field, s, figure, int64(MaxGPUMemoryMiB), suggestBinary(q, approx))
 	}
 	return v, nil
+}
+
+// quote is q as an error message shows it: Kubernetes' canonical form (q.String()), followed,
+// where a decimal quantity has other spellings, by its figure in millions and in plain digits:
+// "3G (Kubernetes' canonical form; = 3000M = 3000000000)", "500m (Kubernetes' canonical form;
+// = 0.5)". The form the user typed is not
+// available: the API server decodes a request into Go types, and resource.Quantity keeps no
+// spelling (k8s.io/apimachinery resource.Quantity.UnmarshalJSON), so an admission webhook's
+// AdmissionRequest.Object is the object re-encoded, "3000M" already "3G" (admission
+// request.CreateV1AdmissionReview); kube-scheduler's extender sees the same. The spelling shown is
+func quote(q resource.Quantity) string {
+	s := q.String()
+	if q.Format != resource.DecimalSI || q.Sign() == 0 {
+		return s
+	}
+	// Huge or tiny exponents: no plainer spelling, and exact arithmetic on them is costly.
+	if a := math.Abs(q.AsApproximateFloat64()); a > 1e18 || a < 1e-3 {
+		return s
+	}
+	var alts []string
+	if n := q.ScaledValue(resource.Mega); n != 0 && resource.NewScaledQuantity(n, resource.Mega).Cmp(q) == 0 {
+		if m := strconv.FormatInt(n, 10) + "M"; m != s {
+			alts = append(alts, m)
+		}
+	}
+	plain := q.AsDec().String()
+	if strings.Contains(plain, ".") {
+		plain = strings.TrimRight(strings.TrimRight(plain, "0"), ".")
+	}
+	if plain != s {
+		alts = append(alts, plain)
+	}
+	if len(alts) == 0 {
+		return s
+	}
+	return s + " (Kubernetes' canonical form; = " + strings.Join(alts, " = ") + ")"
 }
 
 // suggestBinary names the binary quantity a user probably meant by a decimal-suffixed one that is
@@ -95,7 +131,7 @@ func suggestBinary(q resource.Quantity, approx float64) string {
 // ParsePercent parses a whole percentage in [lo, 100] (gpumem-percentage: lo = 1, case C08;
 // gpucores: lo = 0). field names the value in errors.
 func ParsePercent(field string, q resource.Quantity, lo int) (int, error) {
-	s := q.String()
+	s := quote(q)
 	if q.MilliValue()%1000 != 0 {
 		return 0, fmt.Errorf("%s: %s is not a whole percentage", field, s)
 	}
@@ -108,7 +144,7 @@ func ParsePercent(field string, q resource.Quantity, lo int) (int, error) {
 
 // ParseCount parses a whole, positive GPU count. field names the value in errors.
 func ParseCount(field string, q resource.Quantity) (int, error) {
-	s := q.String()
+	s := quote(q)
 	if q.MilliValue()%1000 != 0 {
 		return 0, fmt.Errorf("%s: %s is not a whole number of GPUs", field, s)
 	}

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/json"
 	"math/big"
 	"regexp"
 	"strings"
@@ -33,7 +34,7 @@ func TestParseMemoryMiB(t *testing.T) {
 		{in: "3e3", want: 3000},
 		{in: "1", want: 1},
 		{in: "4194304", want: MaxGPUMemoryMiB},
-		{in: "0.5", errParts: []string{memField, "500m", "not a whole number of MiB"}},
+		{in: "0.5", errParts: []string{memField + ": 500m (Kubernetes' canonical form; = 0.5) is not a whole number of MiB"}},
 		{in: "500m", errParts: []string{memField, "500m", "not a whole number of MiB"}},
 		{in: "1500m", errParts: []string{memField, "1500m", "not a whole number"}},
 		{in: "0", errParts: []string{memField, ": 0 is not a positive amount"}},
@@ -41,10 +42,11 @@ func TestParseMemoryMiB(t *testing.T) {
 		{in: "-1Gi", errParts: []string{memField, "-1Gi", "not a positive amount"}},
 		{in: "0Mi", errParts: []string{memField, "not a positive amount"}},
 		// 3000M arrives as 3G = 3,000,000,000 MiB: rejected, suggesting the binary suffix.
-		{in: "3000M", errParts: []string{memField, "3G is 3000000000 MiB", "did you mean 3000Mi"}},
+		// The message quotes both the canonical form and the user's likely spelling (issue 18).
+		{in: "3000M", errParts: []string{memField + ": 3G (Kubernetes' canonical form; = 3000M = 3000000000) is 3000000000 MiB", "did you mean 3000Mi"}},
 		{in: "16G", errParts: []string{memField, "did you mean 16000Mi or 16Gi?"}},
-		{in: "5000000", errParts: []string{"5M is 5000000 MiB", "did you mean 5Mi?"}},
-		{in: "4194305", errParts: []string{"4194305 is 4194305 MiB", "more than any GPU has (at most 4194304 MiB)"}},
+		{in: "5000000", errParts: []string{"5M (Kubernetes' canonical form; = 5000000) is 5000000 MiB", "did you mean 5Mi?"}},
+		{in: "4194305", errParts: []string{": 4194305 is 4194305 MiB", "more than any GPU has (at most 4194304 MiB)"}},
 		{in: "9223372036854775807", errParts: []string{"is 9223372036854775807 MiB"}},
 		{in: "1e30", errParts: []string{"1e30", "more than any GPU has"}},
 		{in: "5Ti", errParts: []string{memField, "5Ti is more GPU memory than any GPU has"}},
@@ -90,8 +92,8 @@ func TestParsePercent(t *testing.T) {
 		{in: "0", lo: 0, want: 0},                                        // gpucores: 0 = no limit
 		{in: "101", lo: 0, errPart: f + ": 101 is outside 0..100"},
 		{in: "-1", lo: 0, errPart: f + ": -1 is outside 0..100"},
-		{in: "0.5", lo: 0, errPart: f + ": 500m is not a whole percentage"},
-		{in: "50500m", lo: 1, errPart: "50500m is not a whole percentage"},
+		{in: "0.5", lo: 0, errPart: f + ": 500m (Kubernetes' canonical form; = 0.5) is not a whole percentage"},
+		{in: "50500m", lo: 1, errPart: "50500m (Kubernetes' canonical form; = 50.5) is not a whole percentage"},
 		{in: "1e30", lo: 1, errPart: "1e30 is outside 1..100"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
@@ -122,8 +124,8 @@ func TestParseCount(t *testing.T) {
 		{in: "32768", errPart: f + ": 32768 is not a GPU count between 1 and 32767"},
 		{in: "0", errPart: f + ": 0 is not a GPU count"},
 		{in: "-2", errPart: f + ": -2 is not a GPU count"},
-		{in: "1.5", errPart: f + ": 1500m is not a whole number of GPUs"},
-		{in: "500m", errPart: "500m is not a whole number of GPUs"},
+		{in: "1.5", errPart: f + ": 1500m (Kubernetes' canonical form; = 1.5) is not a whole number of GPUs"},
+		{in: "500m", errPart: "500m (Kubernetes' canonical form; = 0.5) is not a whole number of GPUs"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseCount(f, resource.MustParse(tc.in))
@@ -212,4 +214,34 @@ func FuzzParseMemoryMiB(f *testing.F) {
 			t.Fatalf("%q (decimal) = %d MiB, want exactly %s", s, got, exact.RatString())
 		}
 	})
+}
+
+// Why a refusal cannot quote what the user typed: a quantity decoded from JSON keeps no spelling,
+// so the object the API server re-encodes for admission (AdmissionRequest.Object) and stores has
+// the canonical form. This is the decode/encode the API server does (issue 18).
+func TestQuantitySpellingIsNotKept(t *testing.T) {
+	var l map[string]resource.Quantity
+	if err := json.Unmarshal([]byte(`{"nvidia.com/gpumem":"3000M","nvidia.com/gpucores":"0.5"}`), &l); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"nvidia.com/gpucores":"500m","nvidia.com/gpumem":"3G"}` {
+		t.Fatalf("re-encoded %s", b)
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"3000M": "3G (Kubernetes' canonical form; = 3000M = 3000000000)",
+		"0.5":   "500m (Kubernetes' canonical form; = 0.5)",
+		"3000":  "3k (Kubernetes' canonical form; = 3000)",
+		"30":    "30", "0": "0", "16Gi": "16Gi", "1e30": "1e30", "-2M": "-2M (Kubernetes' canonical form; = -2000000)",
+	} {
+		if got := quote(resource.MustParse(in)); got != want {
+			t.Errorf("quote(%s) = %q, want %q", in, got, want)
+		}
+	}
 }

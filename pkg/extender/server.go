@@ -16,12 +16,38 @@ import (
 // maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
 const maxBody = 64 << 20
 
-// Handler returns the extender's HTTP API: POST /filter, /prioritize (hosts scored 0 left out,
-// see scoredOnly), /bind, /preempt (JSON of k8s.io/kube-scheduler/extender/v1), GET /healthz, /readyz (200 only once the cache was
-// rebuilt) and /metrics (gatherer's metrics). Malformed JSON is answered 400 with the reason;
-// a panic in a handler is recovered and answered 500 with its message.
+// Handler returns the extender's HTTP API and its health and metrics on one mux: APIHandler's
+// routes and MetricsHandler's. The binary serves it on --address when --metrics-address is empty.
 func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
+	e.registerAPI(mux)
+	e.registerHealth(mux, gatherer)
+	return mux
+}
+
+// APIHandler returns the routes only kube-scheduler may call: POST /filter, /prioritize (hosts
+// scored 0 left out, see scoredOnly), /bind, /preempt (JSON of k8s.io/kube-scheduler/extender/v1).
+// Malformed JSON is answered 400 with the reason; a panic in a handler is recovered and answered
+// 500 with its message. Serve it on a loopback address (--address 127.0.0.1:8888): anything that
+// reaches it can bind pods.
+func (e *Extender) APIHandler() http.Handler {
+	mux := http.NewServeMux()
+	e.registerAPI(mux)
+	return mux
+}
+
+// MetricsHandler returns GET /healthz (200 while the process serves), /readyz (200 only once the
+// cache was rebuilt, 503 before) and /metrics (gatherer's metrics in Prometheus' text format;
+// absent when gatherer is nil), and nothing else: a listener Prometheus and probes can reach
+// (--metrics-address) without reaching /filter or /bind.
+func (e *Extender) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	e.registerHealth(mux, gatherer)
+	return mux
+}
+
+// registerAPI adds the scheduler verbs to mux (see APIHandler).
+func (e *Extender) registerAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /filter", e.verb("filter", func(w http.ResponseWriter, r *http.Request) string {
 		var args extenderv1.ExtenderArgs
 		if !decode(w, r, &args) {
@@ -88,6 +114,10 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 		reply(w, e.cache.Preempt(&args))
 		return "ok"
 	}))
+}
+
+// registerHealth adds /healthz, /readyz and /metrics to mux (see MetricsHandler).
+func (e *Extender) registerHealth(mux *http.ServeMux, gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !e.Ready() {
@@ -99,7 +129,6 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 	if gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
-	return mux
 }
 
 // scorePool holds full score lists between prioritize calls (5,000 nodes: 120 KB each).

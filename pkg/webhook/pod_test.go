@@ -94,7 +94,7 @@ func TestPodAdmission(t *testing.T) {
 			p := newPod(ctr("app"))
 			p.Spec.InitContainers = []corev1.Container{ctr("warmup", "nvidia.com/gpumem", "0.5")}
 			return p
-		}(), deny: "spec.initContainers[warmup].resources.limits[nvidia.com/gpumem]: 500m is not a whole number of MiB"},
+		}(), deny: "spec.initContainers[warmup].resources.limits[nvidia.com/gpumem]: 500m (Kubernetes' canonical form; = 0.5) is not a whole number of MiB"},
 
 		// case C25: one privileged rule for init, sidecar and app containers.
 		{name: "C25 privileged sidecar next to a GPU container", pod: func() *corev1.Pod {
@@ -114,15 +114,15 @@ func TestPodAdmission(t *testing.T) {
 		{name: "C25 privileged pod without GPU: not ours", pod: newPod(privileged(ctr("main")))},
 
 		// Validation: every quantity, percentage, policy name and annotation (C07, C08).
-		{name: "C07 fractional memory", pod: newPod(ctr("main", "nvidia.com/gpumem", "0.5")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 500m is not a whole number of MiB"},
-		{name: "C07 3000M", pod: newPod(ctr("main", "nvidia.com/gpumem", "3000M")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 3G is 3000000000 MiB, more than any GPU has (at most 4194304 MiB); did you mean"},
+		{name: "C07 fractional memory", pod: newPod(ctr("main", "nvidia.com/gpumem", "0.5")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 500m (Kubernetes' canonical form; = 0.5) is not a whole number of MiB"},
+		{name: "C07 3000M", pod: newPod(ctr("main", "nvidia.com/gpumem", "3000M")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 3G (Kubernetes' canonical form; = 3000M = 3000000000) is 3000000000 MiB, more than any GPU has (at most 4194304 MiB); did you mean"},
 		{name: "C07 negative memory", pod: newPod(ctr("main", "nvidia.com/gpumem", "-1")), deny: "-1 is not a positive amount of GPU memory"},
 		{name: "C07 16Gi accepted", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "16Gi")), paths: []string{"replace /spec/schedulerName"}},
 		{name: "C08 percentage 0 rejected", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "0")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem-percentage]: 0 is outside 1..100"},
 		{name: "C08 percentage 101", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "101")), deny: "101 is outside 1..100"},
-		{name: "C08 fractional percentage", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "12.5")), deny: "12500m is not a whole percentage"},
+		{name: "C08 fractional percentage", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "12.5")), deny: "12500m (Kubernetes' canonical form; = 12.5) is not a whole percentage"},
 		{name: "cores 150", pod: newPod(ctr("main", "nvidia.com/gpucores", "150")), deny: "spec.containers[main].resources.limits[nvidia.com/gpucores]: 150 is outside 0..100"},
-		{name: "fractional count", pod: newPod(ctr("main", "nvidia.com/gpu", "500m")), deny: "spec.containers[main].resources.limits[nvidia.com/gpu]: 500m is not a whole number of GPUs"},
+		{name: "fractional count", pod: newPod(ctr("main", "nvidia.com/gpu", "500m")), deny: "spec.containers[main].resources.limits[nvidia.com/gpu]: 500m (Kubernetes' canonical form; = 0.5) is not a whole number of GPUs"},
 		{name: "count 0 with memory", pod: newPod(ctr("main", "nvidia.com/gpu", "0", "nvidia.com/gpumem", "100")), deny: "limits[nvidia.com/gpu]: 0, but the container also asks for GPU memory or cores"},
 		{name: "memory and percentage both", pod: newPod(ctr("main", "nvidia.com/gpumem", "100", "nvidia.com/gpumem-percentage", "10")), deny: "are both set; set one of them"},
 		{name: "GPU policy", pod: withAnno(newPod(gpu()), device.AnnoGPUPolicy, "fastest"), deny: `metadata.annotations[hami.io/gpu-scheduler-policy]: "fastest" is not a scheduler policy (binpack or spread)`},

@@ -28,7 +28,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"Role/kube-node-lease/hami-go-scheduler-extender-leases",
 		"RoleBinding/hami-go-system/hami-go-scheduler-leader-election", "RoleBinding/kube-node-lease/hami-go-device-plugin",
 		"RoleBinding/kube-node-lease/hami-go-scheduler-extender-leases", "RoleBinding/kube-system/hami-go-scheduler-authentication-reader",
-		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", webhookSvc,
+		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", "Service/hami-go-scheduler", webhookSvc,
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 	}
@@ -209,7 +209,7 @@ func TestSchedulerDeployment(t *testing.T) {
 	}
 	ex := container(t, spec, "extender")
 	want := map[string]string{
-		"--address": "127.0.0.1:8888", "--scheduler-name": "hami-go-scheduler", "--node-policy": "binpack", "--gpu-policy": "binpack",
+		"--address": "127.0.0.1:8888", "--metrics-address": ":9395", "--scheduler-name": "hami-go-scheduler", "--node-policy": "binpack", "--gpu-policy": "binpack",
 		"--inventory-stale-after": "60s", "--bind-wait": "2s", "--lease-namespace": "kube-node-lease",
 		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
@@ -222,8 +222,14 @@ func TestSchedulerDeployment(t *testing.T) {
 	if ex.Image != "docker.io/hami-go/scheduler-extender:0.1.0" {
 		t.Errorf("extender image %s", ex.Image)
 	}
-	if len(ex.Ports) != 0 || ex.ReadinessProbe != nil {
-		t.Error("extender on loopback exposes a port or an HTTP probe the kubelet cannot reach")
+	// The API stays on loopback; only the metrics listener is a port, and the probes use it.
+	if len(ex.Ports) != 1 || ex.Ports[0].Name != "metrics" || ex.Ports[0].ContainerPort != 9395 ||
+		ex.ReadinessProbe == nil || ex.ReadinessProbe.HTTPGet.Path != "/readyz" || ex.ReadinessProbe.HTTPGet.Port.String() != "metrics" ||
+		ex.LivenessProbe == nil || ex.LivenessProbe.HTTPGet.Path != "/healthz" || ex.LivenessProbe.HTTPGet.Port.String() != "metrics" {
+		t.Errorf("extender ports %+v readiness %+v liveness %+v, want only metrics 9395 and probes on it", ex.Ports, ex.ReadinessProbe, ex.LivenessProbe)
+	}
+	if svc := typedAs[*corev1.Service](t, r, "Service/hami-go-scheduler"); len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9395 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("extender metrics Service ports %+v", svc.Spec.Ports)
 	}
 	if spec.ServiceAccountName != "hami-go-scheduler" || *d.Spec.Replicas != 1 {
 		t.Errorf("serviceAccount %q replicas %d", spec.ServiceAccountName, *d.Spec.Replicas)
@@ -240,14 +246,11 @@ func TestSchedulerDeployment(t *testing.T) {
 		t.Errorf("checksum/config %q -> %q, want a change", a, b)
 	}
 	checkExtenderTLS(t, r, spec, ks, ex)
-	// Extender beyond loopback: probes, port and a Service.
+	// Extender API beyond loopback: only --address changes; probes stay on the metrics port.
 	r2 := renderChart(t, sets(t, "scheduler.extender.bindAddress="))
 	ex2 := container(t, deployment(t, r2, schedDep).Spec.Template.Spec, "extender")
-	if flags(ex2)["--address"] != ":8888" || ex2.ReadinessProbe == nil || ex2.ReadinessProbe.HTTPGet.Path != "/readyz" || ex2.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+	if flags(ex2)["--address"] != ":8888" || flags(ex2)["--metrics-address"] != ":9395" || ex2.ReadinessProbe == nil || ex2.ReadinessProbe.HTTPGet.Path != "/readyz" || ex2.ReadinessProbe.HTTPGet.Port.String() != "metrics" {
 		t.Errorf("extender on all interfaces: flags %v probe %+v", flags(ex2), ex2.ReadinessProbe)
-	}
-	if !r2.has("Service/hami-go-scheduler") {
-		t.Error("no Service for the extender's metrics")
 	}
 }
 

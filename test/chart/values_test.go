@@ -211,6 +211,11 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"scheduler.extender.port=9999"}, func(t testing.TB, r rendered) string {
 			return exFlag("--address")(t, r) + " " + schedulerConfig(t, r).Extenders[0].URLPrefix
 		}, "127.0.0.1:9999 https://127.0.0.1:9999"},
+		{[]string{"scheduler.extender.metricsPort=9500"}, func(t testing.TB, r rendered) string {
+			ex := container(t, deployment(t, r, schedDep).Spec.Template.Spec, "extender")
+			svc := typedAs[*corev1.Service](t, r, "Service/hami-go-scheduler")
+			return words(exFlag("--metrics-address")(t, r), ex.Ports[0].ContainerPort, svc.Spec.Ports[0].Port)
+		}, ":9500 9500 9500"},
 		{[]string{"scheduler.extender.nodePolicy=spread"}, exFlag("--node-policy"), "spread"},
 		{[]string{"scheduler.extender.gpuPolicy=spread"}, exFlag("--gpu-policy"), "spread"},
 		{[]string{"scheduler.extender.inventoryStaleAfter=2m"}, exFlag("--inventory-stale-after"), "2m"},
@@ -297,10 +302,12 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"serviceMonitor.enabled=true", "serviceMonitor.interval=15s", "serviceMonitor.labels.release=prom"}, func(t testing.TB, r rendered) string {
 			o := r.get(t, "ServiceMonitor/hami-go-device-plugin").raw
 			return words(field(t, o, "spec", "endpoints").([]any)[0].(map[string]any)["interval"], o.GetLabels()["release"], r.has("ServiceMonitor/hami-go-webhook"), r.has("ServiceMonitor/hami-go-scheduler"))
-		}, "15s prom true false"},
-		{[]string{"serviceMonitor.enabled=true", "scheduler.extender.bindAddress=0.0.0.0"}, func(t testing.TB, r rendered) string {
-			return words(r.has("ServiceMonitor/hami-go-scheduler"), exFlag("--address")(t, r))
-		}, "true 0.0.0.0:8888"},
+		}, "15s prom true true"},
+		// The extender's ServiceMonitor scrapes its metrics port, whatever --address is.
+		{[]string{"serviceMonitor.enabled=true"}, func(t testing.TB, r rendered) string {
+			o := r.get(t, "ServiceMonitor/hami-go-scheduler").raw
+			return words(field(t, o, "spec", "endpoints").([]any)[0].(map[string]any)["port"], exFlag("--address")(t, r))
+		}, "metrics 127.0.0.1:8888"},
 		{[]string{"dashboard.enabled=false"}, func(t testing.TB, r rendered) string { return words(r.has("ConfigMap/hami-go-dashboard")) }, "false"},
 		{[]string{"dashboard.labels.dash=yes"}, func(t testing.TB, r rendered) string {
 			return typedAs[*corev1.ConfigMap](t, r, "ConfigMap/hami-go-dashboard").Labels["dash"]
