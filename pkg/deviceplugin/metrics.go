@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -57,10 +58,10 @@ func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
 	return &Collector{
 		p: p, resolve: resolve,
 		gpuMemTotal:     g(metrics.Namespace+"_gpu_memory_total_bytes", "Total memory of the GPU, bytes."),
-		gpuMemAlloc:     g(metrics.Namespace+"_gpu_memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes."),
+		gpuMemAlloc:     g(metrics.Namespace+"_gpu_memory_allocated_bytes", "GPU memory handed to containers by Allocate, bytes, charged as the extender charges it (init containers one at a time)."),
 		gpuMemUsed:      g(metrics.Namespace+"_gpu_memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
-		gpuCoresAlloc:   g(metrics.Namespace+"_gpu_cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU."),
-		gpuSharers:      g(metrics.Namespace+"_gpu_sharers", "Containers holding a slice of the GPU."),
+		gpuCoresAlloc:   g(metrics.Namespace+"_gpu_cores_allocated_percent", "Compute handed to containers by Allocate, percent of the GPU, charged as the extender charges it."),
+		gpuSharers:      g(metrics.Namespace+"_gpu_sharers", "Slices of the GPU held by containers that can run at one time (the extender's count)."),
 		gpuHealthy:      g(metrics.Namespace+"_gpu_healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
 		sliceMemLimit:   s(metrics.Namespace+"_slice_memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
 		sliceMemUsed:    s(metrics.Namespace+"_slice_memory_used_bytes", "Memory the container's processes use on the GPU, bytes."),
@@ -76,26 +77,26 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.p.rpcDuration.Describe(ch)
 }
 
+// sliceKey names one container's slice of one GPU: by pod UID, not by namespace/name (a pod
+// re-created under the same name is another pod, case C34).
 type sliceKey struct {
-	ns, pod, container, uuid string
+	pod             types.UID
+	container, uuid string
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Per-GPU allocated memory, cores and sharers are the
+// sum over pods of allocator.ChargeOf of each pod's claimed containers: the charge the extender
+// schedules by (init containers one after another, sidecars beside them; case C40), so an init
+// and an app container on one GPU count once, as their larger figure, not twice.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.rpcDuration.Collect(ch)
 	node := c.p.cfg.NodeName
 	slices, owners := c.p.ledger.Snapshot()
-	type agg struct {
-		mem     int64
-		cores   int
-		sharers int
-	}
-	per := map[string]*agg{}
+	charged := c.p.ledger.Charged()
 	used := map[sliceKey]int64{}
 	gpuUsed := map[string]int64{}
 	gpuUsedOK := map[string]bool{}
 	for _, g := range c.p.gpus {
-		per[g.UUID] = &agg{}
 		procs, err := c.p.backend.Processes(g.UUID)
 		if err != nil {
 			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
@@ -109,28 +110,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if id, ok := c.resolve(pr.PID); ok {
 				if o, ok := owners[id]; ok {
-					used[sliceKey{o.Pod.Namespace, o.Pod.Name, o.Container, g.UUID}] += pr.UsedMiB
+					used[sliceKey{o.Pod.UID, o.Container, g.UUID}] += pr.UsedMiB
 				}
 			}
 		}
 	}
-	for _, s := range slices {
-		if a, ok := per[s.Grant.UUID]; ok {
-			a.mem += s.Grant.MemoryMiB
-			a.cores += s.Grant.CoresPercent
-			a.sharers++
-		}
-	}
 	for _, g := range c.p.gpus {
 		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model}
-		a := per[g.UUID]
+		a := charged[g.UUID]
 		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, mib(g.MemoryMiB), lv...)
-		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, mib(a.mem), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuMemAlloc, prometheus.GaugeValue, mib(a.MemoryMiB), lv...)
 		if gpuUsedOK[g.UUID] {
 			ch <- prometheus.MustNewConstMetric(c.gpuMemUsed, prometheus.GaugeValue, mib(gpuUsed[g.UUID]), lv...)
 		}
-		ch <- prometheus.MustNewConstMetric(c.gpuCoresAlloc, prometheus.GaugeValue, float64(a.cores), lv...)
-		ch <- prometheus.MustNewConstMetric(c.gpuSharers, prometheus.GaugeValue, float64(a.sharers), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuCoresAlloc, prometheus.GaugeValue, float64(a.CoresPercent), lv...)
+		ch <- prometheus.MustNewConstMetric(c.gpuSharers, prometheus.GaugeValue, float64(a.Sharers), lv...)
 		h := 0.0
 		if c.p.health.Healthy(g.UUID) {
 			h = 1
@@ -142,11 +136,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			continue
 		}
-		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model, s.Pod.Namespace, s.Pod.Name, s.Container}
+		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model, s.Pod.Namespace, s.Pod.Name, s.Container, string(s.Pod.UID)}
 		ch <- prometheus.MustNewConstMetric(c.sliceMemLimit, prometheus.GaugeValue, mib(s.Grant.MemoryMiB), lv...)
 		ch <- prometheus.MustNewConstMetric(c.sliceCoresLimit, prometheus.GaugeValue, float64(s.Grant.CoresPercent), lv...)
 		if c.resolve != nil && gpuUsedOK[g.UUID] {
-			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, mib(used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, g.UUID}]), lv...)
+			ch <- prometheus.MustNewConstMetric(c.sliceMemUsed, prometheus.GaugeValue, mib(used[sliceKey{s.Pod.UID, s.Container, g.UUID}]), lv...)
 		}
 	}
 }

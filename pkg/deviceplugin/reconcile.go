@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -141,6 +142,25 @@ func (l *Ledger) Snapshot() ([]SliceView, map[string]SliceOwner) {
 		return a.Grant.UUID < b.Grant.UUID
 	})
 	return out, owners
+}
+
+// Charged returns, per GPU UUID, what the claimed containers of the pods on this node book:
+// the sum over pods of allocator.ChargeOf of each pod's claimed containers (in the pod's
+// order), the extender's own charge (case C40). Terminating pods are left out, as in Snapshot.
+func (l *Ledger) Charged() allocator.NodeUsage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := allocator.NodeUsage{}
+	for _, e := range l.pods {
+		a := device.Allocation{Node: l.node}
+		for _, c := range e.plan.Containers {
+			if cl, ok := e.claimed[c.Name]; ok {
+				a.Containers = append(a.Containers, *cl)
+			}
+		}
+		u.Add(allocator.ChargeOf(&a))
+	}
+	return u
 }
 
 // SliceOwner is the pod and container a runtime container ID belongs to.

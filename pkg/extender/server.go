@@ -8,9 +8,10 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
@@ -18,7 +19,8 @@ const maxBody = 64 << 20
 
 // Handler returns the extender's HTTP API: POST /filter, /prioritize (hosts scored 0 left out,
 // see scoredOnly), /bind, /preempt (JSON of k8s.io/kube-scheduler/extender/v1), GET /healthz, /readyz (200 only once the cache was
-// rebuilt) and /metrics (gatherer's metrics). Malformed JSON is answered 400 with the reason;
+// rebuilt) and /metrics (gatherer's metrics; a bad series is left out, not the scrape: pkg/metrics
+// Handler, case C35). Malformed JSON is answered 400 with the reason;
 // a panic in a handler is recovered and answered 500 with its message.
 func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -97,7 +99,7 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	if gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", hmetrics.Handler(gatherer, e.registerer))
 	}
 	return mux
 }
