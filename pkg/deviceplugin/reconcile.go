@@ -28,9 +28,24 @@ type ObservedContainer struct {
 // It returns the pods whose records changed.
 func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 	l.mu.Lock()
+	// PodResources names pods by namespace/name only (no UID). A name that stands for two pods
+	// (a pod force-deleted and re-created under its name while the kubelet still runs the old
+	// one: the kubelet lists both) cannot be told apart: its records are left as they are (C34).
 	byName := map[string]*podEntry{}
+	ambiguous := map[string]bool{}
 	for _, e := range l.pods {
+		if _, dup := byName[e.ref.String()]; dup {
+			ambiguous[e.ref.String()] = true
+		}
 		byName[e.ref.String()] = e
+	}
+	seen := map[string]bool{}
+	for _, o := range obs {
+		k := o.Namespace + "/" + o.Pod + "/" + o.Container
+		if seen[k] {
+			ambiguous[o.Namespace+"/"+o.Pod] = true
+		}
+		seen[k] = true
 	}
 	changed := map[PodRef]bool{}
 	sort.Slice(obs, func(i, j int) bool {
@@ -41,6 +56,10 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 	})
 	for _, o := range obs {
 		if len(o.IDs) == 0 {
+			continue
+		}
+		if ambiguous[o.Namespace+"/"+o.Pod] {
+			klog.V(2).InfoS("The kubelet reports two pods under one name; leaving their claimed records as they are", "pod", klog.KRef(o.Namespace, o.Pod), "container", o.Container)
 			continue
 		}
 		e := byName[o.Namespace+"/"+o.Pod]

@@ -164,3 +164,30 @@ hami_go_gpu_sharers{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="
 		t.Errorf("%d slice series, want 3 (init, app, other's app)", n)
 	}
 }
+
+// case C34: the kubelet's PodResources API names pods by namespace/name only. When it lists
+// two pods under one name (the old one force-deleted and still running, the new one admitted),
+// Reconcile cannot tell which devices are the new pod's and leaves its record alone; once the
+// name is unambiguous again it claims as before. Before: the first listed entry was claimed
+// for the new pod, possibly the old pod's slice.
+func TestC34ReconcileLeavesNameOfTwoPodsAlone(t *testing.T) {
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920))
+	fresh := testPod("p", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(fresh)
+	two := []ObservedContainer{
+		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-B::5"}},
+		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-A::2"}},
+	}
+	if changed := p.Ledger().Reconcile(two); len(changed) != 0 {
+		t.Fatalf("Reconcile with two pods under one name changed %v", changed)
+	}
+	if rec, _ := p.Ledger().ClaimedRecord(fresh.UID); len(rec.Containers) != 0 {
+		t.Fatalf("claimed from an ambiguous listing: %+v", rec)
+	}
+	if changed := p.Ledger().Reconcile(two[1:]); len(changed) != 1 {
+		t.Fatalf("Reconcile with one pod under the name changed %v, want the pod", changed)
+	}
+	if rec, _ := p.Ledger().ClaimedRecord(fresh.UID); len(rec.Containers) != 1 || rec.Containers[0].SliceIDs[0] != "GPU-A::2" {
+		t.Fatalf("claimed record %+v, want GPU-A::2", rec)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/podevents/podeventstest"
 )
@@ -126,4 +127,22 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 		t.Errorf("after the relist: status %d, pod a/p series %q, want only the new pod's", code, l)
 	}
 	checkInvariants(t, e.ext.cache)
+}
+
+// case C34: a refused pod that is deleted (or replaced by a pod of its name: another key) is no
+// longer handed out for a requeue: its refusal goes with it. Before: a later release within
+// requeueWindow handed out the gone key, and the extender patched a pod that was not there.
+func TestC34ReleaseForgetsRefusal(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	c := NewCache(DefaultConfig(), clk)
+	gone := PodKey{Namespace: "r", Name: "p", UID: "uid-old"}
+	c.refusals.refused(gone, t0)
+	c.Release(gone)
+	b := boundPod(t, "r", "holder", "node-1", "GPU-0", 1000, true)
+	c.OnPod(b)
+	clk.Step(time.Second)
+	c.Release(KeyOfPod(b))
+	if got, _ := c.RefusedBeforeRelease(); len(got) != 0 {
+		t.Fatalf("handed out %v for a requeue after their pods were released", got)
+	}
 }
