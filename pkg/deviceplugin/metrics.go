@@ -115,7 +115,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	emitted := make(map[string]bool, len(c.p.gpus))
 	for _, g := range c.p.gpus {
+		if emitted[g.UUID] {
+			// A backend that lists one UUID twice would make two series of one label set (C35).
+			klog.InfoS("GPU listed twice by the backend; exporting it once", "uuid", g.UUID, "index", g.Index)
+			continue
+		}
+		emitted[g.UUID] = true
 		lv := []string{node, g.UUID, strconv.Itoa(g.Index), g.Model}
 		a := charged[g.UUID]
 		ch <- prometheus.MustNewConstMetric(c.gpuMemTotal, prometheus.GaugeValue, mib(g.MemoryMiB), lv...)

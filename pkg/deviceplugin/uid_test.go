@@ -1,11 +1,14 @@
 package deviceplugin
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,5 +192,28 @@ func TestC34ReconcileLeavesNameOfTwoPodsAlone(t *testing.T) {
 	}
 	if rec, _ := p.Ledger().ClaimedRecord(fresh.UID); len(rec.Containers) != 1 || rec.Containers[0].SliceIDs[0] != "GPU-A::2" {
 		t.Fatalf("claimed record %+v, want GPU-A::2", rec)
+	}
+}
+
+// case C35: a backend that lists one GPU twice still yields one series per GPU, and the plugin's
+// /metrics answers 200.
+func TestC35GPUListedTwiceExportedOnce(t *testing.T) {
+	b := newTestBackend(1, 81920)
+	b.gpus = append(b.gpus, b.gpus[0])
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(p, nil))
+	if n := testutil.CollectAndCount(NewCollector(p, nil), "hami_go_gpu_memory_total_bytes"); n != 1 {
+		t.Errorf("%d GPU series for one GPU listed twice, want 1", n)
+	}
+	srv := httptest.NewServer(Handler(reg, nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/metrics status %d, want 200", resp.StatusCode)
 	}
 }
