@@ -50,6 +50,9 @@ func TestC34RecreatedPodAcrossRelist(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	inv := c.inventory(t)
+	// The device plugin registered: a pod refused for a count of 0 may wait for the scheduler's
+	// 5-minute flush.
+	c.waitAllocatable(t, int64(len(inv.GPUs)*inv.SplitCount), time.Minute)
 	ns := e2eNamespace(t, c)
 	g := inv.GPUs[len(inv.GPUs)-1]
 	if u := c.nodeUsage(t)[g.UUID]; u != nil {
