@@ -157,7 +157,7 @@ func TestMetrics(t *testing.T) {
 # TYPE hami_go_gpu_healthy gauge
 hami_go_gpu_healthy{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 1
 hami_go_gpu_healthy{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
-# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to containers by Allocate, bytes.
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40).
 # TYPE hami_go_gpu_memory_allocated_bytes gauge
 hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 3.145728e+09
 hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
@@ -167,11 +167,12 @@ hami_go_gpu_memory_used_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node
 hami_go_gpu_memory_used_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
 # HELP hami_go_slice_memory_used_bytes Memory the container's processes use on the GPU, bytes.
 # TYPE hami_go_slice_memory_used_bytes gauge
-hami_go_slice_memory_used_bytes{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",uuid="GPU-A"} 7.340032e+08
+hami_go_slice_memory_used_bytes{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",pod_uid="POD_UID",uuid="GPU-A"} 7.340032e+08
 # HELP hami_go_slice_cores_limit_percent Compute limit of the container on the GPU, percent (0 = none).
 # TYPE hami_go_slice_cores_limit_percent gauge
-hami_go_slice_cores_limit_percent{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",uuid="GPU-A"} 25
+hami_go_slice_cores_limit_percent{container="c",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="m",pod_uid="POD_UID",uuid="GPU-A"} 25
 `
+	want = strings.ReplaceAll(want, "POD_UID", string(pod.UID))
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "hami_go_gpu_healthy", "hami_go_gpu_memory_allocated_bytes",
 		"hami_go_gpu_memory_used_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent"); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/metrics"
@@ -54,35 +55,49 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.p.rpcDuration.Describe(ch)
 }
 
+// sliceKey names one container's slice of one GPU: by pod UID, not by namespace/name (a pod
+// re-created under the same name is another pod, case C34).
 type sliceKey struct {
-	ns, pod, container, uuid string
+	pod             types.UID
+	container, uuid string
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Per-GPU allocated memory, cores and sharers are the
+// sum over pods of allocator.ChargeOf of each pod's claimed containers: the charge the extender
+// schedules by (init containers one after another, sidecars beside them; case C40), so an init
+// and an app container on one GPU count once, as their larger figure, not twice.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.rpcDuration.Collect(ch)
 	slices, owners := c.p.ledger.Snapshot()
+	charged := c.p.ledger.Charged()
 	per := map[string]*metrics.GPUSample{}
 	used := map[sliceKey]int64{}
-	samples := make([]metrics.GPUSample, len(c.p.gpus))
-	for i, g := range c.p.gpus {
-		samples[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: g.MemoryMiB, Healthy: c.p.health.Healthy(g.UUID)}
-		a := &samples[i]
-		per[g.UUID] = a
+	samples := make([]metrics.GPUSample, 0, len(c.p.gpus))
+	for _, g := range c.p.gpus {
+		if _, dup := per[g.UUID]; dup {
+			// A backend that lists one UUID twice would make two series of one label set (C35).
+			klog.InfoS("GPU listed twice by the backend; exporting it once", "uuid", g.UUID, "index", g.Index)
+			continue
+		}
+		a := charged[g.UUID]
+		samples = append(samples, metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: g.MemoryMiB,
+			AllocatedMiB: a.MemoryMiB, CoresPercent: a.CoresPercent, Sharers: a.Sharers, Healthy: c.p.health.Healthy(g.UUID)})
+		smp := &samples[len(samples)-1] // stays valid: samples never outgrows its capacity
+		per[g.UUID] = smp
 		procs, err := c.p.backend.Processes(g.UUID)
 		if err != nil {
 			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
 			continue
 		}
-		a.UsedKnown = true
+		smp.UsedKnown = true
 		for _, pr := range procs {
-			a.UsedMiB += pr.UsedMiB
+			smp.UsedMiB += pr.UsedMiB
 			if c.resolve == nil {
 				continue
 			}
 			if id, ok := c.resolve(pr.PID); ok {
 				if o, ok := owners[id]; ok {
-					used[sliceKey{o.Pod.Namespace, o.Pod.Name, o.Container, g.UUID}] += pr.UsedMiB
+					used[sliceKey{o.Pod.UID, o.Container, g.UUID}] += pr.UsedMiB
 				}
 			}
 		}
@@ -93,13 +108,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			continue
 		}
-		a.AllocatedMiB += s.Grant.MemoryMiB
-		a.CoresPercent += s.Grant.CoresPercent
-		a.Sharers++
 		ss = append(ss, metrics.SliceSample{UUID: a.UUID, Index: a.Index, Model: a.Model,
-			Owner:    []string{s.Pod.Namespace, s.Pod.Name, s.Container},
+			Owner:    []string{s.Pod.Namespace, s.Pod.Name, s.Container, string(s.Pod.UID)},
 			LimitMiB: s.Grant.MemoryMiB, CoresPercent: s.Grant.CoresPercent,
-			UsedMiB: used[sliceKey{s.Pod.Namespace, s.Pod.Name, s.Container, a.UUID}], UsedKnown: c.resolve != nil && a.UsedKnown})
+			UsedMiB: used[sliceKey{s.Pod.UID, s.Container, a.UUID}], UsedKnown: c.resolve != nil && a.UsedKnown})
 	}
 	c.m.Emit(ch, c.p.cfg.NodeName, samples, ss)
 }

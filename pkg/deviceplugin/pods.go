@@ -22,6 +22,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
 // PodResourcesLister is the part of the kubelet's PodResources API the plugin uses.
@@ -119,21 +120,23 @@ func (s *PodSync) Dirty(r PodRef) {
 func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
 	s.ledger = l
 	inf := s.factory.Core().V1().Pods().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { s.upsert(o) },
-		UpdateFunc: func(old, o any) { s.upsert(o); s.reassert(old, o) },
-		DeleteFunc: func(o any) {
-			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-				o = t.Obj
-			}
-			if p, ok := o.(*corev1.Pod); ok {
-				l.DeletePod(p.UID)
-				s.mu.Lock()
-				delete(s.written, p.UID)
-				s.mu.Unlock()
-			}
-		},
+	// A pod re-created under the same name arrives after a relist as one update across UIDs:
+	// podevents.Handler forgets the old pod first, so its claims are never served to the new
+	// one (case C34). A same-UID update that changed the claimed record is re-asserted (C36).
+	h := podevents.Handler(l.UpsertPod, func(o any) {
+		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		if p, ok := o.(*corev1.Pod); ok {
+			l.DeletePod(p.UID)
+			s.mu.Lock()
+			delete(s.written, p.UID)
+			s.mu.Unlock()
+		}
 	})
+	update := h.UpdateFunc
+	h.UpdateFunc = func(old, o any) { update(old, o); s.reassert(old, o) }
+	_, err := inf.AddEventHandler(h)
 	if err != nil {
 		return err
 	}
@@ -148,12 +151,6 @@ func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
 	go s.reconcileLoop(ctx)
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	return nil
-}
-
-func (s *PodSync) upsert(o any) {
-	if p, ok := o.(*corev1.Pod); ok {
-		s.ledger.UpsertPod(p)
-	}
 }
 
 // reassert rewrites the pod's AnnoClaimed when an update changed it to anything but what this

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -27,9 +28,24 @@ type ObservedContainer struct {
 // It returns the pods whose records changed.
 func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 	l.mu.Lock()
+	// PodResources names pods by namespace/name only (no UID). A name that stands for two pods
+	// (a pod force-deleted and re-created under its name while the kubelet still runs the old
+	// one: the kubelet lists both) cannot be told apart: its records are left as they are (C34).
 	byName := map[string]*podEntry{}
+	ambiguous := map[string]bool{}
 	for _, e := range l.pods {
+		if _, dup := byName[e.ref.String()]; dup {
+			ambiguous[e.ref.String()] = true
+		}
 		byName[e.ref.String()] = e
+	}
+	seen := map[string]bool{}
+	for _, o := range obs {
+		k := o.Namespace + "/" + o.Pod + "/" + o.Container
+		if seen[k] {
+			ambiguous[o.Namespace+"/"+o.Pod] = true
+		}
+		seen[k] = true
 	}
 	changed := map[PodRef]bool{}
 	sort.Slice(obs, func(i, j int) bool {
@@ -40,6 +56,10 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 	})
 	for _, o := range obs {
 		if len(o.IDs) == 0 {
+			continue
+		}
+		if ambiguous[o.Namespace+"/"+o.Pod] {
+			klog.V(2).InfoS("The kubelet reports two pods under one name; leaving their claimed records as they are", "pod", klog.KRef(o.Namespace, o.Pod), "container", o.Container)
 			continue
 		}
 		e := byName[o.Namespace+"/"+o.Pod]
@@ -141,6 +161,25 @@ func (l *Ledger) Snapshot() ([]SliceView, map[string]SliceOwner) {
 		return a.Grant.UUID < b.Grant.UUID
 	})
 	return out, owners
+}
+
+// Charged returns, per GPU UUID, what the claimed containers of the pods on this node book:
+// the sum over pods of allocator.ChargeOf of each pod's claimed containers (in the pod's
+// order), the extender's own charge (case C40). Terminating pods are left out, as in Snapshot.
+func (l *Ledger) Charged() allocator.NodeUsage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := allocator.NodeUsage{}
+	for _, e := range l.pods {
+		a := device.Allocation{Node: l.node}
+		for _, c := range e.plan.Containers {
+			if cl, ok := e.claimed[c.Name]; ok {
+				a.Containers = append(a.Containers, *cl)
+			}
+		}
+		u.Add(allocator.ChargeOf(&a))
+	}
+	return u
 }
 
 // SliceOwner is the pod and container a runtime container ID belongs to.

@@ -42,11 +42,11 @@ func TestMetricsPerClaim(t *testing.T) {
 	prepare(t, d, c)
 	uuid := d.GPUs()[0].GPU.UUID
 	want := `
-# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to containers by Allocate, bytes.
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40).
 # TYPE hami_go_gpu_memory_allocated_bytes gauge
 hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA A10",node="node-1",uuid="` + uuid + `"} 4.194304e+09
 hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA A10",node="node-1",uuid="` + d.GPUs()[1].GPU.UUID + `"} 0
-# HELP hami_go_gpu_sharers Containers holding a slice of the GPU.
+# HELP hami_go_gpu_sharers Slices of the GPU held by containers that can run at one time (scheduling's count).
 # TYPE hami_go_gpu_sharers gauge
 hami_go_gpu_sharers{index="0",model="NVIDIA A10",node="node-1",uuid="` + uuid + `"} 1
 hami_go_gpu_sharers{index="1",model="NVIDIA A10",node="node-1",uuid="` + d.GPUs()[1].GPU.UUID + `"} 0

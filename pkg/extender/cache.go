@@ -292,12 +292,14 @@ func (c *Cache) putLocked(b *booking) {
 	c.notifyLocked()
 }
 
-// Release drops whatever the pod holds (deleted or ended pod). Only this exact key is touched
-// (case C12). It remembers the key as gone, so that a racing Filter cannot book it again.
+// Release drops whatever the pod holds (deleted or ended pod), and its Filter refusal (requeue.go).
+// Only this exact key is touched (case C12; a pod re-created under its name is another key, C34).
+// It remembers the key as gone, so that a racing Filter cannot book it again.
 func (c *Cache) Release(k PodKey) { c.release(k, "") }
 
 // release is Release for an informer event whose pod had resourceVersion rv ("": unknown).
 func (c *Cache) release(k PodKey, rv string) {
+	c.refusals.fits(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gone[k] = c.clock.Now()

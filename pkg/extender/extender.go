@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
 // Extender is the scheduler extender: the cache, the API client it binds with, the event
@@ -39,6 +40,9 @@ type Extender struct {
 	// startup records, until ready, the resourceVersion of each pod the cache handled
 	// (current.go).
 	startup sync.Map
+
+	// registerer is New's reg: /metrics registers its error counter there (nil: none).
+	registerer prometheus.Registerer
 }
 
 // New builds an extender. reg receives its metrics (a fresh prometheus.Registry in tests);
@@ -47,7 +51,7 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk}
+	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk, registerer: reg}
 	e.cache = NewCache(cfg, clk)
 	m, err := newMetrics(e.cache, reg)
 	if err != nil {
@@ -100,11 +104,12 @@ func (e *Extender) Run(ctx context.Context) error {
 	}
 	c := e.cache
 	var regs []cache.ResourceEventHandlerRegistration
-	r, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { c.OnPod(o.(*corev1.Pod)); e.handled(o) },
-		UpdateFunc: func(_, o any) { c.OnPod(o.(*corev1.Pod)); e.handled(o) },
-		DeleteFunc: func(o any) { c.OnPodDelete(o, exists); e.handled(o) },
-	})
+	// A pod re-created under the same name arrives after a relist as one update across UIDs:
+	// podevents.Handler releases the old pod first (case C34).
+	r, err := podInf.Informer().AddEventHandler(podevents.Handler(
+		func(p *corev1.Pod) { c.OnPod(p); e.handled(p) },
+		func(o any) { c.OnPodDelete(o, exists); e.handled(o) },
+	))
 	if err != nil {
 		return err
 	}

@@ -126,12 +126,22 @@ type env struct {
 
 func newEnv(t testing.TB, cfg *Config, objs ...runtime.Object) *env {
 	t.Helper()
+	return newEnvSetup(t, cfg, nil, objs...)
+}
+
+// newEnvSetup is newEnv that calls setup (when not nil) on the fake clientset before the
+// extender's informers start (to install watch reactors).
+func newEnvSetup(t testing.TB, cfg *Config, setup func(*fake.Clientset), objs ...runtime.Object) *env {
+	t.Helper()
 	c := DefaultConfig()
 	if cfg != nil {
 		c = *cfg
 	}
 	e := &env{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), rec: record.NewFakeRecorder(1000), reg: prometheus.NewRegistry()}
 	e.client.PrependReactor("create", "pods", e.fakeBindingReactor)
+	if setup != nil {
+		setup(e.client)
+	}
 	ext, err := New(c, e.client, e.rec, e.clock, e.reg)
 	if err != nil {
 		t.Fatal(err)

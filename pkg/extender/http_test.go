@@ -89,7 +89,7 @@ func TestHTTPWireFormat(t *testing.T) {
 hami_go_extender_gpu_allocated_memory_mib{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-node-1-0"} 8000
 # HELP hami_go_extender_pod_allocated_memory_mib GPU memory allocated to the container on the GPU, MiB.
 # TYPE hami_go_extender_pod_allocated_memory_mib gauge
-hami_go_extender_pod_allocated_memory_mib{container="main",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="web",uuid="GPU-node-1-0"} 8000
+hami_go_extender_pod_allocated_memory_mib{container="main",index="0",model="NVIDIA H100 80GB HBM3",namespace="default",node="node-1",pod="web",pod_uid="uid-default-web",uuid="GPU-node-1-0"} 8000
 `
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "hami_go_extender_gpu_allocated_memory_mib", "hami_go_extender_pod_allocated_memory_mib"); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,8 @@ import (
 // Per GPU (labels node, uuid, index, model), computed from the cache at scrape time:
 // hami_go_extender_gpu_allocated_memory_mib (MiB booked, reservations included),
 // hami_go_extender_gpu_allocated_cores_percent, hami_go_extender_gpu_sharers.
-// Per pod allocation (labels node, uuid, index, model, namespace, pod, container), bound pods only:
+// Per pod allocation (labels node, uuid, index, model, namespace, pod, container, pod_uid), bound
+// pods only (keyed by UID, so an old and a new pod of one name never share a series, case C35):
 // hami_go_extender_pod_allocated_memory_mib, hami_go_extender_pod_allocated_cores_percent.
 // Per verb: hami_go_extender_request_duration_seconds{verb} (histogram) and
 // hami_go_extender_requests_total{verb,outcome} (outcome: ok, refused, error, bad_request).
@@ -93,7 +94,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, ct := range b.alloc.Containers {
 			for _, d := range ct.Devices {
 				gl := labels[b.node][d.UUID]
-				lv := []string{b.node, d.UUID, gl.index, gl.model, b.key.Namespace, b.key.Name, ct.Name}
+				lv := []string{b.node, d.UUID, gl.index, gl.model, b.key.Namespace, b.key.Name, ct.Name, string(b.key.UID)}
 				ch <- prometheus.MustNewConstMetric(descPodMem, prometheus.GaugeValue, float64(d.MemoryMiB), lv...)
 				ch <- prometheus.MustNewConstMetric(descPodCores, prometheus.GaugeValue, float64(d.CoresPercent), lv...)
 			}

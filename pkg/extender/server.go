@@ -8,9 +8,10 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
@@ -38,7 +39,8 @@ func (e *Extender) APIHandler() http.Handler {
 
 // MetricsHandler returns GET /healthz (200 while the process serves), /readyz (200 only once the
 // cache was rebuilt, 503 before) and /metrics (gatherer's metrics in Prometheus' text format;
-// absent when gatherer is nil), and nothing else: a listener Prometheus and probes can reach
+// absent when gatherer is nil; a bad series is left out, not the scrape: pkg/metrics Handler,
+// case C35), and nothing else: a listener Prometheus and probes can reach
 // (--metrics-address) without reaching /filter or /bind.
 func (e *Extender) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -127,7 +129,7 @@ func (e *Extender) registerHealth(mux *http.ServeMux, gatherer prometheus.Gather
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	if gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", hmetrics.Handler(gatherer, e.registerer))
 	}
 }
 

@@ -19,10 +19,14 @@ const (
 	LabelNamespace = "namespace"
 	LabelPod       = "pod"
 	LabelContainer = "container"
+	// LabelPodUID is the pod's UID: a pod re-created under the same namespace/name is another
+	// pod, and while both are known (the old one not yet released) their series must differ
+	// (cases C34, C35).
+	LabelPodUID = "pod_uid"
 )
 
 // GPULabels are the labels of every per-GPU series, in this order.
 var GPULabels = []string{LabelNode, LabelUUID, LabelIndex, LabelModel}
 
 // SliceLabels are the labels of every per-slice (per container, per GPU) series, in this order.
-var SliceLabels = []string{LabelNode, LabelUUID, LabelIndex, LabelModel, LabelNamespace, LabelPod, LabelContainer}
+var SliceLabels = []string{LabelNode, LabelUUID, LabelIndex, LabelModel, LabelNamespace, LabelPod, LabelContainer, LabelPodUID}

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // Paths served on the TLS port (docs/components.md).
@@ -98,7 +99,7 @@ func (s *Server) Start(ctx context.Context) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mmux := http.NewServeMux()
-	mmux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{s.reg, ctrlmetrics.Registry}, promhttp.HandlerOpts{}))
+	mmux.Handle("/metrics", hmetrics.Handler(prometheus.Gatherers{s.reg, ctrlmetrics.Registry}, s.reg))
 	servers := []*http.Server{
 		{Handler: hmux, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: mmux, ReadHeaderTimeout: 10 * time.Second},
