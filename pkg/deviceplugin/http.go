@@ -6,8 +6,9 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // FaultInjector is the fake backend's fault API (pkg/fake Fleet): InjectXID makes the GPU's
@@ -21,9 +22,7 @@ type FaultInjector interface {
 // /debug/fake/xid?uuid=&xid= and POST /debug/fake/recover?uuid=. Panics in handlers become
 // 500 responses.
 func Handler(reg *prometheus.Registry, faults FaultInjector) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux := metrics.NewMux(reg)
 	if faults != nil {
 		mux.HandleFunc("/debug/fake/xid", func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost {
