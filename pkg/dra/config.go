@@ -12,17 +12,15 @@ import (
 	"time"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
-
-// DriverName is the DRA driver name, the DeviceClass name and the CDI vendor of claim specs.
-const DriverName = "gpu.hami-go.io"
 
 // CDIClass is the CDI class of the claim specs: ids are "gpu.hami-go.io/claim=<claim UID>".
 const CDIClass = "claim"
 
 // CDIKind is the CDI kind of the claim specs.
-const CDIKind = DriverName + "/" + CDIClass
+const CDIKind = draapi.DriverName + "/" + CDIClass
 
 // ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (`nvidia-ctk cdi generate`); on
 // the NVML backend each GPU is named as ToolkitCDIKind + "=" + UUID beside the claim's device.
@@ -74,7 +72,7 @@ func Defaults() Config {
 		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:      "/tmp/nvidia-mps",
 		CDIDir:          "/var/run/cdi",
-		PluginDataDir:   "/var/lib/kubelet/plugins/" + DriverName,
+		PluginDataDir:   "/var/lib/kubelet/plugins/" + draapi.DriverName,
 		RegistrarDir:    "/var/lib/kubelet/plugins_registry",
 		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:  3,

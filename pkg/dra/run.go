@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
 )
@@ -44,7 +45,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	defer stopMetrics()
 
 	helper, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.DriverName(draapi.DriverName),
 		kubeletplugin.KubeClient(deps.Client),
 		kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
@@ -58,7 +59,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
-	klog.InfoS("DRA driver started", "driver", DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
+	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))
 	for _, g := range d.gpus {
 		uuids = append(uuids, g.GPU.UUID)
