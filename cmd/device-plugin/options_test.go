@@ -46,11 +46,7 @@ func TestEveryFlag(t *testing.T) {
 		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String()}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
 		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
-		}
-	}
+	flagtest.Fields(t, got, want)
 }
 
 func TestBadFlags(t *testing.T) {

@@ -42,11 +42,7 @@ func TestEveryFlag(t *testing.T) {
 		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
 	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "1024", "mps", "/l.so", "/m", "/c", "/p", "/r",
 		"13,79", 5, 2 * time.Second, ":1"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
-		}
-	}
+	flagtest.Fields(t, got, want)
 }
 
 func TestBadFlags(t *testing.T) {

@@ -20,3 +20,17 @@ func BadFlags(t *testing.T, parse func(args []string) error, cases map[string]st
 		}
 	}
 }
+
+// Fields fails t for each position where got (the parsed fields, in flag order) differs from
+// want, and when the lists differ in length.
+func Fields(t *testing.T, got, want []any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d fields, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
