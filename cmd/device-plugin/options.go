@@ -2,89 +2,48 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
-	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/deviceplugin"
-)
-
-// Backends (--backend).
-const (
-	backendNVML = "nvml"
-	backendFake = "fake"
 )
 
 // options are the binary's flags (docs/components.md, "device-plugin").
 type options struct {
-	// Kubeconfig is an explicit kubeconfig path; "" = in-cluster configuration.
-	Kubeconfig string
-	// Backend is "nvml" or "fake".
-	Backend string
-	// FakeProfile is the fake fleet (pkg/fake profile syntax) when the node has no profile label.
-	FakeProfile string
-	// FakeProfileLabel is the node label whose value picks the fake profile.
-	FakeProfileLabel string
+	// Node are the flags shared with the DRA driver, bound to Plugin's fields.
+	Node cliflags.NodeOptions
 	// Plugin is the device plugin's configuration.
 	Plugin deviceplugin.Config
 }
 
 // parseOptions parses args into options and validates them; getenv supplies $NODE_NAME, the
 // default of --node-name. Errors name the flag and value.
-func parseOptions(args []string, getenv func(string) string) (options, error) {
-	o := options{Backend: backendNVML, FakeProfile: "dgxh100", FakeProfileLabel: "hami-go.io/fake-profile", Plugin: deviceplugin.Defaults()}
+func parseOptions(args []string, getenv func(string) string) (*options, error) {
+	o := &options{Node: cliflags.DefaultNodeOptions(), Plugin: deviceplugin.Defaults()}
 	c := &o.Plugin
+	n := &o.Node
+	n.NodeName, n.SplitCount, n.MemoryScaling, n.ReservedMemory = &c.NodeName, &c.SplitCount, &c.MemoryScaling, &c.ReservedMemory
+	n.Enforcement, n.HAMiCoreLibrary, n.MPSPipeDir = &c.Enforcement, &c.HAMiCoreLibrary, &c.MPSPipeDir
+	n.ApplicationXIDs, n.RecoveryProbes, n.ProbeInterval, n.MetricsAddress = &c.ApplicationXIDs, &c.RecoveryProbes, &c.ProbeInterval, &c.MetricsAddress
 	fs := pflag.NewFlagSet("device-plugin", pflag.ContinueOnError)
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig; empty = in-cluster configuration")
-	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node (default $NODE_NAME)")
-	fs.StringVar(&o.Backend, "backend", o.Backend, "GPU backend: nvml (the driver's NVML) or fake (simulated fleet)")
-	fs.StringVar(&o.FakeProfile, "fake-profile", o.FakeProfile, "fake fleet (pkg/fake profile syntax) when the node has no --fake-profile-label label")
-	fs.StringVar(&o.FakeProfileLabel, "fake-profile-label", o.FakeProfileLabel, "node label whose value picks the fake profile")
+	cliflags.AddNodeFlags(fs, n, getenv)
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
-	fs.IntVar(&c.SplitCount, "split-count", c.SplitCount, "devices advertised per GPU (containers that may share one GPU)")
-	fs.Float64Var(&c.MemoryScaling, "memory-scaling", c.MemoryScaling, "memory over-commit factor (>= 1; 1 = never over-commit)")
-	reserved := fs.String("reserved-memory", "", "GPU memory used outside Kubernetes, kept out of the inventory: an amount for every GPU and/or <GPU-UUID|index>=<amount>, comma-separated; amounts in MiB or with a binary suffix (e.g. 2048,GPU-8d2c...=4Gi,3=0) (case C41)")
-	fs.StringVar(&c.Enforcement, "enforcement", c.Enforcement, "limit enforcement: hami-core, mps or none")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
-	fs.StringVar(&c.HAMiCoreLibrary, "hami-core-library", c.HAMiCoreLibrary, "host path of HAMi-core's libvgpu.so; mounted into containers when it exists")
-	fs.StringVar(&c.MPSPipeDir, "mps-pipe-dir", c.MPSPipeDir, "MPS pipe directory (mps enforcement)")
-	xids := fs.String("application-xids", joinXIDs(c.ApplicationXIDs), "comma-separated XIDs that change nothing (application errors)")
-	fs.IntVar(&c.RecoveryProbes, "recovery-probes", c.RecoveryProbes, "consecutive successful probes that return an unhealthy GPU to healthy")
-	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "probe period for unhealthy GPUs")
 	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the pod to appear in the informer")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
 	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", c.PodResourcesSocket, "the kubelet's PodResources API socket")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the node's liveness Lease hami-go-<node>")
-	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address of /metrics and /healthz")
 	cliflags.AddResourceNames(fs, &c.Resources)
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
-	var err error
-	if c.ApplicationXIDs, err = parseXIDs(*xids); err != nil {
+	if err := n.Validate(); err != nil {
 		return o, err
 	}
-	if c.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", *reserved); err != nil {
-		return o, err
-	}
-	switch o.Backend {
-	case backendNVML:
-		if c.FakeFaultInjection {
-			return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", o.Backend)
-		}
-	case backendFake:
-		if o.FakeProfile == "" && o.FakeProfileLabel == "" {
-			return o, fmt.Errorf("--backend=fake needs --fake-profile or --fake-profile-label")
-		}
-	default:
-		return o, fmt.Errorf("--backend: %q is not nvml or fake", o.Backend)
-	}
-	if c.MetricsAddress == "" {
-		return o, fmt.Errorf("--metrics-address is empty")
+	if n.Backend != cliflags.BackendFake && c.FakeFaultInjection {
+		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
 	if c.PodResourcesSocket == "" {
 		return o, fmt.Errorf("--pod-resources-socket is empty")
@@ -93,28 +52,4 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return o, err
 	}
 	return o, nil
-}
-
-func joinXIDs(x []uint64) string {
-	s := make([]string, len(x))
-	for i, v := range x {
-		s[i] = strconv.FormatUint(v, 10)
-	}
-	return strings.Join(s, ",")
-}
-
-// parseXIDs reads "13,31,…"; an empty value means no application XIDs.
-func parseXIDs(s string) ([]uint64, error) {
-	out := []uint64{}
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("--application-xids: %q is not an XID number", f)
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }

@@ -1,28 +1,26 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/hami-go/hami-go/pkg/deviceplugin"
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/cliflags/flagtest"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
 func TestDefaults(t *testing.T) {
-	o, err := parseOptions(nil, env(map[string]string{"NODE_NAME": "n1"}))
+	o, err := parseOptions(nil, flagtest.Env(map[string]string{"NODE_NAME": "n1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := o.Plugin
-	if c.NodeName != "n1" || o.Backend != "nvml" || o.FakeProfile != "dgxh100" || o.FakeProfileLabel != "hami-go.io/fake-profile" ||
+	if c.NodeName != "n1" || o.Node.Backend != "nvml" || o.Node.FakeProfile != "dgxh100" || o.Node.FakeProfileLabel != "hami-go.io/fake-profile" ||
 		c.SplitCount != 10 || c.MemoryScaling != 1 || c.Enforcement != "hami-core" || c.DeviceListStrategy != "envvar" ||
 		c.CDISpecDir != "/var/run/cdi" || c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
-		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
+		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
 		c.AllocateWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
 		c.PodResourcesSocket != "/var/lib/kubelet/pod-resources/kubelet.sock" || c.LeaseNamespace != "kube-node-lease" ||
-		c.MetricsAddress != ":9400" || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
+		c.MetricsAddress != ":9400" || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Node.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -37,26 +35,22 @@ func TestEveryFlag(t *testing.T) {
 		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
 		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4", "--reserved-memory=2048,GPU-a=1Gi,3=0",
 	}
-	o, err := parseOptions(args, env(nil))
+	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := o.Plugin
-	got := []any{o.Kubeconfig, c.NodeName, o.Backend, o.FakeProfile, o.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
-		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, joinXIDs(c.ApplicationXIDs),
+	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
+		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, cliflags.JoinXIDs(c.ApplicationXIDs),
 		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.PodResourcesSocket, c.LeaseNamespace, c.MetricsAddress,
 		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String()}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
 		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
-		}
-	}
+	flagtest.Fields(t, got, want)
 }
 
 func TestBadFlags(t *testing.T) {
-	for args, want := range map[string]string{
+	flagtest.BadFlags(t, parse, map[string]string{
 		"":                                       "--node-name is empty",
 		"--node-name=n --split-count=0":          "--split-count: 0 is outside 1..1000",
 		"--node-name=n --memory-scaling=0.5":     "--memory-scaling: 0.5 is outside",
@@ -73,21 +67,11 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n extra":                    "unexpected arguments",
 		"--node-name=n --reserved-memory=2GB":    `--reserved-memory: entry "2GB"`,
 		"--node-name=n --reserved-memory=gpu0=1": `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
-	} {
-		_, err := parseOptions(strings.Fields(args), env(nil))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: err = %v, want %q", args, err, want)
-		}
-	}
+	})
 }
 
-func TestFakeProfileSpec(t *testing.T) {
-	if got := fakeProfileSpec(map[string]string{"hami-go.io/fake-profile": "2x24576.NVIDIA-A10"}, "hami-go.io/fake-profile", "dgxh100"); got != "2x24576.NVIDIA-A10" {
-		t.Fatalf("label: %q", got)
-	}
-	if got := fakeProfileSpec(nil, "hami-go.io/fake-profile", "dgxh100"); got != "dgxh100" {
-		t.Fatalf("default: %q", got)
-	}
+// parse is parseOptions with no environment, for flagtest.BadFlags.
+func parse(args []string) error {
+	_, err := parseOptions(args, flagtest.Env(nil))
+	return err
 }
-
-var _ = deviceplugin.Defaults

@@ -1,25 +1,25 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/cliflags/flagtest"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
 func TestDefaults(t *testing.T) {
-	o, err := parseOptions(nil, env(map[string]string{"NODE_NAME": "n1"}))
+	o, err := parseOptions(nil, flagtest.Env(map[string]string{"NODE_NAME": "n1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := o.Driver
-	if c.NodeName != "n1" || o.Backend != "nvml" || !c.ToolkitCDI || o.FakeProfile != "dgxh100" || o.FakeProfileLabel != "hami-go.io/fake-profile" ||
-		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemoryMiB != 0 || c.Enforcement != "hami-core" ||
+	if c.NodeName != "n1" || o.Node.Backend != "nvml" || !c.ToolkitCDI || o.Node.FakeProfile != "dgxh100" || o.Node.FakeProfileLabel != "hami-go.io/fake-profile" ||
+		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemory.String() != "" || c.Enforcement != "hami-core" ||
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
-		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || o.Kubeconfig != "" {
+		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
+		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -32,30 +32,26 @@ func TestEveryFlag(t *testing.T) {
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
 		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "-v=4",
 	}
-	o, err := parseOptions(args, env(nil))
+	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := o.Driver
-	got := []any{o.Kubeconfig, c.NodeName, o.Backend, c.ToolkitCDI, o.FakeProfile, o.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
-		c.ReservedMemoryMiB, c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
-		joinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
-	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, int64(1024), "mps", "/l.so", "/m", "/c", "/p", "/r",
+	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
+		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
+		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
+	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "1024", "mps", "/l.so", "/m", "/c", "/p", "/r",
 		"13,79", 5, 2 * time.Second, ":1"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("field %d = %v, want %v", i, got[i], want[i])
-		}
-	}
+	flagtest.Fields(t, got, want)
 }
 
 func TestBadFlags(t *testing.T) {
-	for args, want := range map[string]string{
+	flagtest.BadFlags(t, parse, map[string]string{
 		"":                                                                   "--node-name is empty",
 		"--node-name=n --backend=x":                                          `--backend: "x" is not nvml or fake`,
 		"--node-name=n --split-count=0":                                      "--split-count: 0 is outside 1..1000",
 		"--node-name=n --memory-scaling=0.5":                                 "--memory-scaling: 0.5 is outside 1..100",
-		"--node-name=n --reserved-memory=-1":                                 "--reserved-memory: -1 MiB is negative",
+		"--node-name=n --reserved-memory=-1":                                 `--reserved-memory: entry "-1"`,
 		"--node-name=n --enforcement=x":                                      `--enforcement: "x" is not hami-core, mps or none`,
 		"--node-name=n --cdi-dir=":                                           "--cdi-dir is empty",
 		"--node-name=n --plugin-data-dir=":                                   "--plugin-data-dir is empty",
@@ -66,15 +62,13 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --probe-interval=0s":                                  "--probe-interval: 0s is not positive",
 		"--node-name=n --enforcement=mps --mps-pipe-dir=":                    "--mps-pipe-dir is empty but --enforcement is mps",
 		"--node-name=n --backend=fake --fake-profile= --fake-profile-label=": "--backend=fake needs --fake-profile or --fake-profile-label",
+		"--node-name=n --reserved-memory=GPU-a=1Gi":                          "the DRA driver takes one amount for every GPU",
 		"--node-name=n stray":                                                `unexpected arguments: ["stray"]`,
-	} {
-		var a []string
-		if args != "" {
-			a = strings.Fields(args)
-		}
-		_, err := parseOptions(a, env(nil))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: err = %v, want %q", args, err, want)
-		}
-	}
+	})
+}
+
+// parse is parseOptions with no environment, for flagtest.BadFlags.
+func parse(args []string) error {
+	_, err := parseOptions(args, flagtest.Env(nil))
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -51,8 +52,8 @@ func TestAllocateC18(t *testing.T) {
 	ids := []string{"GPU-A::0", "GPU-A::1", "GPU-A::2", "GPU-A::3", "GPU-B::0", "GPU-C::0", "GPU-D::0", "GPU-E::0"}
 	r := mustAlloc(t, p, ids...)
 	want := strings.Join(planned, ",")
-	if r.Envs[EnvNVIDIAVisibleDevices] != want || r.Envs[EnvCUDAVisibleDevices] != want {
-		t.Fatalf("visible = %q / %q, want %q", r.Envs[EnvNVIDIAVisibleDevices], r.Envs[EnvCUDAVisibleDevices], want)
+	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != want || r.Envs[gpuenv.EnvCUDAVisibleDevices] != want {
+		t.Fatalf("visible = %q / %q, want %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], want)
 	}
 	for i := 0; i < 8; i++ {
 		if v := r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]; v != "40000m" {
@@ -62,24 +63,24 @@ func TestAllocateC18(t *testing.T) {
 	if _, ok := r.Envs["CUDA_DEVICE_MEMORY_LIMIT_8"]; ok {
 		t.Fatal("a 9th limit exists")
 	}
-	if r.Envs[EnvGPUMemoryMiB] != "320000" {
-		t.Fatalf("%s = %q, want 320000", EnvGPUMemoryMiB, r.Envs[EnvGPUMemoryMiB])
+	if r.Envs[gpuenv.EnvGPUMemoryMiB] != "320000" {
+		t.Fatalf("%s = %q, want 320000", gpuenv.EnvGPUMemoryMiB, r.Envs[gpuenv.EnvGPUMemoryMiB])
 	}
 }
 
 // positional returns (uuid, limit) pairs read back from a response the way HAMi-core does.
 func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string]string {
 	t.Helper()
-	vis := strings.Split(r.Envs[EnvCUDAVisibleDevices], ",")
+	vis := strings.Split(r.Envs[gpuenv.EnvCUDAVisibleDevices], ",")
 	out := map[string]string{}
 	for i, u := range vis {
 		if _, dup := out[u]; dup {
-			t.Fatalf("GPU %s appears twice in %q", u, r.Envs[EnvCUDAVisibleDevices])
+			t.Fatalf("GPU %s appears twice in %q", u, r.Envs[gpuenv.EnvCUDAVisibleDevices])
 		}
 		out[u] = r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]
 	}
-	if r.Envs[EnvNVIDIAVisibleDevices] != r.Envs[EnvCUDAVisibleDevices] || r.Envs[EnvGPUUUIDs] != r.Envs[EnvCUDAVisibleDevices] {
-		t.Fatalf("device lists differ: %q %q %q", r.Envs[EnvNVIDIAVisibleDevices], r.Envs[EnvCUDAVisibleDevices], r.Envs[EnvGPUUUIDs])
+	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != r.Envs[gpuenv.EnvCUDAVisibleDevices] || r.Envs[gpuenv.EnvGPUUUIDs] != r.Envs[gpuenv.EnvCUDAVisibleDevices] {
+		t.Fatalf("device lists differ: %q %q %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], r.Envs[gpuenv.EnvGPUUUIDs])
 	}
 	return out
 }
@@ -172,7 +173,7 @@ func TestAllocateC20(t *testing.T) {
 	p2.Ledger().UpsertPod(big)
 	p2.Ledger().UpsertPod(testPod("small", t0, testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-A"}}))
 	p2.Ledger().UpsertPod(testPod("two", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A", "GPU-B"}}))
-	if r := mustAlloc(t, p2, "GPU-B::1", "GPU-A::1"); r.Envs[EnvGPUMemoryMiB] != "2000" {
+	if r := mustAlloc(t, p2, "GPU-B::1", "GPU-A::1"); r.Envs[gpuenv.EnvGPUMemoryMiB] != "2000" {
 		t.Fatalf("two-GPU pod got %v", r.Envs)
 	}
 }
@@ -186,10 +187,10 @@ func TestAllocateC21(t *testing.T) {
 		ctr{name: "c2", mem: 2000, cores: 30, gpus: []string{"GPU-B", "GPU-C"}}))
 	r1 := mustAlloc(t, p, "GPU-C::0")
 	r2 := mustAlloc(t, p, "GPU-A::4", "GPU-B::2")
-	if r1.Envs[EnvCUDAVisibleDevices] != "GPU-A" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+	if r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
 		t.Fatalf("c1 = %v", r1.Envs)
 	}
-	if r2.Envs[EnvCUDAVisibleDevices] != "GPU-B,GPU-C" || r2.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "2000m" || r2.Envs[EnvHAMiSMLimit] != "30" {
+	if r2.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-C" || r2.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "2000m" || r2.Envs[gpuenv.EnvHAMiSMLimit] != "30" {
 		t.Fatalf("c2 = %v", r2.Envs)
 	}
 	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
@@ -207,8 +208,8 @@ func TestAllocateC22(t *testing.T) {
 	p, _ := newTestPlugin(t, cfg, newTestBackend(4, 81559))
 	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 7000, gpus: []string{"GPU-C", "GPU-D", "GPU-A"}}))
 	r := mustAlloc(t, p, "GPU-B::97", "GPU-B::98", "GPU-B::99")
-	if r.Envs[EnvCUDAVisibleDevices] != "GPU-C,GPU-D,GPU-A" {
-		t.Fatalf("visible = %q", r.Envs[EnvCUDAVisibleDevices])
+	if r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-C,GPU-D,GPU-A" {
+		t.Fatalf("visible = %q", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	if len(positional(t, r)) != 3 {
 		t.Fatal("not three GPUs")
@@ -261,12 +262,12 @@ func TestAllocateInterchangeableReconcile(t *testing.T) {
 	p.Ledger().UpsertPod(a)
 	p.Ledger().UpsertPod(b)
 	// The kubelet admits b first with a slice of GPU-B: the slot whose plan matches is b's.
-	if r := mustAlloc(t, p, "GPU-B::0"); r.Envs[EnvCUDAVisibleDevices] != "GPU-B" {
-		t.Fatalf("got %v", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-B::0"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
+		t.Fatalf("got %v", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	// Then a with a slice of GPU-B too (kubelet ignored preference): a's slot (GPU-A).
-	if r := mustAlloc(t, p, "GPU-B::1"); r.Envs[EnvCUDAVisibleDevices] != "GPU-A" {
-		t.Fatalf("got %v", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-B::1"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" {
+		t.Fatalf("got %v", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	// Now a case where the slot taken is the other pod's: fresh pods c, d; kubelet admits d
 	// with GPU-A slices but no plan matches: oldest (c) slot taken, reconcile moves it.
@@ -421,7 +422,7 @@ func TestEndedPodsIgnored(t *testing.T) {
 
 // The Allocate response of a two-container pod, logged so it can be quoted.
 func TestAllocateResponseTwoContainers(t *testing.T) {
-	for _, mode := range []string{EnforceHAMiCore, EnforceMPS} {
+	for _, mode := range []string{gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS} {
 		cfg := testConfig(t.TempDir())
 		cfg.Enforcement = mode
 		b := newTestBackend(2, 40000)
@@ -448,15 +449,15 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 			}
 			t.Logf("enforcement %s, container %d:\n%s", mode, i+1, b.String())
 		}
-		if mode == EnforceHAMiCore {
-			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[EnvGPUMemoryMiB] != "30000" || r1.Envs[EnvGPUModel] != "H100" {
+		if mode == gpuenv.EnforceHAMiCore {
+			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[gpuenv.EnvGPUMemoryMiB] != "30000" || r1.Envs[gpuenv.EnvGPUModel] != "H100" {
 				t.Fatalf("hami-core container 1: %v", r1.Envs)
 			}
-			if len(r1.Mounts) != 2 || r1.Mounts[0].ContainerPath != HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" {
+			if len(r1.Mounts) != 2 || r1.Mounts[0].ContainerPath != gpuenv.HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" {
 				t.Fatalf("mounts %v", r1.Mounts)
 			}
 		} else {
-			if r1.Envs[EnvMPSPinnedMemLimit] != "0=20000M,1=10000M" || r1.Envs[EnvMPSActiveThreadPct] != "30" || r2.Envs[EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
+			if r1.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=20000M,1=10000M" || r1.Envs[gpuenv.EnvMPSActiveThreadPct] != "30" || r2.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[gpuenv.EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
 				t.Fatalf("mps: %v / %v", r1.Envs, r2.Envs)
 			}
 			if _, ok := r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"]; ok {
@@ -468,7 +469,7 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 
 func TestResponseNoneAndCDI(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.Enforcement = EnforceNone
+	cfg.Enforcement = gpuenv.EnforceNone
 	cfg.DeviceListStrategy = StrategyCDI
 	p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81559))
 	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-B", "GPU-A"}}))
@@ -476,7 +477,7 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	if len(r.CdiDevices) != 2 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "hami-go.io/gpu=GPU-A" {
 		t.Fatalf("cdi = %v", r.CdiDevices)
 	}
-	if _, ok := r.Envs[EnvNVIDIAVisibleDevices]; ok {
+	if _, ok := r.Envs[gpuenv.EnvNVIDIAVisibleDevices]; ok {
 		t.Fatal("cdi strategy sets NVIDIA_VISIBLE_DEVICES")
 	}
 	for k := range r.Envs {

@@ -15,16 +15,6 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
-// Enforcement modes (--enforcement).
-const (
-	// EnforceHAMiCore sets the env HAMi-core's libvgpu.so reads and mounts the library.
-	EnforceHAMiCore = gpuenv.EnforceHAMiCore
-	// EnforceMPS sets per-client MPS limits and mounts the MPS pipe directory.
-	EnforceMPS = gpuenv.EnforceMPS
-	// EnforceNone hands out devices only.
-	EnforceNone = gpuenv.EnforceNone
-)
-
 // Device-list strategies (--device-list-strategy).
 const (
 	// StrategyEnvvar names the GPUs in NVIDIA_VISIBLE_DEVICES.
@@ -48,7 +38,7 @@ type Config struct {
 	// anything is published (--reserved-memory; device.MemoryReserve, case C41). The scaling
 	// factor applies to what is left.
 	ReservedMemory device.MemoryReserve
-	// Enforcement is EnforceHAMiCore, EnforceMPS or EnforceNone.
+	// Enforcement is gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS or gpuenv.EnforceNone.
 	Enforcement string
 	// DeviceListStrategy is StrategyEnvvar or StrategyCDI.
 	DeviceListStrategy string
@@ -56,7 +46,7 @@ type Config struct {
 	CDISpecDir string
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists.
 	HAMiCoreLibrary string
-	// MPSPipeDir is the MPS pipe directory (EnforceMPS).
+	// MPSPipeDir is the MPS pipe directory (gpuenv.EnforceMPS).
 	MPSPipeDir string
 	// ApplicationXIDs change nothing when they occur.
 	ApplicationXIDs []uint64
@@ -87,7 +77,7 @@ func Defaults() Config {
 		Resources:          device.DefaultResourceNames(),
 		SplitCount:         10,
 		MemoryScaling:      1.0,
-		Enforcement:        EnforceHAMiCore,
+		Enforcement:        gpuenv.EnforceHAMiCore,
 		DeviceListStrategy: StrategyEnvvar,
 		CDISpecDir:         "/var/run/cdi",
 		HAMiCoreLibrary:    "/usr/local/vgpu/libvgpu.so",
@@ -118,7 +108,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
 	}
 	switch c.Enforcement {
-	case EnforceHAMiCore, EnforceMPS, EnforceNone:
+	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:
 	default:
 		return fmt.Errorf("--enforcement: %q is not hami-core, mps or none", c.Enforcement)
 	}
@@ -130,7 +120,7 @@ func (c *Config) Validate() error {
 	if c.DeviceListStrategy == StrategyCDI && c.CDISpecDir == "" {
 		return fmt.Errorf("--cdi-spec-dir is empty but --device-list-strategy is cdi")
 	}
-	if c.Enforcement == EnforceMPS && c.MPSPipeDir == "" {
+	if c.Enforcement == gpuenv.EnforceMPS && c.MPSPipeDir == "" {
 		return fmt.Errorf("--mps-pipe-dir is empty but --enforcement is mps")
 	}
 	if c.RecoveryProbes < 1 {

@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // case C37: every variable the plugin hands a container, in every mode, is one a container may
 // not set itself (device.IsProtectedEnv), so the webhook's rule covers all of them.
 func TestAllocateEnvIsProtected(t *testing.T) {
-	for _, mode := range []string{EnforceHAMiCore, EnforceMPS, EnforceNone} {
+	for _, mode := range []string{gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone} {
 		for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
 			cfg := testConfig(t.TempDir())
 			cfg.Enforcement, cfg.DeviceListStrategy, cfg.MemoryScaling = mode, strategy, 1.5
@@ -25,7 +26,7 @@ func TestAllocateEnvIsProtected(t *testing.T) {
 					t.Errorf("%s/%s: the plugin sets %s, which a container could override", mode, strategy, k)
 				}
 			}
-			if _, ok := r.Envs["LD_PRELOAD"]; mode == EnforceHAMiCore && !ok {
+			if _, ok := r.Envs["LD_PRELOAD"]; mode == gpuenv.EnforceHAMiCore && !ok {
 				t.Errorf("hami-core without ld.so.preload: no LD_PRELOAD in %v", r.Envs)
 			}
 		}

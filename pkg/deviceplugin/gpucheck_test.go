@@ -13,6 +13,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nvml"
 )
 
@@ -90,7 +91,7 @@ func TestGPUCheckNVML(t *testing.T) {
 	k := startFakeKubelet(t, dir)
 	cfg := testConfig(dir)
 	cfg.SplitCount = 4
-	cfg.Enforcement = EnforceMPS
+	cfg.Enforcement = gpuenv.EnforceMPS
 	cfg.MPSPipeDir = pipe
 	p, err := New(cfg, b, Options{WatchInterval: 20 * time.Millisecond}, nil)
 	if err != nil {
@@ -159,13 +160,13 @@ func TestGPUCheckNVML(t *testing.T) {
 		t.FailNow()
 	}
 	env := ar.ContainerResponses[0].Envs
-	check("Allocate "+EnvCUDAVisibleDevices, g.UUID, env[EnvCUDAVisibleDevices])
-	check("Allocate "+EnvNVIDIAVisibleDevices, g.UUID, env[EnvNVIDIAVisibleDevices])
-	check("Allocate "+EnvMPSPinnedMemLimit, "0=4000M", env[EnvMPSPinnedMemLimit])
-	check("Allocate "+EnvMPSActiveThreadPct, "25", env[EnvMPSActiveThreadPct])
-	check("Allocate "+EnvMPSPipeDirectory, pipe, env[EnvMPSPipeDirectory])
-	check("Allocate "+EnvGPUMemoryMiB, "4000", env[EnvGPUMemoryMiB])
-	check("Allocate "+EnvGPUModel, RayModel(g.Model), env[EnvGPUModel])
+	check("Allocate "+gpuenv.EnvCUDAVisibleDevices, g.UUID, env[gpuenv.EnvCUDAVisibleDevices])
+	check("Allocate "+gpuenv.EnvNVIDIAVisibleDevices, g.UUID, env[gpuenv.EnvNVIDIAVisibleDevices])
+	check("Allocate "+gpuenv.EnvMPSPinnedMemLimit, "0=4000M", env[gpuenv.EnvMPSPinnedMemLimit])
+	check("Allocate "+gpuenv.EnvMPSActiveThreadPct, "25", env[gpuenv.EnvMPSActiveThreadPct])
+	check("Allocate "+gpuenv.EnvMPSPipeDirectory, pipe, env[gpuenv.EnvMPSPipeDirectory])
+	check("Allocate "+gpuenv.EnvGPUMemoryMiB, "4000", env[gpuenv.EnvGPUMemoryMiB])
+	check("Allocate "+gpuenv.EnvGPUModel, RayModel(g.Model), env[gpuenv.EnvGPUModel])
 	eb, _ := json.MarshalIndent(env, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, gpuCheckEnvFile), eb, 0o644); err != nil {
 		t.Errorf("writing %s: %v", gpuCheckEnvFile, err)

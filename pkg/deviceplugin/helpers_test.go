@@ -18,6 +18,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -87,7 +88,6 @@ func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod
 	}
 	plan := device.Allocation{Node: node}
 	names := device.DefaultResourceNames()
-	always := corev1.ContainerRestartPolicyAlways
 	for _, c := range cs {
 		k := corev1.Container{Name: c.name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
 		if len(c.gpus) > 0 {
@@ -113,15 +113,7 @@ func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod
 			}
 			plan.Containers = append(plan.Containers, ca)
 		}
-		switch c.kind {
-		case device.KindInit:
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		case device.KindSidecar:
-			k.RestartPolicy = &always
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		default:
-			p.Spec.Containers = append(p.Spec.Containers, k)
-		}
+		podtest.AddContainer(p, c.kind, k)
 	}
 	if len(plan.Containers) > 0 {
 		s, err := device.EncodeAllocation(plan)

@@ -23,9 +23,7 @@ type FaultInjector interface {
 // /debug/fake/xid?uuid=&xid= and POST /debug/fake/recover?uuid=. Panics in handlers become
 // 500 responses.
 func Handler(reg *prometheus.Registry, faults FaultInjector) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(reg, reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux := metrics.NewMux(reg)
 	if faults != nil {
 		mux.HandleFunc("/debug/fake/xid", func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost {

@@ -22,6 +22,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // fakePodResources is a test double of the kubelet's PodResources List (unit tests only).
@@ -105,7 +106,7 @@ func TestPublishNodeAndLease(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"keep": "me"}}})
 	p, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	ctx := context.Background()
-	if changed, err := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); err != nil || !changed {
+	if changed, err := PublishNode(ctx, client, p.Inventory(), gpuenv.EnforceHAMiCore); err != nil || !changed {
 		t.Fatalf("first publish: %v %v", changed, err)
 	}
 	n, _ := client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
@@ -119,11 +120,11 @@ func TestPublishNodeAndLease(t *testing.T) {
 	if err != nil || len(inv.GPUs) != 2 || inv.SplitCount != 10 || !inv.GPUs[1].Healthy {
 		t.Fatalf("inventory = %v, %v", inv, err)
 	}
-	if changed, err := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); err != nil || changed {
+	if changed, err := PublishNode(ctx, client, p.Inventory(), gpuenv.EnforceHAMiCore); err != nil || changed {
 		t.Fatalf("unchanged publish patched: %v %v", changed, err)
 	}
 	p.OnXID(device.XIDEvent{UUID: "GPU-B", XID: 79})
-	if changed, _ := PublishNode(ctx, client, p.Inventory(), EnforceHAMiCore); !changed {
+	if changed, _ := PublishNode(ctx, client, p.Inventory(), gpuenv.EnforceHAMiCore); !changed {
 		t.Fatal("health change not published")
 	}
 	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk); err != nil {

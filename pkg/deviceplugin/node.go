@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // GPU Feature Discovery label names (NVIDIA gpu-feature-discovery), so existing nodeSelectors work.
@@ -42,7 +43,7 @@ func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
 		return map[string]string{LabelGPUCount: "0"}
 	}
 	strategy := "none"
-	if enforcement == EnforceMPS {
+	if enforcement == gpuenv.EnforceMPS {
 		strategy = "mps"
 	} else if inv.SplitCount > 1 {
 		strategy = "time-slicing"

@@ -3,6 +3,8 @@ package deviceplugin
 import (
 	"testing"
 	"time"
+
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // Interchangeable pods are matched in the order the plugin saw them placed (the order the
@@ -22,8 +24,8 @@ func TestInterchangeableMatchedInSeenOrder(t *testing.T) {
 	if got := p.Ledger().Prefer([]string{"GPU-A::0", "GPU-B::0", "GPU-C::0"}, nil, 1); len(got) != 1 || got[0] != "GPU-B::0" {
 		t.Fatalf("GetPreferredAllocation = %v, want d's planned GPU-B::0", got)
 	}
-	if r := mustAlloc(t, p, "GPU-C::0"); r.Envs[EnvCUDAVisibleDevices] != "GPU-B" {
-		t.Fatalf("first call got %v, want d's slot GPU-B", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-C::0"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
+		t.Fatalf("first call got %v, want d's slot GPU-B", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	if rd, _ := p.Ledger().ClaimedRecord(d.UID); len(rd.Containers) != 1 || rd.Containers[0].SliceIDs[0] != "GPU-C::0" {
 		t.Fatalf("d's record %v, want the call's GPU-C::0", rd)
@@ -31,8 +33,8 @@ func TestInterchangeableMatchedInSeenOrder(t *testing.T) {
 	if changed := p.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-C::0"}}}); len(changed) != 0 {
 		t.Fatalf("reconcile rewrote %v, want nothing (the claim was d's already)", changed)
 	}
-	if r := mustAlloc(t, p, "GPU-C::1"); r.Envs[EnvCUDAVisibleDevices] != "GPU-A" {
-		t.Fatalf("second call got %v, want c's slot GPU-A", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-C::1"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" {
+		t.Fatalf("second call got %v, want c's slot GPU-A", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	if len(dirty) != 2 || dirty[0] != "d" || dirty[1] != "c" {
 		t.Fatalf("records written for %v, want d then c once each", dirty)

@@ -48,7 +48,7 @@ type Plugin struct {
 	backend device.Backend
 	gpus    []device.GPU
 	byUUID  map[string]device.GPU
-	health  *Health
+	health  *gpuhealth.Health
 	ledger  *Ledger
 	resp    responder
 
@@ -101,7 +101,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 		p.byUUID[g.UUID] = g
 		uuids = append(uuids, g.UUID)
 	}
-	p.health = NewHealth(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
+	p.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
 	p.ledger = NewLedger(cfg.NodeName, cfg.Resources, opts.Clock, dirty)
 	p.ledger.gpuMiB = p.inventoryMiB
 	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
@@ -112,7 +112,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 func (p *Plugin) Ledger() *Ledger { return p.ledger }
 
 // Health returns the plugin's health state machine.
-func (p *Plugin) Health() *Health { return p.health }
+func (p *Plugin) Health() *gpuhealth.Health { return p.health }
 
 // GPUs returns the GPUs the plugin slices, in NVML index order.
 func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus...) }

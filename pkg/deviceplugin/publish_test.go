@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // case C04: interchangeable pods c (planned on GPU-A) and d (planned on GPU-B): the kubelet admits d with
@@ -40,8 +41,8 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 		return a.Containers[0].Devices[0].UUID
 	}
 
-	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs[EnvCUDAVisibleDevices] != "GPU-A" {
-		t.Fatalf("first call got %v, want c's plan GPU-A", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" {
+		t.Fatalf("first call got %v, want c's plan GPU-A", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	waitFor(t, "c's claimed record", func() bool { return gpuOf("c", device.AnnoClaimed) == "GPU-A" })
 	pr.set(podRes("default", "d", "x", "nvidia.com/gpu", "GPU-A::0"))
@@ -69,8 +70,8 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 	waitFor(t, "the rewrite seen by the informer", func() bool { return p.Ledger().PlannedRewrite(c.UID) == nil })
 
 	// c's Allocate hands out GPU-B, where its annotation now says it runs.
-	if r := mustAlloc(t, p, "GPU-B::0"); r.Envs[EnvCUDAVisibleDevices] != "GPU-B" {
-		t.Fatalf("c got %v, want GPU-B", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p, "GPU-B::0"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
+		t.Fatalf("c got %v, want GPU-B", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 	// A restarted plugin rebuilds c's plan from the republished annotation.
 	cNow, err := client.CoreV1().Pods("default").Get(ctx, "c", metav1.GetOptions{})
@@ -80,8 +81,8 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	cNow.Annotations = map[string]string{device.AnnoPlanned: cNow.Annotations[device.AnnoPlanned]}
 	p2.Ledger().UpsertPod(cNow)
-	if r := mustAlloc(t, p2, "GPU-B::1"); !strings.Contains(r.Envs[EnvCUDAVisibleDevices], "GPU-B") {
-		t.Fatalf("restarted plugin gave c %v, want GPU-B", r.Envs[EnvCUDAVisibleDevices])
+	if r := mustAlloc(t, p2, "GPU-B::1"); !strings.Contains(r.Envs[gpuenv.EnvCUDAVisibleDevices], "GPU-B") {
+		t.Fatalf("restarted plugin gave c %v, want GPU-B", r.Envs[gpuenv.EnvCUDAVisibleDevices])
 	}
 }
 

@@ -7,32 +7,8 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
-// Env names every GPU container gets (docs/components.md); defined in pkg/gpuenv, the builder
-// the DRA driver shares.
+// The plugin's CDI kind. (The env names and enforcement modes are pkg/gpuenv's.)
 const (
-	EnvNVIDIAVisibleDevices = gpuenv.EnvNVIDIAVisibleDevices
-	EnvCUDAVisibleDevices   = gpuenv.EnvCUDAVisibleDevices
-	EnvGPUMemoryMiB         = gpuenv.EnvGPUMemoryMiB
-	EnvGPUModel             = gpuenv.EnvGPUModel
-	EnvGPUUUIDs             = gpuenv.EnvGPUUUIDs
-)
-
-// HAMi-core (libvgpu.so) env and paths (pkg/gpuenv).
-const (
-	EnvHAMiMemoryLimitPrefix = gpuenv.EnvHAMiMemoryLimitPrefix
-	EnvHAMiSMLimit           = gpuenv.EnvHAMiSMLimit
-	EnvHAMiSharedCache       = gpuenv.EnvHAMiSharedCache
-	EnvHAMiOversubscribe     = gpuenv.EnvHAMiOversubscribe
-	HAMiContainerDir         = gpuenv.HAMiContainerDir
-	HAMiContainerLibrary     = gpuenv.HAMiContainerLibrary
-	HAMiPreloadFile          = gpuenv.HAMiPreloadFile
-)
-
-// NVIDIA MPS client env (pkg/gpuenv) and the plugin's CDI kind.
-const (
-	EnvMPSPinnedMemLimit   = gpuenv.EnvMPSPinnedMemLimit
-	EnvMPSActiveThreadPct  = gpuenv.EnvMPSActiveThreadPct
-	EnvMPSPipeDirectory    = gpuenv.EnvMPSPipeDirectory
 	CDIKind                = "hami-go.io/gpu"
 	cdiDeviceNameSeparator = "="
 )

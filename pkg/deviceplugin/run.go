@@ -2,18 +2,13 @@ package deviceplugin
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/http"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // Deps are the plugin's connections to the world, made by cmd/device-plugin.
@@ -54,23 +49,16 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 			return err
 		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(p, d.PIDResolver), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metrics.NewRegistry(NewCollector(p, d.PIDResolver))
 	var faults FaultInjector
 	if cfg.FakeFaultInjection {
 		faults = d.Faults
 	}
-	ln, err := net.Listen("tcp", cfg.MetricsAddress)
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, Handler(reg, faults))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: Handler(reg, faults), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Metrics server stopped", "address", cfg.MetricsAddress)
-		}
-	}()
-	defer srv.Close()
+	defer stopMetrics()
 
 	if err := sync.Start(ctx, p.Ledger()); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
 func startServe(t *testing.T, p *Plugin) {
@@ -171,7 +172,7 @@ func TestListAndWatchHealthC23(t *testing.T) {
 
 func TestHealthStateMachine(t *testing.T) {
 	p, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 1000))
-	h := NewHealth([]string{"GPU-A"}, []uint64{13}, 2, clk)
+	h := gpuhealth.New([]string{"GPU-A"}, []uint64{13}, 2, clk)
 	if h.OnXID(device.XIDEvent{UUID: "GPU-A", XID: 13}) {
 		t.Fatal("XID 13 changed health")
 	}

@@ -9,18 +9,19 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // ClaimCDIDevice is the CDI id of a claim's device: "gpu.hami-go.io/claim=<claim UID>".
 func ClaimCDIDevice(uid types.UID) string {
-	return parser.QualifiedName(DriverName, CDIClass, string(uid))
+	return parser.QualifiedName(draapi.DriverName, CDIClass, string(uid))
 }
 
 // ClaimSpecName is the file name of a claim's CDI spec in the CDI directory (the CDI library's
 // transient spec name, "gpu.hami-go.io-claim_<claim UID>.json").
 func ClaimSpecName(uid types.UID) string {
-	return cdi.GenerateTransientSpecName(DriverName, CDIClass, string(uid)) + ".json"
+	return cdi.GenerateTransientSpecName(draapi.DriverName, CDIClass, string(uid)) + ".json"
 }
 
 // ClaimSpec is a claim's CDI spec: one device named by the claim UID whose container edits are

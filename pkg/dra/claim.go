@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
@@ -51,7 +52,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 	}
 	var out []Grant
 	for i, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != DriverName {
+		if r.Driver != draapi.DriverName {
 			continue
 		}
 		where := fmt.Sprintf("claim %s: allocation result %d (request %q, device %s/%s)", name, i, r.Request, r.Pool, r.Device)
@@ -72,9 +73,9 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			def     int64
 			lo, stp int64
 		}{
-			{CapacityMemory, memCap, memCap, MiB, MiB},
-			{CapacityCores, 100, 0, 0, 1},
-			{CapacitySharers, int64(v.slice.SplitCount), 1, 1, 1},
+			{draapi.CapacityMemory, memCap, memCap, MiB, MiB},
+			{draapi.CapacityCores, 100, 0, 0, 1},
+			{draapi.CapacitySharers, int64(v.slice.SplitCount), 1, 1, 1},
 		}
 		got := map[resourceapi.QualifiedName]int64{}
 		requested := requestCapacity(claim, r.Request)
@@ -87,7 +88,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			if val < 0 || val > c.total {
 				return nil, fmt.Errorf("%s: consumed %s %s is outside 0..%s, the device's capacity", where, c.name, q.String(), resource.NewQuantity(c.total, q.Format).String())
 			}
-			if c.name == CapacityMemory && val%MiB != 0 {
+			if c.name == draapi.CapacityMemory && val%MiB != 0 {
 				return nil, fmt.Errorf("%s: consumed memory %s is not whole MiB", where, q.String())
 			}
 			allowed := c.def
@@ -100,14 +101,14 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			got[c.name] = val
 		}
 		g := Grant{Request: r.Request, Pool: r.Pool, Device: r.Device, UUID: gi.GPU.UUID, Model: gi.GPU.Model,
-			MemoryMiB: got[CapacityMemory] / MiB, CoresPercent: int(got[CapacityCores]), Sharers: got[CapacitySharers]}
+			MemoryMiB: got[draapi.CapacityMemory] / MiB, CoresPercent: int(got[draapi.CapacityCores]), Sharers: got[draapi.CapacitySharers]}
 		if r.ShareID != nil {
 			g.ShareID = *r.ShareID
 		}
 		out = append(out, g)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("claim %s has no device of driver %s", name, DriverName)
+		return nil, fmt.Errorf("claim %s has no device of driver %s", name, draapi.DriverName)
 	}
 	seen := map[string]bool{}
 	for _, g := range out {

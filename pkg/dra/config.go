@@ -11,17 +11,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
-
-// DriverName is the DRA driver name, the DeviceClass name and the CDI vendor of claim specs.
-const DriverName = "gpu.hami-go.io"
 
 // CDIClass is the CDI class of the claim specs: ids are "gpu.hami-go.io/claim=<claim UID>".
 const CDIClass = "claim"
 
 // CDIKind is the CDI kind of the claim specs.
-const CDIKind = DriverName + "/" + CDIClass
+const CDIKind = draapi.DriverName + "/" + CDIClass
 
 // ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (`nvidia-ctk cdi generate`); on
 // the NVML backend each GPU is named as ToolkitCDIKind + "=" + UUID beside the claim's device.
@@ -36,9 +35,10 @@ type Config struct {
 	SplitCount int
 	// MemoryScaling is the memory over-commit factor, 1..100.
 	MemoryScaling float64
-	// ReservedMemoryMiB is memory per GPU used outside Kubernetes, MiB, subtracted before the
-	// scaling factor (see BookableMiB).
-	ReservedMemoryMiB int64
+	// ReservedMemory is GPU memory used outside Kubernetes, subtracted before the scaling
+	// factor (--reserved-memory; device.MemoryReserve, see BookableMiB). Only AllMiB (the same
+	// amount on every GPU) is supported here so far; Validate refuses per-GPU entries.
+	ReservedMemory device.MemoryReserve
 	// Enforcement is gpuenv.EnforceHAMiCore, EnforceMPS or EnforceNone.
 	Enforcement string
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists.
@@ -72,7 +72,7 @@ func Defaults() Config {
 		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:      "/tmp/nvidia-mps",
 		CDIDir:          "/var/run/cdi",
-		PluginDataDir:   "/var/lib/kubelet/plugins/" + DriverName,
+		PluginDataDir:   "/var/lib/kubelet/plugins/" + draapi.DriverName,
 		RegistrarDir:    "/var/lib/kubelet/plugins_registry",
 		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:  3,
@@ -92,8 +92,11 @@ func (c *Config) Validate() error {
 	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
 		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
 	}
-	if c.ReservedMemoryMiB < 0 {
-		return fmt.Errorf("--reserved-memory: %d MiB is negative", c.ReservedMemoryMiB)
+	if c.ReservedMemory.AllMiB < 0 {
+		return fmt.Errorf("--reserved-memory: %d MiB is negative", c.ReservedMemory.AllMiB)
+	}
+	if len(c.ReservedMemory.ByUUID)+len(c.ReservedMemory.ByIndex) > 0 {
+		return fmt.Errorf("--reserved-memory: %q: the DRA driver takes one amount for every GPU, not per-GPU entries", c.ReservedMemory.String())
 	}
 	switch c.Enforcement {
 	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:

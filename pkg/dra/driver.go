@@ -116,7 +116,7 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 }
 
 func (d *Driver) sliceConfig() SliceConfig {
-	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemoryMiB: d.cfg.ReservedMemoryMiB}
+	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemoryMiB: d.cfg.ReservedMemory.AllMiB}
 }
 
 // Health returns the driver's health state machine.

@@ -44,7 +44,7 @@ func (d *Driver) SetPublisher(p Publisher) {
 	d.hmu.Unlock()
 }
 
-// OnXID applies an XID event: a fatal one taints the GPU's device (TaintUnhealthy) and
+// OnXID applies an XID event: a fatal one taints the GPU's device (draapi.TaintUnhealthy) and
 // republishes, and the health stream reports it Unhealthy.
 func (d *Driver) OnXID(ctx context.Context, ev device.XIDEvent) {
 	if d.health.OnXID(ev) {

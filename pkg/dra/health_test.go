@@ -13,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 )
 
 // recordingPublisher stands in for the kubeletplugin helper in unit tests: it keeps what was
@@ -57,7 +58,7 @@ func TestXIDTaintAndRecovery(t *testing.T) {
 	devs := pub.last(t).Pools[testNode].Slices[0].Devices
 	for i, dev := range devs {
 		if i == 1 {
-			if len(dev.Taints) != 1 || dev.Taints[0].Key != TaintUnhealthy || dev.Taints[0].Value != "xid-79" || !dev.Taints[0].TimeAdded.Time.Equal(t0.Add(time.Minute)) {
+			if len(dev.Taints) != 1 || dev.Taints[0].Key != draapi.TaintUnhealthy || dev.Taints[0].Value != "xid-79" || !dev.Taints[0].TimeAdded.Time.Equal(t0.Add(time.Minute)) {
 				t.Fatalf("gpu-1 taints = %+v", dev.Taints)
 			}
 		} else if len(dev.Taints) != 0 {

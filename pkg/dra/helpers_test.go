@@ -14,6 +14,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/fake"
 	"github.com/hami-go/hami-go/pkg/nvml"
 )
@@ -82,13 +83,13 @@ func testClaim(name string, reqMemMiB, reqCores int64, results ...result) *resou
 	c := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 	}
-	rq := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: DriverName}}
+	rq := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: draapi.DriverName}}
 	caps := map[resourceapi.QualifiedName]resource.Quantity{}
 	if reqMemMiB > 0 {
-		caps[CapacityMemory] = *resource.NewQuantity(reqMemMiB*MiB, resource.BinarySI)
+		caps[draapi.CapacityMemory] = *resource.NewQuantity(reqMemMiB*MiB, resource.BinarySI)
 	}
 	if reqCores > 0 {
-		caps[CapacityCores] = *resource.NewQuantity(reqCores, resource.DecimalSI)
+		caps[draapi.CapacityCores] = *resource.NewQuantity(reqCores, resource.DecimalSI)
 	}
 	if len(caps) > 0 {
 		rq.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: caps}
@@ -103,12 +104,12 @@ func testClaim(name string, reqMemMiB, reqCores int64, results ...result) *resou
 			r.sharers = 1
 		}
 		share := types.UID("share-" + name + "-" + string(rune('a'+i)))
-		res := resourceapi.DeviceRequestAllocationResult{Request: r.request, Driver: DriverName, Pool: testNode, Device: r.device, ShareID: &share}
+		res := resourceapi.DeviceRequestAllocationResult{Request: r.request, Driver: draapi.DriverName, Pool: testNode, Device: r.device, ShareID: &share}
 		if !r.noCapacity {
 			res.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{
-				CapacityMemory:  *resource.NewQuantity(r.memMiB*MiB, resource.BinarySI),
-				CapacityCores:   *resource.NewQuantity(r.cores, resource.DecimalSI),
-				CapacitySharers: *resource.NewQuantity(r.sharers, resource.DecimalSI),
+				draapi.CapacityMemory:  *resource.NewQuantity(r.memMiB*MiB, resource.BinarySI),
+				draapi.CapacityCores:   *resource.NewQuantity(r.cores, resource.DecimalSI),
+				draapi.CapacitySharers: *resource.NewQuantity(r.sharers, resource.DecimalSI),
 			}
 		}
 		alloc.Devices.Results = append(alloc.Devices.Results, res)

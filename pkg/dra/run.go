@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
 // Deps are the driver's connections to the world, made by cmd/dra-driver.
@@ -42,25 +38,14 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.fatal = cancel
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ln, err := net.Listen("tcp", cfg.MetricsAddress)
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, metrics.NewMux(metrics.NewRegistry(NewCollector(d))))
 	if err != nil {
-		return fmt.Errorf("--metrics-address %s: %w", cfg.MetricsAddress, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Metrics server stopped", "address", cfg.MetricsAddress)
-		}
-	}()
-	defer srv.Close()
+	defer stopMetrics()
 
 	helper, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.DriverName(draapi.DriverName),
 		kubeletplugin.KubeClient(deps.Client),
 		kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
@@ -74,7 +59,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
-	klog.InfoS("DRA driver started", "driver", DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
+	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))
 	for _, g := range d.gpus {
 		uuids = append(uuids, g.GPU.UUID)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,7 @@ func startRun(t testing.TB) (*fake.Clientset, drapbv1.DRAPluginClient, Config) {
 		}
 		if len(l.Items) == 1 {
 			s := l.Items[0].Spec
-			if s.Driver != DriverName || s.Pool.Name != testNode || s.NodeName == nil || *s.NodeName != testNode || len(s.Devices) != 2 {
+			if s.Driver != draapi.DriverName || s.Pool.Name != testNode || s.NodeName == nil || *s.NodeName != testNode || len(s.Devices) != 2 {
 				t.Fatalf("slice spec = %+v", s)
 			}
 			break

@@ -13,36 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
-
-// Capacity names of every published GPU (the same names as HAMi's DRA driver, so a claim
-// written for it ports by changing the DeviceClass name).
-const (
-	// CapacityMemory is the GPU memory, bytes (whole MiB).
-	CapacityMemory resourceapi.QualifiedName = "memory"
-	// CapacityCores is compute, percent of the GPU (as nvidia.com/gpucores).
-	CapacityCores resourceapi.QualifiedName = "cores"
-	// CapacitySharers is the number of claims that may share the GPU (the split count).
-	CapacitySharers resourceapi.QualifiedName = "sharers"
-)
-
-// Attribute names (unqualified names belong to the driver's domain, gpu.hami-go.io).
-const (
-	AttrUUID              resourceapi.QualifiedName = "uuid"
-	AttrIndex             resourceapi.QualifiedName = "index"
-	AttrProductName       resourceapi.QualifiedName = "productName"
-	AttrModel             resourceapi.QualifiedName = "model"
-	AttrMemoryMiB         resourceapi.QualifiedName = "memoryMiB"
-	AttrComputeCapability resourceapi.QualifiedName = "computeCapability"
-	AttrArchitecture      resourceapi.QualifiedName = "architecture"
-	AttrDriverVersion     resourceapi.QualifiedName = "driverVersion"
-	AttrCUDAVersion       resourceapi.QualifiedName = "cudaDriverVersion"
-)
-
-// TaintUnhealthy is the key of the NoSchedule taint on a GPU after a fatal XID; its value is
-// "xid-<n>" of the latest XID.
-const TaintUnhealthy = DriverName + "/unhealthy"
 
 // MiB is one mebibyte in bytes.
 const MiB = int64(1) << 20
@@ -91,7 +64,7 @@ func BookableMiB(totalMiB int64, c SliceConfig) int64 {
 // with allowMultipleAllocations, capacities memory (bytes: default the whole bookable memory,
 // valid 1 MiB .. all of it in 1 MiB steps), cores (0..100 %, default 0) and sharers (the split
 // count, default 1), the attributes a CEL selector needs, and a NoSchedule taint
-// TaintUnhealthy on an unhealthy GPU. It is pure. A GPU with less than 2 MiB bookable memory
+// draapi.TaintUnhealthy on an unhealthy GPU. It is pure. A GPU with less than 2 MiB bookable memory
 // (all reserved) is left out: no request policy could be valid for it.
 func Devices(gpus []GPUInfo, c SliceConfig) []resourceapi.Device {
 	out := make([]resourceapi.Device, 0, len(gpus))
@@ -106,15 +79,15 @@ func Devices(gpus []GPUInfo, c SliceConfig) []resourceapi.Device {
 			AllowMultipleAllocations: ptr.To(true),
 			Attributes:               attributes(gi),
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				CapacityMemory:  rangeCapacity(mem*MiB, mem*MiB, MiB, MiB, resource.BinarySI),
-				CapacityCores:   rangeCapacity(100, 0, 0, 1, resource.DecimalSI),
-				CapacitySharers: rangeCapacity(int64(c.SplitCount), 1, 1, 1, resource.DecimalSI),
+				draapi.CapacityMemory:  rangeCapacity(mem*MiB, mem*MiB, MiB, MiB, resource.BinarySI),
+				draapi.CapacityCores:   rangeCapacity(100, 0, 0, 1, resource.DecimalSI),
+				draapi.CapacitySharers: rangeCapacity(int64(c.SplitCount), 1, 1, 1, resource.DecimalSI),
 			},
 		}
 		if u := gi.Unhealthy; u != nil {
 			t := metav1.NewTime(u.Since.Truncate(time.Second))
 			d.Taints = []resourceapi.DeviceTaint{{
-				Key: TaintUnhealthy, Value: "xid-" + strconv.FormatUint(u.XID, 10),
+				Key: draapi.TaintUnhealthy, Value: "xid-" + strconv.FormatUint(u.XID, 10),
 				Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &t,
 			}}
 		}
@@ -143,25 +116,25 @@ func attributes(gi GPUInfo) map[resourceapi.QualifiedName]resourceapi.DeviceAttr
 	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
 	num := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &v} }
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrUUID:      str(g.UUID),
-		AttrIndex:     num(int64(g.Index)),
-		AttrModel:     str(gpuenv.RayModel(g.Model)),
-		AttrMemoryMiB: num(g.MemoryMiB),
+		draapi.AttrUUID:      str(g.UUID),
+		draapi.AttrIndex:     num(int64(g.Index)),
+		draapi.AttrModel:     str(gpuenv.RayModel(g.Model)),
+		draapi.AttrMemoryMiB: num(g.MemoryMiB),
 	}
 	if g.Model != "" {
-		a[AttrProductName] = str(truncate(g.Model, resourceapi.DeviceAttributeMaxValueLength))
+		a[draapi.AttrProductName] = str(truncate(g.Model, resourceapi.DeviceAttributeMaxValueLength))
 	}
 	if v := SemVer(f.ComputeCapability); v != "" {
-		a[AttrComputeCapability] = resourceapi.DeviceAttribute{VersionValue: &v}
+		a[draapi.AttrComputeCapability] = resourceapi.DeviceAttribute{VersionValue: &v}
 	}
 	if f.Architecture != "" {
-		a[AttrArchitecture] = str(f.Architecture)
+		a[draapi.AttrArchitecture] = str(f.Architecture)
 	}
 	if v := SemVer(f.DriverVersion); v != "" {
-		a[AttrDriverVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
+		a[draapi.AttrDriverVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
 	}
 	if v := SemVer(f.CUDADriverVersion); v != "" {
-		a[AttrCUDAVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
+		a[draapi.AttrCUDAVersion] = resourceapi.DeviceAttribute{VersionValue: &v}
 	}
 	if bdf := PCIBusID(g.PCIBusID); bdf != "" {
 		a[deviceattribute.StandardDeviceAttributePCIBusID] = str(bdf)

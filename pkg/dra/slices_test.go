@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
@@ -128,21 +129,21 @@ func TestDevicesPerFleet(t *testing.T) {
 				if dev.Name != fmt.Sprintf("gpu-%d", i) || dev.AllowMultipleAllocations == nil || !*dev.AllowMultipleAllocations {
 					t.Errorf("device %d: name %q, allowMultipleAllocations %v", i, dev.Name, dev.AllowMultipleAllocations)
 				}
-				m := dev.Capacity[CapacityMemory]
+				m := dev.Capacity[draapi.CapacityMemory]
 				if m.Value.Value() != mem*MiB || m.RequestPolicy.Default.Value() != mem*MiB ||
 					m.RequestPolicy.ValidRange.Min.Value() != MiB || m.RequestPolicy.ValidRange.Max.Value() != mem*MiB || m.RequestPolicy.ValidRange.Step.Value() != MiB {
 					t.Errorf("device %s memory = %+v, want %d MiB, default all, 1Mi..all step 1Mi", dev.Name, m, mem)
 				}
-				c := dev.Capacity[CapacityCores]
+				c := dev.Capacity[draapi.CapacityCores]
 				if c.Value.Value() != 100 || c.RequestPolicy.Default.Value() != 0 || c.RequestPolicy.ValidRange.Min.Value() != 0 || c.RequestPolicy.ValidRange.Step.Value() != 1 {
 					t.Errorf("device %s cores = %+v", dev.Name, c)
 				}
-				s := dev.Capacity[CapacitySharers]
+				s := dev.Capacity[draapi.CapacitySharers]
 				if s.Value.Value() != 10 || s.RequestPolicy.Default.Value() != 1 {
 					t.Errorf("device %s sharers = %+v", dev.Name, s)
 				}
 				want := map[resourceapi.QualifiedName]string{
-					AttrUUID: g.UUID, AttrProductName: at(tc.product, i), AttrModel: at(tc.model, i), AttrArchitecture: tc.arch,
+					draapi.AttrUUID: g.UUID, draapi.AttrProductName: at(tc.product, i), draapi.AttrModel: at(tc.model, i), draapi.AttrArchitecture: tc.arch,
 					deviceattribute.StandardDeviceAttributePCIBusID: fmt.Sprintf("0000:%02x:00.0", i+1),
 				}
 				for k, v := range want {
@@ -150,13 +151,13 @@ func TestDevicesPerFleet(t *testing.T) {
 						t.Errorf("device %s attribute %s = %v, want %q", dev.Name, k, a.StringValue, v)
 					}
 				}
-				vers := map[resourceapi.QualifiedName]string{AttrComputeCapability: tc.cc, AttrDriverVersion: "550.54.15", AttrCUDAVersion: "12.4.0"}
+				vers := map[resourceapi.QualifiedName]string{draapi.AttrComputeCapability: tc.cc, draapi.AttrDriverVersion: "550.54.15", draapi.AttrCUDAVersion: "12.4.0"}
 				for k, v := range vers {
 					if a := dev.Attributes[k]; a.VersionValue == nil || *a.VersionValue != v {
 						t.Errorf("device %s attribute %s = %v, want %q", dev.Name, k, a.VersionValue, v)
 					}
 				}
-				ints := map[resourceapi.QualifiedName]int64{AttrIndex: int64(i), AttrMemoryMiB: mem, deviceattribute.StandardDeviceAttributeNUMANode: int64(g.NUMANode)}
+				ints := map[resourceapi.QualifiedName]int64{draapi.AttrIndex: int64(i), draapi.AttrMemoryMiB: mem, deviceattribute.StandardDeviceAttributeNUMANode: int64(g.NUMANode)}
 				for k, v := range ints {
 					if a := dev.Attributes[k]; a.IntValue == nil || *a.IntValue != v {
 						t.Errorf("device %s attribute %s = %v, want %d", dev.Name, k, a.IntValue, v)
@@ -183,11 +184,11 @@ func TestDevicesScalingReservedSplitOne(t *testing.T) {
 		t.Fatal(strings.Join(errs, "; "))
 	}
 	// (81559 - 1024) * 1.5 = 120802.5 -> 120802 MiB
-	mc := d.Capacity[CapacityMemory]
+	mc := d.Capacity[draapi.CapacityMemory]
 	if got := mc.Value.Value(); got != 120802*MiB {
 		t.Fatalf("memory = %d bytes, want %d (120802 MiB)", got, 120802*MiB)
 	}
-	s := d.Capacity[CapacitySharers]
+	s := d.Capacity[draapi.CapacitySharers]
 	if s.Value.Value() != 1 || s.RequestPolicy.ValidRange.Step != nil || s.RequestPolicy.Default.Value() != 1 {
 		t.Fatalf("sharers = %+v, want 1 without step", s)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
@@ -77,7 +78,7 @@ func TestBindNeedsClientCertC36(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "web", gpuCtr("main", 1, "8000", 0))
+	p := podtest.Pending("default", "web", podtest.GPU("main", 1, "8000", 0))
 	e.create(p)
 
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -20,7 +21,7 @@ func TestC01TwoContainersDifferentCards(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 2, 10240, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "c01", gpuCtr("c1", 1, "10240", 0), gpuCtr("c2", 1, "1024", 0))
+	p := podtest.Pending("default", "c01", podtest.GPU("c1", 1, "10240", 0), podtest.GPU("c2", 1, "1024", 0))
 	e.create(p)
 	node, err := e.schedule(p, names)
 	if err != nil || node != "node-1" {
@@ -48,8 +49,8 @@ func TestC02NonGPUContainersAround(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 2, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p1 := testPod("default", "c02a", ctr{name: "a", nogpu: true}, gpuCtr("b", 1, "3000", 30), ctr{name: "c", nogpu: true})
-	p2 := testPod("default", "c02b", gpuCtr("gpu1", 1, "1000", 0), ctr{name: "none", nogpu: true}, gpuCtr("gpu2", 1, "2000", 0))
+	p1 := podtest.Pending("default", "c02a", podtest.Ctr{Name: "a", NoGPU: true}, podtest.GPU("b", 1, "3000", 30), podtest.Ctr{Name: "c", NoGPU: true})
+	p2 := podtest.Pending("default", "c02b", podtest.GPU("gpu1", 1, "1000", 0), podtest.Ctr{Name: "none", NoGPU: true}, podtest.GPU("gpu2", 1, "2000", 0))
 	e.create(p1, p2)
 	for _, p := range []*corev1.Pod{p1, p2} {
 		if _, err := e.schedule(p, names); err != nil {
@@ -75,8 +76,8 @@ func TestC03InitContainers(t *testing.T) {
 		e := newEnv(t, nil, objs...)
 		e.waitNodes(names...)
 		for i := 0; i < 2; i++ {
-			init := func(n string) ctr { return ctr{name: n, kind: device.KindInit, count: 1, mem: "10240"} }
-			p := testPod("default", fmt.Sprintf("job-%d", i), init("i1"), init("i2"), init("i3"), ctr{name: "app", nogpu: true})
+			init := func(n string) podtest.Ctr { return podtest.Ctr{Name: n, Kind: device.KindInit, Count: 1, Mem: "10240"} }
+			p := podtest.Pending("default", fmt.Sprintf("job-%d", i), init("i1"), init("i2"), init("i3"), podtest.Ctr{Name: "app", NoGPU: true})
 			e.create(p)
 			if _, err := e.schedule(p, names); err != nil {
 				t.Fatalf("pod %d: %v", i, err)
@@ -88,7 +89,7 @@ func TestC03InitContainers(t *testing.T) {
 		objs, names := setupNodes(t, testInventory("node-1", 1, 16000, 10))
 		e := newEnv(t, nil, objs...)
 		e.waitNodes(names...)
-		p := testPod("default", "b", ctr{name: "side", kind: device.KindSidecar, count: 1, pct: 50}, ctr{name: "app", kind: device.KindApp, count: 1, pct: 50})
+		p := podtest.Pending("default", "b", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Pct: 50}, podtest.Ctr{Name: "app", Kind: device.KindApp, Count: 1, Pct: 50})
 		e.create(p)
 		if _, err := e.schedule(p, names); err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestC03InitContainers(t *testing.T) {
 		objs, names := setupNodes(t, testInventory("node-1", 1, 16000, 10))
 		e := newEnv(t, nil, objs...)
 		e.waitNodes(names...)
-		p := testPod("default", "c", ctr{name: "side", kind: device.KindSidecar, count: 1, pct: 50}, ctr{name: "init", kind: device.KindInit, count: 1, pct: 60})
+		p := podtest.Pending("default", "c", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Pct: 50}, podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Pct: 60})
 		res := e.ext.cache.Filter(p, names)
 		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["node-1"], "MiB free") {
 			t.Fatalf("want node-1 unresolvable with a memory reason; got %+v", res)
@@ -118,7 +119,7 @@ func TestC04aBurstOneSlicePods(t *testing.T) {
 	const n = 90
 	pods := make([]*corev1.Pod, n)
 	for i := range pods {
-		pods[i] = testPod("burst", fmt.Sprintf("p-%02d", i), gpuCtr("main", 1, "1000", 0))
+		pods[i] = podtest.Pending("burst", fmt.Sprintf("p-%02d", i), podtest.GPU("main", 1, "1000", 0))
 		e.create(pods[i])
 	}
 	var wg sync.WaitGroup
@@ -155,13 +156,13 @@ func TestC04aBurstOneSlicePods(t *testing.T) {
 
 // claimedPod returns a pod bound to node with a claimed allocation (as the device plugin leaves it).
 func claimedPod(t testing.TB, ns, name, node string, grants map[string][]device.DeviceGrant) *corev1.Pod {
-	var ctrs []ctr
+	var ctrs []podtest.Ctr
 	a := device.Allocation{Node: node}
 	for cn, g := range grants {
-		ctrs = append(ctrs, gpuCtr(cn, int64(len(g)), fmt.Sprint(g[0].MemoryMiB), int64(g[0].CoresPercent)))
+		ctrs = append(ctrs, podtest.GPU(cn, int64(len(g)), fmt.Sprint(g[0].MemoryMiB), int64(g[0].CoresPercent)))
 		a.Containers = append(a.Containers, device.ContainerAllocation{Name: cn, Kind: device.KindApp, Devices: g})
 	}
-	p := testPod(ns, name, ctrs...)
+	p := podtest.Pending(ns, name, ctrs...)
 	p.Spec.NodeName = node
 	s, err := device.EncodeAllocation(a)
 	if err != nil {
@@ -189,7 +190,7 @@ func TestC04bReplicasOnLastGPU(t *testing.T) {
 	var mu sync.Mutex
 	bound := 0
 	for i := 0; i < 3; i++ {
-		p := testPod("default", fmt.Sprintf("replica-%d", i), gpuCtr("main", 1, "12288", 0))
+		p := podtest.Pending("default", fmt.Sprintf("replica-%d", i), podtest.GPU("main", 1, "12288", 0))
 		e.create(p)
 		wg.Add(1)
 		go func() {
@@ -225,7 +226,7 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 	names := []string{"node-1", "node-bad", "node-none", "node-unknown"}
 	eventually(t, "node-bad", func() bool { return e.ext.cache.node("node-bad") != nil })
 
-	four := testPod("default", "four", gpuCtr("main", 4, "1000", 0))
+	four := podtest.Pending("default", "four", podtest.GPU("main", 4, "1000", 0))
 	res := e.ext.cache.Filter(four, names)
 	if len(*res.NodeNames) != 0 {
 		t.Fatalf("gpu:4 fits somewhere: %+v", res)
@@ -241,17 +242,17 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 			t.Fatalf("%s reason %q", n, r)
 		}
 	}
-	huge := testPod("default", "huge", gpuCtr("main", 1, "30000", 0))
+	huge := podtest.Pending("default", "huge", podtest.GPU("main", 1, "30000", 0))
 	res = e.ext.cache.Filter(huge, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "24576 of 24576 MiB free") {
 		t.Fatalf("huge: node-1 reason %q", r)
 	}
-	bad1 := testPod("default", "badq", gpuCtr("main", 1, "3000M", 0))
+	bad1 := podtest.Pending("default", "badq", podtest.GPU("main", 1, "3000M", 0))
 	res = e.ext.cache.Filter(bad1, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "did you mean 3000Mi") || len(res.FailedAndUnresolvableNodes) != 4 {
 		t.Fatalf("unparsable pod: %+v", res)
 	}
-	ok := testPod("default", "ok", gpuCtr("main", 1, "1000", 0))
+	ok := podtest.Pending("default", "ok", podtest.GPU("main", 1, "1000", 0))
 	e.create(ok)
 	if node, err := e.schedule(ok, names); err != nil || node != "node-1" {
 		t.Fatalf("later pod: %q %v", node, err)
@@ -264,9 +265,9 @@ func TestC12ExactIdentity(t *testing.T) {
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
 	pods := []*corev1.Pod{
-		testPod("ns1", "abc", gpuCtr("m", 1, "1000", 0)),
-		testPod("ns1", "abc-123", gpuCtr("m", 1, "2000", 0)),
-		testPod("ns2", "abc-123", gpuCtr("m", 1, "4000", 0)),
+		podtest.Pending("ns1", "abc", podtest.GPU("m", 1, "1000", 0)),
+		podtest.Pending("ns1", "abc-123", podtest.GPU("m", 1, "2000", 0)),
+		podtest.Pending("ns2", "abc-123", podtest.GPU("m", 1, "4000", 0)),
 	}
 	for _, p := range pods {
 		e.create(p)
@@ -294,7 +295,7 @@ func TestC12ExactIdentity(t *testing.T) {
 
 // confusable pair of C20: same call key (nvidia.com/gpu/1), different signatures.
 func bigSmall() (*corev1.Pod, *corev1.Pod) {
-	return testPod("default", "big", gpuCtr("main", 1, "24576", 0)), testPod("default", "small", gpuCtr("main", 1, "600", 0))
+	return podtest.Pending("default", "big", podtest.GPU("main", 1, "24576", 0)), podtest.Pending("default", "small", podtest.GPU("main", 1, "600", 0))
 }
 
 func bindAsync(e *env, p *corev1.Pod, node string) chan error {
@@ -417,8 +418,8 @@ func TestC20BindSerialization(t *testing.T) {
 	e := newEnv(t, &cfg, objs...)
 	e.waitNodes(names...)
 	big, small := bigSmall()
-	two := testPod("default", "two", gpuCtr("main", 2, "600", 0))
-	twin := testPod("default", "big-twin", gpuCtr("main", 1, "24576", 0))
+	two := podtest.Pending("default", "two", podtest.GPU("main", 2, "600", 0))
+	twin := podtest.Pending("default", "big-twin", podtest.GPU("main", 1, "24576", 0))
 	e.create(big, small, two, twin)
 	if _, err := e.schedule(small, names); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,7 @@ func TestCodecRefusesDeepNesting(t *testing.T) {
 		}
 	}
 	ok := httptest.NewRecorder()
-	p := testPod("default", "web", gpuCtr("main", 1, "8000", 0))
+	p := podtest.Pending("default", "web", podtest.GPU("main", 1, "8000", 0))
 	names := []string{"node-1"}
 	if !decode(ok, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(mustJSON(t, extenderv1.ExtenderArgs{Pod: p, NodeNames: &names}))), &args) {
 		t.Fatalf("an ordinary filter call was refused: %d %s", ok.Code, ok.Body)

@@ -10,10 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -52,59 +50,6 @@ func testLease(node string, renew time.Time) *coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: device.LeasePrefix + node},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &mt},
 	}
-}
-
-// ctr is a container of a test pod: GPU count, MiB (or percent when pct), cores.
-type ctr struct {
-	name  string
-	kind  device.ContainerKind
-	count int64
-	mem   string
-	pct   int64
-	cores int64
-	nogpu bool
-}
-
-func gpuCtr(name string, count int64, mem string, cores int64) ctr {
-	return ctr{name: name, kind: device.KindApp, count: count, mem: mem, cores: cores}
-}
-
-func testPod(ns, name string, ctrs ...ctr) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), Annotations: map[string]string{}},
-		Spec:       corev1.PodSpec{SchedulerName: device.SchedulerName},
-		Status:     corev1.PodStatus{Phase: corev1.PodPending},
-	}
-	always := corev1.ContainerRestartPolicyAlways
-	for _, c := range ctrs {
-		k := corev1.Container{Name: c.name, Image: "busybox"}
-		if !c.nogpu {
-			l := corev1.ResourceList{}
-			if c.count > 0 {
-				l["nvidia.com/gpu"] = *resource.NewQuantity(c.count, resource.DecimalSI)
-			}
-			if c.mem != "" {
-				l["nvidia.com/gpumem"] = resource.MustParse(c.mem)
-			}
-			if c.pct > 0 {
-				l["nvidia.com/gpumem-percentage"] = *resource.NewQuantity(c.pct, resource.DecimalSI)
-			}
-			if c.cores > 0 {
-				l["nvidia.com/gpucores"] = *resource.NewQuantity(c.cores, resource.DecimalSI)
-			}
-			k.Resources.Limits = l
-		}
-		switch c.kind {
-		case device.KindInit:
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		case device.KindSidecar:
-			k.RestartPolicy = &always
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		default:
-			p.Spec.Containers = append(p.Spec.Containers, k)
-		}
-	}
-	return p
 }
 
 // env is an extender over a fake clientset (unit tests only) with a fake clock and recorder.

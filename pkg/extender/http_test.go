@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -42,7 +43,7 @@ func TestHTTPWireFormat(t *testing.T) {
 	e.waitNodes(names...)
 	srv := httptest.NewServer(e.ext.Handler(e.reg))
 	defer srv.Close()
-	p := testPod("default", "web", gpuCtr("main", 1, "8000", 0))
+	p := podtest.Pending("default", "web", podtest.GPU("main", 1, "8000", 0))
 	e.create(p)
 	all := []string{"node-1", "node-x"}
 	code, body := post(t, srv.URL+"/filter", mustJSON(t, extenderv1.ExtenderArgs{Pod: p, NodeNames: &all}))
@@ -60,7 +61,7 @@ func TestHTTPWireFormat(t *testing.T) {
 	}
 	// A pod of another scheduler scores 0 everywhere: the list stays whole (kube-scheduler then
 	// draws its random tie-breaker for every node, as without the extender's scores).
-	other := testPod("default", "other", gpuCtr("main", 1, "1000", 0))
+	other := podtest.Pending("default", "other", podtest.GPU("main", 1, "1000", 0))
 	other.Spec.SchedulerName = "default-scheduler"
 	code, body = post(t, srv.URL+"/prioritize", mustJSON(t, extenderv1.ExtenderArgs{Pod: other, NodeNames: &all}))
 	if code != 200 || string(body) != `[{"Host":"node-1","Score":0},{"Host":"node-x","Score":0}]` {
@@ -75,7 +76,7 @@ func TestHTTPWireFormat(t *testing.T) {
 	}
 	e.claim("default", "web") // allocated: no C20 wait for the next pod
 	// A second pod that does not fit: the bind answers the reason in Error.
-	q := testPod("default", "big", gpuCtr("main", 1, "20000", 0))
+	q := podtest.Pending("default", "big", podtest.GPU("main", 1, "20000", 0))
 	e.create(q)
 	code, body = post(t, srv.URL+"/bind", mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "big", PodNamespace: "default", PodUID: q.UID, Node: "node-1"}))
 	var br extenderv1.ExtenderBindingResult
@@ -171,9 +172,9 @@ func TestPreempt(t *testing.T) {
 	for _, p := range []*corev1.Pod{v1, v2, v3, v4} {
 		c.OnPod(p)
 	}
-	cpu := testPod("v", "cpu-only", ctr{name: "c", nogpu: true})
+	cpu := podtest.Pending("v", "cpu-only", podtest.Ctr{Name: "c", NoGPU: true})
 	cpu.UID = "uid-cpu"
-	p := testPod("default", "want", gpuCtr("main", 1, "14000", 0))
+	p := podtest.Pending("default", "want", podtest.GPU("main", 1, "14000", 0))
 	meta := func(uids ...string) *extenderv1.MetaVictims {
 		mv := &extenderv1.MetaVictims{NumPDBViolations: 1}
 		for _, u := range uids {

@@ -15,13 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // boundPod is a pod bound to node with a planned allocation on the given GPUs (claimed too when
 // claimed is set), as the extender and device plugin leave it.
 func boundPod(t testing.TB, ns, name, node string, uuid string, mib int64, claimed bool) *corev1.Pod {
-	p := testPod(ns, name, gpuCtr("main", 1, fmt.Sprint(mib), 0))
+	p := podtest.Pending(ns, name, podtest.GPU("main", 1, fmt.Sprint(mib), 0))
 	p.Spec.NodeName = node
 	s, err := device.EncodeAllocation(device.Allocation{Node: node, Containers: []device.ContainerAllocation{{Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: uuid, MemoryMiB: mib}}}}})
 	if err != nil {
@@ -188,7 +189,7 @@ func TestBindFailureReconcile(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.create(p)
 	e.ext.cache.Filter(p, names)
 	e.mu.Lock()
@@ -225,7 +226,7 @@ func TestBindTimeoutKeepsReservation(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.create(p)
 	e.mu.Lock()
 	e.bindErr = context.DeadlineExceeded
@@ -260,8 +261,8 @@ func TestReservationLifecycle(t *testing.T) {
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
 	c := e.ext.cache
-	p := testPod("default", "p", gpuCtr("main", 1, "20000", 0))
-	q := testPod("default", "q", gpuCtr("main", 1, "20000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "20000", 0))
+	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
 	c.Filter(p, names)
 	n1, st, _ := c.PodState(KeyOfPod(p))
 	if st != "reserved" {
@@ -300,7 +301,7 @@ func TestStaleAndMissingLease(t *testing.T) {
 	e := newEnv(t, nil, objs...)
 	e.waitNodes("node-1")
 	eventually(t, "node-2", func() bool { return e.ext.cache.node("node-2") != nil })
-	p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.clock.Step(61 * time.Second)
 	res := e.ext.cache.Filter(p, []string{"node-1", "node-2"})
 	if r := res.FailedAndUnresolvableNodes["node-1"]; r != "inventory stale since 2026-03-01T12:00:00Z (device plugin Lease not renewed for 1m0s)" {
@@ -316,7 +317,7 @@ func TestOtherSchedulerPassesThrough(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "other", gpuCtr("main", 1, "99999", 0))
+	p := podtest.Pending("default", "other", podtest.GPU("main", 1, "99999", 0))
 	p.Spec.SchedulerName = "default-scheduler"
 	e.create(p)
 	res := e.ext.cache.Filter(p, []string{"node-1", "nowhere"})
@@ -350,7 +351,7 @@ func TestNodePolicyDefaultAndAnnotation(t *testing.T) {
 			cfg.NodePolicy = tc.flag
 			e := newEnv(t, &cfg, objs...)
 			e.waitNodes(names...)
-			p := testPod("default", "p", gpuCtr("main", 1, "1000", 0))
+			p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 			if tc.anno != "" {
 				p.Annotations[device.AnnoNodePolicy] = tc.anno
 			}
@@ -376,7 +377,7 @@ func TestGPUPolicyDefault(t *testing.T) {
 		cfg.GPUPolicy = pol
 		e := newEnv(t, &cfg, objs...)
 		e.waitNodes(names...)
-		p := testPod("default", "p-"+string(pol), gpuCtr("main", 1, "1000", 0))
+		p := podtest.Pending("default", "p-"+string(pol), podtest.GPU("main", 1, "1000", 0))
 		e.create(p)
 		if _, err := e.schedule(p, names); err != nil {
 			t.Fatal(err)
@@ -400,7 +401,7 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 2, 24576, 10))
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p := testPod("default", "p", gpuCtr("main", 1, "3000", 20))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "3000", 20))
 	e.create(p)
 	e.ext.cache.Filter(p, names)
 	e.client.ClearActions()
@@ -469,7 +470,7 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	if pl[1].Host != "node-1" || pl[1].Score != 10 || pl[0].Score > 9 {
 		t.Fatalf("prioritize %+v, want node-1 at 10 and node-2 below", pl)
 	}
-	q := testPod("default", "q", gpuCtr("main", 1, "20000", 0))
+	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
 	if res := c.Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
 		t.Fatalf("q's filter does not see p's booking on node-1: %+v", res)
 	}
@@ -526,7 +527,7 @@ func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
 	e := newEnv(t, nil, objs...)
 	e.waitNodes(names...)
 	c := e.ext.cache
-	p := testPod("default", "p", gpuCtr("main", 1, "100", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "100", 0))
 	c.Filter(p, names)
 	n, st, _ := c.PodState(KeyOfPod(p))
 	if st != "reserved" {
@@ -550,7 +551,7 @@ func timedOutBind(t *testing.T) (e *env, p *corev1.Pod, names []string) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10))
 	e = newEnv(t, nil, objs...)
 	e.waitNodes(names...)
-	p = testPod("default", "p", gpuCtr("main", 1, "20000", 0))
+	p = podtest.Pending("default", "p", podtest.GPU("main", 1, "20000", 0))
 	e.create(p)
 	e.mu.Lock()
 	e.bindErr = context.DeadlineExceeded

@@ -12,6 +12,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -46,7 +47,7 @@ func scoresOf(l extenderv1.HostPriorityList) map[string]int64 {
 func TestPrioritizeFromFilterMemo(t *testing.T) {
 	c := memoCache(t, testInventory("node-1", 1, 10000, 10), testInventory("node-2", 1, 10000, 10))
 	names := []string{"node-1", "node-2"}
-	p := testPod("default", "p", gpuCtr("main", 1, "2000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "2000", 0))
 	p.ResourceVersion = "7"
 	if res := c.Filter(p, names); len(*res.NodeNames) != 2 {
 		t.Fatalf("filter %+v", res)
@@ -78,7 +79,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	}
 	// Another pod books 6000 MiB on the other node: its score must follow (8000 MiB, 2 slices:
 	// 800‰ and 200‰ → 500‰ → 5), not Filter's memo.
-	q := testPod("default", "q", gpuCtr("main", 1, "6000", 0))
+	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "6000", 0))
 	qr, _, err := c.ParseRequest(q)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestByScoreOrder(t *testing.T) {
 func TestPrioritizeIntoReuses(t *testing.T) {
 	c := memoCache(t, testInventory("node-1", 1, 10000, 10), testInventory("node-2", 1, 10000, 10))
 	names := []string{"node-1", "node-2"}
-	p := testPod("default", "p", gpuCtr("main", 1, "2000", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "2000", 0))
 	c.Filter(p, names)
 	want := c.Prioritize(p, names)
 	dst := make(extenderv1.HostPriorityList, 2, 8)
@@ -165,7 +166,7 @@ func TestPrioritizeIntoReuses(t *testing.T) {
 	if &got[0] != &dst[0] || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("into a reusable list: %+v, want %+v in the same array", got, want)
 	}
-	other := testPod("default", "o", gpuCtr("main", 1, "2000", 0))
+	other := podtest.Pending("default", "o", podtest.GPU("main", 1, "2000", 0))
 	other.Spec.SchedulerName = "default-scheduler"
 	if got := c.PrioritizeInto(got, other, names); got[0].Score != 0 || got[1].Score != 0 || got[1].Host != "node-2" {
 		t.Fatalf("a pod that is not the extender's kept old scores: %+v", got)

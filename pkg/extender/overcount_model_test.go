@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -307,7 +308,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 	const n = 24 // more than the node's 16 slices: some wait for deletions
 	var pending []*corev1.Pod
 	for i := 0; i < n; i++ {
-		pending = append(pending, testPod("burst", fmt.Sprintf("p-%02d", i), gpuCtr("main", 1, "1000", 0)))
+		pending = append(pending, podtest.Pending("burst", fmt.Sprintf("p-%02d", i), podtest.GPU("main", 1, "1000", 0)))
 	}
 	for steps := 0; steps < 400 && (len(pending) > 0 || len(m.dirty) > 0); steps++ {
 		switch r := rng.Intn(10); {

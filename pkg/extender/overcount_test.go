@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -117,7 +118,7 @@ func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
 	}
 
 	// The Filter reason a pending pod reads shows the GPU as it is: 10/10, never 11/10.
-	r := testPod("burst", "r", gpuCtr("main", 2, "1000", 0))
+	r := podtest.Pending("burst", "r", podtest.GPU("main", 2, "1000", 0))
 	res := c.Filter(r, []string{"node-1"})
 	why := res.FailedNodes["node-1"]
 	if !strings.Contains(why, "GPU-0 10/10 slices used") || strings.Contains(why, "11/10") {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -50,7 +51,7 @@ func TestRequeueAfterReleaseUpdatesTheRefusedPod(t *testing.T) {
 	e.waitNodes("node-1")
 	c := e.ext.cache
 	holder := boundPod(t, "r", "holder", "node-1", inv.GPUs[0].UUID, 81920, true)
-	waiter := testPod("r", "waiter", gpuCtr("main", 1, "40960", 0))
+	waiter := podtest.Pending("r", "waiter", podtest.GPU("main", 1, "40960", 0))
 	e.create(holder, waiter)
 	eventually(t, "the holder charged", func() bool { return gpuUse(c, "node-1", 0).MemoryMiB == 81920 })
 	if res := c.Filter(waiter, []string{"node-1"}); len(*res.NodeNames) != 0 {

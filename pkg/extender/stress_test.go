@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -18,7 +19,7 @@ func TestConcurrentFilterBindDelete(t *testing.T) {
 	const n = 60
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		p := testPod("s", fmt.Sprintf("p-%02d", i), gpuCtr("main", 1, "5000", 0))
+		p := podtest.Pending("s", fmt.Sprintf("p-%02d", i), podtest.GPU("main", 1, "5000", 0))
 		e.create(p)
 		wg.Add(1)
 		go func(i int, p *corev1.Pod) {

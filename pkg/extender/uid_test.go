@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/podevents/podeventstest"
 )
 
@@ -74,7 +75,7 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 
 	gate.Deafen()
 	e.deletePod("a", "p")
-	fresh := testPod("a", "p", gpuCtr("main", 1, "20000", 0))
+	fresh := podtest.Pending("a", "p", podtest.GPU("main", 1, "20000", 0))
 	fresh.UID = types.UID("uid-a-p-recreated")
 	e.create(fresh)
 	if node, err := e.schedule(fresh, names); err != nil || node != "node-1" {
@@ -116,7 +117,7 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 20000 || u.Sharers != 1 {
 		t.Errorf("after the relist: GPU usage %+v, want 20000 MiB, 1 sharer", u)
 	}
-	later := testPod("a", "later", gpuCtr("main", 1, "61920", 0))
+	later := podtest.Pending("a", "later", podtest.GPU("main", 1, "61920", 0))
 	if res := e.ext.cache.Filter(later, names); len(*res.NodeNames) != 1 {
 		t.Errorf("a pod asking the 61920 MiB left does not fit: %v", res.FailedNodes)
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -16,12 +17,12 @@ func TestFilterViewFollowsInventoryAndBookings(t *testing.T) {
 	inv := testInventory("node-1", 2, 10000, 2)
 	c := memoCache(t, inv)
 	names := []string{"node-1"}
-	a := testPod("default", "a", gpuCtr("main", 1, "1000", 0))
+	a := podtest.Pending("default", "a", podtest.GPU("main", 1, "1000", 0))
 	if res := c.Filter(a, names); len(*res.NodeNames) != 1 {
 		t.Fatalf("a: %+v", res)
 	}
 	// a's reservation is on one GPU; a second pod sees it through the view.
-	b := testPod("default", "b", gpuCtr("main", 2, "9500", 0))
+	b := podtest.Pending("default", "b", podtest.GPU("main", 2, "9500", 0))
 	if res := c.Filter(b, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "9000 of 10000 MiB free") {
 		t.Fatalf("b does not see a's reservation: %+v", res)
 	}
@@ -35,7 +36,7 @@ func TestFilterViewFollowsInventoryAndBookings(t *testing.T) {
 	sick := testInventory("node-1", 2, 10000, 2)
 	sick.GPUs[0].Healthy, sick.GPUs[1].Healthy = false, false
 	update(sick)
-	p := testPod("default", "p", gpuCtr("main", 1, "100", 0))
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "100", 0))
 	if res := c.Filter(p, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"]+res.FailedAndUnresolvableNodes["node-1"], "unhealthy") {
 		t.Fatalf("after both GPUs turned unhealthy: %+v", res)
 	}

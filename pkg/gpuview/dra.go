@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -14,17 +15,9 @@ import (
 // (resource.k8s.io/v1 DeviceRequestAllocationResult.ConsumedCapacity, KEP-5075). The view reads
 // those as it reads the device-plugin annotations: one GPU row per device, one slice per
 // allocation result.
+// The driver's names are pkg/dra/draapi's; attributes that are absent fall back to the device
+// name (uuid), the device's position in its slice (index) and "" (model).
 const (
-	// DRADriver is hami-go's DRA driver name.
-	DRADriver = "gpu.hami-go.io"
-	// Capacity and attribute names the driver publishes; attributes that are absent fall back to
-	// the device name (uuid), the device's position in its slice (index) and "" (model).
-	draCapMemory    = "memory"
-	draCapCores     = "cores"
-	draCapSharers   = "sharers"
-	draAttrUUID     = "uuid"
-	draAttrModel    = "model"
-	draAttrIndex    = "index"
 	bytesPerMiB     = 1 << 20
 	sourceAllocated = "allocated"
 )
@@ -36,7 +29,7 @@ type draDevice struct {
 	excl bool
 }
 
-// draNodes builds the node rows of the DRA source: every node with a ResourceSlice of DRADriver,
+// draNodes builds the node rows of the DRA source: every node with a ResourceSlice of draapi.DriverName,
 // its devices as GPUs and the claims' allocation results as slices.
 func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceClaim) map[string]*Node {
 	nodes := map[string]*Node{}
@@ -48,7 +41,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 	rows := map[string][]row{}
 	for i := range slices {
 		s := &slices[i]
-		if s.Spec.Driver != DRADriver || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+		if s.Spec.Driver != draapi.DriverName || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
 			continue
 		}
 		name := *s.Spec.NodeName
@@ -60,20 +53,20 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		for di := range s.Spec.Devices {
 			d := &s.Spec.Devices[di]
 			g := GPU{Index: len(rows[name]), UUID: d.Name, Health: "Healthy"}
-			if a, ok := d.Attributes[draAttrUUID]; ok && a.StringValue != nil {
+			if a, ok := d.Attributes[draapi.AttrUUID]; ok && a.StringValue != nil {
 				g.UUID = *a.StringValue
 			}
-			if a, ok := d.Attributes[draAttrModel]; ok && a.StringValue != nil {
+			if a, ok := d.Attributes[draapi.AttrModel]; ok && a.StringValue != nil {
 				g.Model = *a.StringValue
 			}
-			if a, ok := d.Attributes[draAttrIndex]; ok && a.IntValue != nil {
+			if a, ok := d.Attributes[draapi.AttrIndex]; ok && a.IntValue != nil {
 				g.Index = int(*a.IntValue)
 			}
-			if c, ok := d.Capacity[draCapMemory]; ok {
+			if c, ok := d.Capacity[draapi.CapacityMemory]; ok {
 				g.MemoryMiB = mibOf(c.Value)
 				g.CapacityMiB = g.MemoryMiB
 			}
-			if c, ok := d.Capacity[draCapSharers]; ok && n.SplitCount == 0 {
+			if c, ok := d.Capacity[draapi.CapacitySharers]; ok && n.SplitCount == 0 {
 				n.SplitCount = int(c.Value.Value())
 			}
 			for _, t := range d.Taints {
@@ -114,7 +107,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 			}
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != DRADriver {
+			if r.Driver != draapi.DriverName {
 				continue
 			}
 			d := devs[r.Pool+"/"+r.Device]
@@ -122,10 +115,10 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 				continue // a device no slice publishes (any more): nothing to show it on
 			}
 			mib, cores := d.gpu.MemoryMiB, 100
-			if q, ok := r.ConsumedCapacity[draCapMemory]; ok {
+			if q, ok := r.ConsumedCapacity[draapi.CapacityMemory]; ok {
 				mib = mibOf(q)
 			}
-			if q, ok := r.ConsumedCapacity[draCapCores]; ok {
+			if q, ok := r.ConsumedCapacity[draapi.CapacityCores]; ok {
 				cores = int(q.Value())
 			} else if !d.excl {
 				cores = 0

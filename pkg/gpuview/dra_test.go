@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,7 +14,7 @@ import (
 func draSlice(node, pool string, devs ...resourcev1.Device) resourcev1.ResourceSlice {
 	return resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + pool},
-		Spec:       resourcev1.ResourceSliceSpec{Driver: DRADriver, NodeName: &node, Pool: resourcev1.ResourcePool{Name: pool}, Devices: devs},
+		Spec:       resourcev1.ResourceSliceSpec{Driver: draapi.DriverName, NodeName: &node, Pool: resourcev1.ResourcePool{Name: pool}, Devices: devs},
 	}
 }
 
@@ -57,11 +58,11 @@ func TestBuildDRA(t *testing.T) {
 			{Spec: resourcev1.ResourceSliceSpec{Driver: "other.example.com", NodeName: ptr("d1"), Pool: resourcev1.ResourcePool{Name: "x"}, Devices: []resourcev1.Device{{Name: "x"}}}},
 		},
 		ResourceClaims: []resourcev1.ResourceClaim{
-			draClaim("a", "c1", "p1", DRADriver, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("20000Mi"), "cores": q("25")}),
-			draClaim("a", "c2", "", DRADriver, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("10000000000")}), // 9536.74 MiB → 9537
-			draClaim("a", "c3", "p3", DRADriver, "d1", "gpu-2", nil),                                                                      // whole, exclusive device
+			draClaim("a", "c1", "p1", draapi.DriverName, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("20000Mi"), "cores": q("25")}),
+			draClaim("a", "c2", "", draapi.DriverName, "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("10000000000")}), // 9536.74 MiB → 9537
+			draClaim("a", "c3", "p3", draapi.DriverName, "d1", "gpu-2", nil),                                                                      // whole, exclusive device
 			draClaim("a", "other", "p", "other.example.com", "d1", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1Gi")}),
-			draClaim("a", "gone", "p", DRADriver, "d1", "gpu-9", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1Gi")}),
+			draClaim("a", "gone", "p", draapi.DriverName, "d1", "gpu-9", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1Gi")}),
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pending"}},
 		},
 	}

@@ -7,9 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -48,53 +46,6 @@ func lease(node string, renew time.Time) coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: device.LeasePrefix + node},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &mt},
 	}
-}
-
-// ctr is a test container: kind, GPU count, memory (MiB quantity string), cores percent.
-type ctr struct {
-	name  string
-	kind  device.ContainerKind
-	count int64
-	mem   string
-	cores int64
-}
-
-func app(name string, count int64, mem string, cores int64) ctr {
-	return ctr{name, device.KindApp, count, mem, cores}
-}
-
-// pod is a pending pod of hami-go's scheduler with the containers' GPU limits.
-func pod(ns, name string, ctrs ...ctr) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), Annotations: map[string]string{}},
-		Spec:       corev1.PodSpec{SchedulerName: device.SchedulerName},
-		Status:     corev1.PodStatus{Phase: corev1.PodPending},
-	}
-	always := corev1.ContainerRestartPolicyAlways
-	for _, c := range ctrs {
-		k := corev1.Container{Name: c.name, Image: "workload"}
-		l := corev1.ResourceList{}
-		if c.count > 0 {
-			l["nvidia.com/gpu"] = *resource.NewQuantity(c.count, resource.DecimalSI)
-		}
-		if c.mem != "" {
-			l["nvidia.com/gpumem"] = resource.MustParse(c.mem)
-		}
-		if c.cores > 0 {
-			l["nvidia.com/gpucores"] = *resource.NewQuantity(c.cores, resource.DecimalSI)
-		}
-		k.Resources.Limits = l
-		switch c.kind {
-		case device.KindInit:
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		case device.KindSidecar:
-			k.RestartPolicy = &always
-			p.Spec.InitContainers = append(p.Spec.InitContainers, k)
-		default:
-			p.Spec.Containers = append(p.Spec.Containers, k)
-		}
-	}
-	return p
 }
 
 // grant is one container's devices in an allocation: name, kind, then (uuid, MiB, cores) triples.

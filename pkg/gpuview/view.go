@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -141,7 +142,7 @@ func Build(objs Objects, cfg Config, now time.Time) View {
 			if row.Status == StatusNoInventory && len(row.Errors) == 0 {
 				row = *d // a DRA node: its Node object has no inventory annotation
 			} else {
-				row.Errors = append(row.Errors, "node also has ResourceSlices of "+DRADriver+": one mode per node (design.md)")
+				row.Errors = append(row.Errors, "node also has ResourceSlices of "+draapi.DriverName+": one mode per node (design.md)")
 			}
 		}
 		v.Nodes = append(v.Nodes, row)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -34,45 +35,45 @@ func TestBuildCharges(t *testing.T) {
 	}{
 		{"two pods share GPU-0", func(t *testing.T) []corev1.Pod {
 			return pods(
-				bound(t, pod("a", "p1", app("c", 1, "20000", 25)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 25)}}),
-				bound(t, pod("b", "p2", app("c", 1, "30000", 0)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 30000, 0)}}),
+				bound(t, podtest.Pending("a", "p1", podtest.GPU("c", 1, "20000", 25)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 25)}}),
+				bound(t, podtest.Pending("b", "p2", podtest.GPU("c", 1, "30000", 0)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 30000, 0)}}),
 			)
 		}, []want{{0, 50000, 25, 2, 2, false}, {1, 0, 0, 0, 0, false}}},
 		{"C03 init then app on one GPU: the larger phase, one sharer", func(t *testing.T) []corev1.Pod {
-			return pods(bound(t, pod("a", "p", ctr{"init", device.KindInit, 1, "30000", 0}, app("main", 1, "20000", 10)), "n1", device.AnnoClaimed,
+			return pods(bound(t, podtest.Pending("a", "p", podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Mem: "30000"}, podtest.GPU("main", 1, "20000", 10)), "n1", device.AnnoClaimed,
 				grant{"init", device.KindInit, []device.DeviceGrant{dev(g0, 30000, 0)}},
 				grant{"main", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 10)}}))
 		}, []want{{0, 30000, 10, 1, 2, false}}},
 		{"C03 sidecar runs beside the app: sums, two sharers", func(t *testing.T) []corev1.Pod {
-			return pods(bound(t, pod("a", "p", ctr{"side", device.KindSidecar, 1, "5000", 5}, app("main", 1, "20000", 10)), "n1", device.AnnoClaimed,
+			return pods(bound(t, podtest.Pending("a", "p", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Mem: "5000", Cores: 5}, podtest.GPU("main", 1, "20000", 10)), "n1", device.AnnoClaimed,
 				grant{"side", device.KindSidecar, []device.DeviceGrant{dev(g0, 5000, 5)}},
 				grant{"main", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 10)}}))
 		}, []want{{0, 25000, 15, 2, 2, false}}},
 		{"C03 sidecar, init, app: init phase = sidecar + init", func(t *testing.T) []corev1.Pod {
-			return pods(bound(t, pod("a", "p", ctr{"side", device.KindSidecar, 1, "5000", 0}, ctr{"init", device.KindInit, 1, "40000", 0}, app("main", 1, "20000", 0)), "n1", device.AnnoClaimed,
+			return pods(bound(t, podtest.Pending("a", "p", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Mem: "5000"}, podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Mem: "40000"}, podtest.GPU("main", 1, "20000", 0)), "n1", device.AnnoClaimed,
 				grant{"side", device.KindSidecar, []device.DeviceGrant{dev(g0, 5000, 0)}},
 				grant{"init", device.KindInit, []device.DeviceGrant{dev(g0, 40000, 0)}},
 				grant{"main", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 0)}}))
 		}, []want{{0, 45000, 0, 2, 3, false}}},
 		{"claimed record wins over planned", func(t *testing.T) []corev1.Pod {
-			p := bound(t, pod("a", "p", app("c", 1, "8000", 0)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
+			p := bound(t, podtest.Pending("a", "p", podtest.GPU("c", 1, "8000", 0)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
 			setAlloc(t, p, device.AnnoClaimed, "n1", grant{"c", device.KindApp, []device.DeviceGrant{dev(g1, 8000, 0)}})
 			return pods(p)
 		}, []want{{0, 0, 0, 0, 0, false}, {1, 8000, 0, 1, 1, false}}},
 		{"ended and unbound pods hold nothing; a terminating pod still does", func(t *testing.T) []corev1.Pod {
-			done := bound(t, pod("a", "done", app("c", 1, "8000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
+			done := bound(t, podtest.Pending("a", "done", podtest.GPU("c", 1, "8000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
 			done.Status.Phase = corev1.PodSucceeded
-			failed := bound(t, pod("a", "failed", app("c", 1, "8000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
+			failed := bound(t, podtest.Pending("a", "failed", podtest.GPU("c", 1, "8000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
 			failed.Status.Phase = corev1.PodFailed
-			unbound := pod("a", "pending", app("c", 1, "8000", 0))
+			unbound := podtest.Pending("a", "pending", podtest.GPU("c", 1, "8000", 0))
 			setAlloc(t, unbound, device.AnnoPlanned, "n1", grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 8000, 0)}})
-			term := bound(t, pod("a", "term", app("c", 1, "7000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 7000, 0)}})
+			term := bound(t, podtest.Pending("a", "term", podtest.GPU("c", 1, "7000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 7000, 0)}})
 			now := metav1.NewTime(t0)
 			term.DeletionTimestamp = &now
 			return pods(done, failed, unbound, term)
 		}, []want{{0, 7000, 0, 1, 1, false}}},
 		{"100 percent cores holds the GPU exclusively", func(t *testing.T) []corev1.Pod {
-			return pods(bound(t, pod("a", "p", app("c", 1, "80000", 100)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g1, 80000, 100)}}))
+			return pods(bound(t, podtest.Pending("a", "p", podtest.GPU("c", 1, "80000", 100)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g1, 80000, 100)}}))
 		}, []want{{1, 80000, 100, 1, 1, true}}},
 	}
 	for _, tc := range cases {
@@ -103,8 +104,8 @@ func TestBuildSlicesListed(t *testing.T) {
 		Nodes:  []corev1.Node{nodeObj(t, inventory("n1", 2, 81920, 10))},
 		Leases: leases(lease("n1", t0)),
 		Pods: pods(
-			bound(t, pod("zz", "p", app("c", 1, "20000", 25)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 25)}}),
-			bound(t, pod("aa", "p", app("w", 1, "10000", 0)), "n1", device.AnnoClaimed, grant{"w", device.KindApp, []device.DeviceGrant{dev(g0, 10000, 0)}}),
+			bound(t, podtest.Pending("zz", "p", podtest.GPU("c", 1, "20000", 25)), "n1", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 20000, 25)}}),
+			bound(t, podtest.Pending("aa", "p", podtest.GPU("w", 1, "10000", 0)), "n1", device.AnnoClaimed, grant{"w", device.KindApp, []device.DeviceGrant{dev(g0, 10000, 0)}}),
 		),
 	}
 	v := Build(objs, DefaultConfig(), t0)
@@ -186,14 +187,14 @@ func ptr[T any](v T) *T { return &v }
 // TestBuildMalformedAllocation: a pod's unreadable or misaddressed allocation is a clear error on
 // its node, the other pods still count, and nothing panics.
 func TestBuildMalformedAllocation(t *testing.T) {
-	badJSON := bound(t, pod("a", "bad", app("c", 1, "1000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 1000, 0)}})
+	badJSON := bound(t, podtest.Pending("a", "bad", podtest.GPU("c", 1, "1000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 1000, 0)}})
 	badJSON.Annotations[device.AnnoClaimed] = `{"version":"v2"}`
 	delete(badJSON.Annotations, device.AnnoPlanned)
-	elsewhere := pod("a", "elsewhere", app("c", 1, "1000", 0))
+	elsewhere := podtest.Pending("a", "elsewhere", podtest.GPU("c", 1, "1000", 0))
 	setAlloc(t, elsewhere, device.AnnoPlanned, "n2", grant{"c", device.KindApp, []device.DeviceGrant{dev(g0, 1000, 0)}})
 	elsewhere.Spec.NodeName, elsewhere.Status.Phase = "n1", corev1.PodRunning
-	unknownGPU := bound(t, pod("a", "ghost", app("c", 1, "3000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-gone", 3000, 0)}})
-	good := bound(t, pod("a", "good", app("c", 1, "4000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g1, 4000, 0)}})
+	unknownGPU := bound(t, podtest.Pending("a", "ghost", podtest.GPU("c", 1, "3000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-gone", 3000, 0)}})
+	good := bound(t, podtest.Pending("a", "good", podtest.GPU("c", 1, "4000", 0)), "n1", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev(g1, 4000, 0)}})
 	objs := Objects{Nodes: []corev1.Node{nodeObj(t, inventory("n1", 2, 81920, 10))}, Leases: leases(lease("n1", t0)), Pods: pods(badJSON, elsewhere, unknownGPU, good)}
 	v := Build(objs, DefaultConfig(), t0)
 	n := nodeOf(t, &v, "n1")
@@ -219,7 +220,7 @@ func TestBuildMalformedAllocation(t *testing.T) {
 // TestBuildPodOnUnknownNode: a pod bound to a node without a Node object shows that node as
 // NoInventory with the pod's slice, as the extender keeps the booking.
 func TestBuildPodOnUnknownNode(t *testing.T) {
-	p := bound(t, pod("a", "p", app("c", 1, "1000", 0)), "gone", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-x", 1000, 0)}})
+	p := bound(t, podtest.Pending("a", "p", podtest.GPU("c", 1, "1000", 0)), "gone", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-x", 1000, 0)}})
 	v := Build(Objects{Pods: pods(p)}, DefaultConfig(), t0)
 	n := nodeOf(t, &v, "gone")
 	if n.Status != StatusNoInventory || len(n.GPUs) != 0 {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/extender"
 )
@@ -30,9 +31,9 @@ func fleet(t *testing.T) Objects {
 		},
 		Leases: leases(lease("full", t0), lease("sliced", t0), lease("small", t0), lease("stale", t0.Add(-2*time.Minute)), lease("fits", t0)),
 		Pods: pods(
-			bound(t, pod("a", "big", app("c", 1, "9000", 0)), "full", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-full-0", 9000, 0)}}),
-			bound(t, pod("a", "one", app("c", 1, "1000", 0)), "sliced", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-sliced-0", 1000, 0)}}),
-			bound(t, pod("a", "half", ctr{"init", device.KindInit, 1, "70000", 0}, app("c", 1, "1000", 60)), "fits", device.AnnoClaimed,
+			bound(t, podtest.Pending("a", "big", podtest.GPU("c", 1, "9000", 0)), "full", device.AnnoClaimed, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-full-0", 9000, 0)}}),
+			bound(t, podtest.Pending("a", "one", podtest.GPU("c", 1, "1000", 0)), "sliced", device.AnnoPlanned, grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-sliced-0", 1000, 0)}}),
+			bound(t, podtest.Pending("a", "half", podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Mem: "70000"}, podtest.GPU("c", 1, "1000", 60)), "fits", device.AnnoClaimed,
 				grant{"init", device.KindInit, []device.DeviceGrant{dev("GPU-fits-0", 70000, 0)}},
 				grant{"c", device.KindApp, []device.DeviceGrant{dev("GPU-fits-0", 1000, 60)}}),
 		),
@@ -45,9 +46,9 @@ func fleet(t *testing.T) Objects {
 func TestReasonsMatchExtenderFilter(t *testing.T) {
 	objs := fleet(t)
 	pendings := []*corev1.Pod{
-		pod("x", "p8000", app("c", 1, "8000", 0)),
-		pod("x", "two-gpus-sidecar", ctr{"side", device.KindSidecar, 1, "2000", 10}, app("main", 2, "8000", 50)),
-		pod("x", "exclusive", app("c", 1, "1000", 100)),
+		podtest.Pending("x", "p8000", podtest.GPU("c", 1, "8000", 0)),
+		podtest.Pending("x", "two-gpus-sidecar", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Mem: "2000", Cores: 10}, podtest.GPU("main", 2, "8000", 50)),
+		podtest.Pending("x", "exclusive", podtest.GPU("c", 1, "1000", 100)),
 	}
 	for _, p := range pendings {
 		t.Run(p.Name, func(t *testing.T) {
@@ -104,7 +105,7 @@ func TestReasonsMatchExtenderFilter(t *testing.T) {
 // words shows here too), the request as parsed, and the newest FailedScheduling event.
 func TestExplainPending(t *testing.T) {
 	objs := fleet(t)
-	p := pod("x", "p8000", app("c", 1, "8000", 25))
+	p := podtest.Pending("x", "p8000", podtest.GPU("c", 1, "8000", 25))
 	ev := func(name, reason, msg string, at time.Time, uid string) corev1.Event {
 		e := corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Namespace: "x", Name: name},
@@ -192,23 +193,23 @@ func TestExplainOtherCases(t *testing.T) {
 		}
 	}
 
-	other := pod("x", "other", app("c", 1, "1000", 0))
+	other := podtest.Pending("x", "other", podtest.GPU("c", 1, "1000", 0))
 	other.Spec.SchedulerName = "default-scheduler"
 	if e := Explain(other, objs, nil, DefaultConfig(), t0); e.Nodes != nil || !strings.Contains(e.Note, "scheduler default-scheduler is not hami-go-scheduler") {
 		t.Errorf("other scheduler: %+v", e)
 	}
-	cpu := pod("x", "cpu")
+	cpu := podtest.Pending("x", "cpu")
 	cpu.Spec.Containers = []corev1.Container{{Name: "c"}}
 	if e := Explain(cpu, objs, nil, DefaultConfig(), t0); e.Nodes != nil || !strings.HasPrefix(e.Note, "the pod asks for no GPU") {
 		t.Errorf("no GPU: %+v", e)
 	}
-	bad := pod("x", "bad", app("c", 1, "", 0))
+	bad := podtest.Pending("x", "bad", podtest.GPU("c", 1, "", 0))
 	bad.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"] = resource.MustParse("3000M")
 	e = Explain(bad, objs, nil, DefaultConfig(), t0)
 	if e.Nodes != nil || !strings.Contains(e.RequestError, "spec.containers[c].resources.limits[nvidia.com/gpumem]") {
 		t.Errorf("bad request: %+v", e)
 	}
-	unplaced := pod("x", "unplaced", app("c", 1, "1000", 0))
+	unplaced := podtest.Pending("x", "unplaced", podtest.GPU("c", 1, "1000", 0))
 	unplaced.Spec.NodeName, unplaced.Status.Phase = "fits", corev1.PodRunning
 	if e := Explain(unplaced, objs, nil, DefaultConfig(), t0); e.Allocation != nil || !strings.Contains(e.Note, "without a hami-go allocation") {
 		t.Errorf("unplaced: %+v", e)

@@ -1,0 +1,93 @@
+// Package nodeagent is the start-up wiring both node agents (cmd/device-plugin, cmd/dra-driver)
+// share: the signal context, the API client from --kubeconfig, and the GPU backend from
+// --backend (NVML, or a pkg/fake fleet picked by the node's profile label).
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/fake"
+	"github.com/hami-go/hami-go/pkg/nvml"
+)
+
+// Main runs run with a context cancelled by SIGINT/SIGTERM, after parse succeeded; it exits 2
+// with "<name>: <error>" on a parse error and 1 (logging the error) when run fails.
+func Main[O any](name string, parse func([]string, func(string) string) (O, error), run func(context.Context, O) error) {
+	o, err := parse(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, name+" failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+// Client builds the API client from --kubeconfig ("" = in-cluster); tune, when not nil, may
+// change the rest config first (rate limits). Errors name --kubeconfig.
+func Client(kubeconfig string, tune func(*rest.Config)) (kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
+	}
+	if tune != nil {
+		tune(rc)
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// Backend is an opened GPU backend.
+type Backend struct {
+	// Backend sees the GPUs.
+	device.Backend
+	// Fleet is the fake fleet (fault injection); nil on NVML.
+	Fleet *fake.Fleet
+	// Close releases NVML; a no-op for the fake fleet.
+	Close func()
+}
+
+// OpenBackend opens the backend o.Backend names: the driver's NVML, or the fake fleet of
+// o.FakeProfileSpec of node o.NodeName's labels (read through client). Errors name the node
+// and label, or the profile.
+func OpenBackend(ctx context.Context, client kubernetes.Interface, o *cliflags.NodeOptions) (Backend, error) {
+	if o.Backend != cliflags.BackendFake {
+		b, closer, err := nvml.Open()
+		if err != nil {
+			return Backend{}, err
+		}
+		return Backend{Backend: b, Close: closer}, nil
+	}
+	name := *o.NodeName
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Backend{}, fmt.Errorf("node %s (for its %s label): %w", name, o.FakeProfileLabel, err)
+	}
+	spec := o.FakeProfileSpec(node.Labels)
+	prof, err := fake.ParseProfile(spec)
+	if err != nil {
+		return Backend{}, err
+	}
+	fleet, err := fake.New(name, prof)
+	if err != nil {
+		return Backend{}, err
+	}
+	klog.InfoS("Fake GPU fleet", "node", name, "profile", spec, "gpus", len(fleet.UUIDs()))
+	return Backend{Backend: nvml.NewBackend(fleet.Library(), nvml.Options{Name: "fake"}), Fleet: fleet, Close: func() {}}, nil
+}
