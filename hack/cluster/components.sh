@@ -357,6 +357,28 @@ install_chart() {
     -n hami-go-system --create-namespace --wait --timeout 5m \
     --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
   restart_if_images_changed
+  # A GPU pod created before the node offers GPUs is refused ("Insufficient nvidia.com/gpu"), so
+  # the cluster is up only once they are offered: the device plugin's count resource on the Node,
+  # or the DRA driver's ResourceSlice.
+  if [[ $MODE == dra ]]; then
+    wait_for "the DRA driver's ResourceSlice of $NODE_NAME" 120 gpus_published_dra
+  else
+    wait_for "nvidia.com/gpu allocatable on $NODE_NAME" 120 gpus_allocatable
+  fi
+}
+
+# gpus_allocatable: the node advertises at least one nvidia.com/gpu device (the device plugin
+# registered and ListAndWatch sent its devices).
+gpus_allocatable() {
+  local n
+  n=$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')
+  [[ -n $n && $n != 0 ]]
+}
+
+# gpus_published_dra: a ResourceSlice of driver gpu.hami-go.io for the node lists a device.
+gpus_published_dra() {
+  kubectl get resourceslices -o jsonpath='{range .items[?(@.spec.driver=="gpu.hami-go.io")]}{.spec.nodeName}{" "}{.spec.devices[0].name}{"\n"}{end}' |
+    grep -q "^$NODE_NAME [^ ]"
 }
 
 # restart_if_images_changed: the images keep their tag (VERSION) when the code changes, so a
