@@ -3,7 +3,7 @@
 # by version outside the checkout: $HAMI_GO_CACHE (default ~/.cache/hami-go)/tools/<name>-<version>/.
 # Idempotent: a cached binary is reused. Prints the bin directory on stdout's last line.
 # Concurrent runs (CI and a developer, or up.sh while a first build runs) wait on one lock.
-# Progress on stderr, one ">> " line per tool as it starts and ends ("[i/8] kubelet: built in
+# Progress on stderr, one ">> " line per tool as it starts and ends ("[i/11] kubelet: built in
 # 412s" or "cached") and a heartbeat every $HAMI_GO_HEARTBEAT_S seconds (default 60) while one
 # builds or while another run holds the lock (progress.sh); go's own output follows on stderr.
 set -euo pipefail
@@ -18,10 +18,10 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 if ! flock -n 9; then
   STEP_START="another build-tools.sh holds $cache/.build.lock; waiting" STEP_DONE="lock free" \
-    step 0 8 "lock" flock 9
+    step 0 11 "lock" flock 9
 fi
 
-N=8 I=0
+N=11 I=0   # the build lines below: 5 Kubernetes, etcd, helm, KubeRay, 3 containerd
 build() { # build <dir-under-tools> <output-file> <ldflags> <package>
   local mod=$1 out=$2 ldflags=$3 pkg=$4 name
   name=$(basename "$out")

@@ -102,6 +102,12 @@ make_netns() {
   if [[ -n $(ip -n "$NETNS" route show default) ]]; then
     die "network namespace $NETNS has a default route; it must not (run down.sh)"
   fi
+  # The cluster's addresses (node, pods, services) must never leave this machine: while the veth
+  # is up its /24 route wins; otherwise (down.sh, a crash, a pod or service IP the host cannot
+  # reach) these blackholes refuse them instead of the host's default route sending them out.
+  # Kept by down.sh on purpose.
+  local net
+  for net in "$CLUSTER_NET" "$POD_SUBNET" "$SERVICE_CIDR"; do ip route replace blackhole "$net"; done
 }
 
 start_etcd() {

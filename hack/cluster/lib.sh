@@ -15,6 +15,7 @@ NETNS_PATH=/var/run/netns/$NETNS
 HOST_VETH=hami-veth0                   # root-namespace side of the veth pair
 HOST_IP=10.200.0.1                     # kube-apiserver binds here
 NODE_IP=10.200.0.2                     # the kubelet's node IP (eth0 in the netns)
+CLUSTER_NET=10.200.0.0/16                # blackholed on the host: never routed off the machine
 POD_SUBNET=10.244.0.0/24               # bridge + host-local inside the netns
 SERVICE_CIDR=10.96.0.0/16
 API_URL=https://$HOST_IP:6443
