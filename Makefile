@@ -46,6 +46,7 @@ bench: ## Benchmarks and the performance report (docs/bench/report.md).
 demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.
 	@echo "make demo: the first run builds the Kubernetes tools and a whole cluster (20-40 minutes; progress lines follow), later runs take a minute or two"
 	hack/cluster/up.sh
+	$(GO) build -o bin/ ./cmd/kubectl-hami_go
 	$(GO) run ./hack/demo
 
 images: ## Build the images without Docker into _output/images/*.tar.
