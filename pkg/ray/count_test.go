@@ -36,7 +36,7 @@ func TestGPUCount(t *testing.T) {
 		{name: "C32d two MIG names: lexical order decides", res: limits("nvidia.com/mig-3g.40gb", "2", "nvidia.com/mig-1g.10gb", "1"), want: 1, repeated: true},
 		{name: "C33 no GPU", res: limits("cpu", "2", "memory", "4Gi"), want: 0},
 		{name: "zero count skipped", res: limits("nvidia.com/gpu", "0", "nvidia.com/mig-2g.20gb", "1"), want: 1},
-		{name: "fraction is an error", res: limits("nvidia.com/mig-1g.10gb", "500m"), wantErr: "spec.containers[ray].resources.limits[nvidia.com/mig-1g.10gb]: 500m is not a whole number of GPUs"},
+		{name: "fraction is an error", res: limits("nvidia.com/mig-1g.10gb", "500m"), wantErr: "spec.containers[ray].resources.limits[nvidia.com/mig-1g.10gb]: 500m (Kubernetes' canonical form; = 0.5) is not a whole number of GPUs"},
 		{name: "requests when no limit", res: corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("3")}}, want: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
