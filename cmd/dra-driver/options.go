@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra"
 )
 
@@ -44,7 +45,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.FakeProfileLabel, "fake-profile-label", o.FakeProfileLabel, "node label whose value picks the fake profile")
 	fs.IntVar(&c.SplitCount, "split-count", c.SplitCount, "sharers capacity of every GPU: claims that may share it")
 	fs.Float64Var(&c.MemoryScaling, "memory-scaling", c.MemoryScaling, "memory over-commit factor (>= 1; 1 = never over-commit)")
-	fs.Int64Var(&c.ReservedMemoryMiB, "reserved-memory", c.ReservedMemoryMiB, "memory per GPU used outside Kubernetes, MiB (not published)")
+	reserved := fs.String("reserved-memory", "", "GPU memory used outside Kubernetes, not published: an amount for every GPU and/or <GPU-UUID|index>=<amount>, comma-separated; amounts in MiB or with a binary suffix (e.g. 2048,GPU-8d2c...=4Gi,3=0); the device plugin's syntax (case C41)")
 	fs.StringVar(&c.Enforcement, "enforcement", c.Enforcement, "limit enforcement: hami-core, mps or none")
 	fs.StringVar(&c.HAMiCoreLibrary, "hami-core-library", c.HAMiCoreLibrary, "host path of HAMi-core's libvgpu.so; mounted into containers when it exists")
 	fs.StringVar(&c.MPSPipeDir, "mps-pipe-dir", c.MPSPipeDir, "MPS pipe directory (mps enforcement)")
@@ -60,6 +61,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	var err error
 	if c.ApplicationXIDs, err = parseXIDs(*xids); err != nil {
+		return o, err
+	}
+	if c.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", *reserved); err != nil {
 		return o, err
 	}
 	switch o.Backend {

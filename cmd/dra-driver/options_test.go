@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := o.Driver
 	if c.NodeName != "n1" || o.Backend != "nvml" || !c.ToolkitCDI || o.FakeProfile != "dgxh100" || o.FakeProfileLabel != "hami-go.io/fake-profile" ||
-		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemoryMiB != 0 || c.Enforcement != "hami-core" ||
+		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemory.String() != "" || c.Enforcement != "hami-core" ||
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		joinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlag(t *testing.T) {
 	args := []string{
 		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
-		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=1024", "--enforcement=mps", "--hami-core-library=/l.so",
+		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=2048,GPU-a=4Gi,3=0", "--enforcement=mps", "--hami-core-library=/l.so",
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
 		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "-v=4",
 	}
@@ -38,9 +38,9 @@ func TestEveryFlag(t *testing.T) {
 	}
 	c := o.Driver
 	got := []any{o.Kubeconfig, c.NodeName, o.Backend, c.ToolkitCDI, o.FakeProfile, o.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
-		c.ReservedMemoryMiB, c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
+		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
 		joinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
-	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, int64(1024), "mps", "/l.so", "/m", "/c", "/p", "/r",
+	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
 		"13,79", 5, 2 * time.Second, ":1"}
 	for i := range want {
 		if got[i] != want[i] {
@@ -55,7 +55,8 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --backend=x":                                          `--backend: "x" is not nvml or fake`,
 		"--node-name=n --split-count=0":                                      "--split-count: 0 is outside 1..1000",
 		"--node-name=n --memory-scaling=0.5":                                 "--memory-scaling: 0.5 is outside 1..100",
-		"--node-name=n --reserved-memory=-1":                                 "--reserved-memory: -1 MiB is negative",
+		"--node-name=n --reserved-memory=2GB":                                `--reserved-memory: entry "2GB"`,
+		"--node-name=n --reserved-memory=gpu0=1":                             `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
 		"--node-name=n --enforcement=x":                                      `--enforcement: "x" is not hami-core, mps or none`,
 		"--node-name=n --cdi-dir=":                                           "--cdi-dir is empty",
 		"--node-name=n --plugin-data-dir=":                                   "--plugin-data-dir is empty",

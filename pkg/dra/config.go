@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
@@ -36,9 +37,10 @@ type Config struct {
 	SplitCount int
 	// MemoryScaling is the memory over-commit factor, 1..100.
 	MemoryScaling float64
-	// ReservedMemoryMiB is memory per GPU used outside Kubernetes, MiB, subtracted before the
+	// ReservedMemory is memory used outside Kubernetes, per GPU (--reserved-memory, the device
+	// plugin's syntax and rule: device.ParseMemoryReserve, case C41), subtracted before the
 	// scaling factor (see BookableMiB).
-	ReservedMemoryMiB int64
+	ReservedMemory device.MemoryReserve
 	// Enforcement is gpuenv.EnforceHAMiCore, EnforceMPS or EnforceNone.
 	Enforcement string
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists.
@@ -91,9 +93,6 @@ func (c *Config) Validate() error {
 	}
 	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
 		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
-	}
-	if c.ReservedMemoryMiB < 0 {
-		return fmt.Errorf("--reserved-memory: %d MiB is negative", c.ReservedMemoryMiB)
 	}
 	switch c.Enforcement {
 	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:
