@@ -66,6 +66,9 @@ func run(o options) error {
 		}
 		klog.InfoS("Fake GPU fleet", "node", o.Driver.NodeName, "profile", spec, "gpus", len(fleet.UUIDs()))
 		deps.Backend = nvml.NewBackend(fleet.Library(), nvml.Options{Name: "fake"})
+		if o.FakeFaultInjection {
+			deps.Faults = fleet
+		}
 	default:
 		b, closer, err := nvml.Open()
 		if err != nil {

@@ -28,6 +28,8 @@ type options struct {
 	FakeProfile string
 	// FakeProfileLabel is the node label whose value picks the fake profile.
 	FakeProfileLabel string
+	// FakeFaultInjection serves the fake fleet's fault API (--fake-fault-injection).
+	FakeFaultInjection bool
 	// Driver is the DRA driver's configuration.
 	Driver dra.Config
 }
@@ -56,6 +58,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&c.RecoveryProbes, "recovery-probes", c.RecoveryProbes, "consecutive successful probes that return an unhealthy GPU to healthy")
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "probe period for unhealthy GPUs")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address of /metrics and /healthz")
+	fs.BoolVar(&o.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address, as the device plugin does (fake backend only)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -68,6 +71,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	switch o.Backend {
 	case backendNVML:
+		if o.FakeFaultInjection {
+			return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", o.Backend)
+		}
 		// Real GPUs: the device nodes and driver libraries come from the NVIDIA Container
 		// Toolkit's CDI spec (nvidia.com/gpu=<UUID>).
 		c.ToolkitCDI = true

@@ -10,12 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/deviceplugin"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
@@ -27,6 +27,9 @@ type Deps struct {
 	Backend device.Backend
 	// Options are the injectable parts.
 	Options Options
+	// Faults is the fake fleet's fault API (--fake-fault-injection): when not nil, the metrics
+	// address also serves the device plugin's POST /debug/fake/xid and /debug/fake/recover.
+	Faults deviceplugin.FaultInjector
 }
 
 // Run runs the driver until ctx ends (nil) or the helper reports an unrecoverable error
@@ -48,10 +51,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err != nil {
 		return fmt.Errorf("--metrics-address %s: %w", cfg.MetricsAddress, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The device plugin's handler: /metrics, /healthz and, with deps.Faults, /debug/fake/*.
+	srv := &http.Server{Handler: deviceplugin.Handler(reg, deps.Faults), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Metrics server stopped", "address", cfg.MetricsAddress)

@@ -31,7 +31,7 @@ func TestModeDevicePluginIsTheDefault(t *testing.T) {
 // mode=dra installs the DRA driver INSTEAD of the device plugin, on the same nodes, with the
 // shared node settings, its RBAC and the DeviceClass gpu.hami-go.io.
 func TestModeDRA(t *testing.T) {
-	r := renderChart(t, sets(t, "mode=dra", "devicePlugin.backend=fake", "devicePlugin.fake.profile=dgxa100",
+	r := renderChart(t, sets(t, "mode=dra", "devicePlugin.backend=fake", "devicePlugin.fake.profile=dgxa100", "devicePlugin.fake.faultInjection=true",
 		"devicePlugin.splitCount=4", "devicePlugin.memoryScaling=1.5", "devicePlugin.reservedMemory=2048\\,GPU-a=4Gi\\,3=0",
 		"draDriver.cdiDir=/etc/cdi", "devicePlugin.kubeletDir=/k", "devicePlugin.nodeSelector.gpu=yes",
 		"draDriver.image.repository=example.com/dra", "draDriver.image.tag=t1"))
@@ -48,7 +48,7 @@ func TestModeDRA(t *testing.T) {
 		"--node-name": "$(NODE_NAME)", "--backend": "fake", "--fake-profile": "dgxa100", "--fake-profile-label": "hami-go.io/fake-profile",
 		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "2048,GPU-a=4Gi,3=0", "--enforcement": "hami-core",
 		"--cdi-dir": "/etc/cdi", "--plugin-data-dir": "/k/plugins/gpu.hami-go.io", "--registrar-dir": "/k/plugins_registry",
-		"--metrics-address": ":9400",
+		"--metrics-address": ":9400", "--fake-fault-injection": "true",
 	}
 	for k, v := range want {
 		if f[k] != v {
