@@ -96,7 +96,25 @@ func draNamespace(t *testing.T, c *Cluster) string {
 			l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			return err == nil && len(l.Items) == 0, nil
 		})
+		// Force-deleted pods free their claims' capacity in the API before the kubelet has
+		// stopped their containers and unprepared the claims; the driver refuses a prepare
+		// that would over-commit a GPU (and the kubelet retries only after a backoff), so wait
+		// for the node to unprepare (the claims' CDI specs to go) before the next test.
+		var uids []types.UID
+		if l, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, rc := range l.Items {
+				uids = append(uids, rc.UID)
+			}
+		}
 		_ = c.Client.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		for _, uid := range uids {
+			if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				_, err := os.Stat(cdiSpecPath(uid))
+				return os.IsNotExist(err), nil
+			}); err != nil {
+				t.Logf("cleanup: claim %s of %s still prepared (%s) after 1m", uid, ns, cdiSpecPath(uid))
+			}
+		}
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			l, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
 			return err == nil && len(l.Items) == 0, nil
@@ -345,4 +363,41 @@ func envLines(env map[string]string, prefixes ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// draRegistered is what the kubelet (v1.37 pkg/kubelet/cm/dra/plugin) logs when the driver's
+// DRA service is connected after its registration.
+const draRegistered = `"Connection changed" logger="DRA registration handler" driverName="` + draClass + `"`
+
+// kubeletLogSize is the kubelet log's size now (an offset for waitDRARegistered).
+func (c *Cluster) kubeletLogSize(t testing.TB) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(c.State, "logs", "kubelet.log"))
+	if err != nil {
+		t.Fatalf("kubelet log: %v", err)
+	}
+	return fi.Size()
+}
+
+// waitDRARegistered waits until the kubelet has logged, after offset, that the driver's DRA
+// service is connected: a claim prepared before that fails with "DRA driver gpu.hami-go.io is
+// not registered" and the kubelet retries it only after a backoff (about a minute).
+func (c *Cluster) waitDRARegistered(t testing.TB, offset int64, timeout time.Duration) {
+	t.Helper()
+	path := filepath.Join(c.State, "logs", "kubelet.log")
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(path)
+		if err != nil || int64(len(b)) < offset {
+			return false, nil
+		}
+		for _, l := range strings.Split(string(b[offset:]), "\n") {
+			if strings.Contains(l, draRegistered) && strings.Contains(l, "connected=true") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the kubelet logged no %s connected=true within %v (%s)", draRegistered, timeout, path)
+	}
 }

@@ -64,9 +64,11 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 	uidA := c.prepared(t, ns, "a", "1000Mi", "1000m")
 	idA := c.containerID(t, ns, "a")
 
+	off := c.kubeletLogSize(t)
 	c.clusterScript(t, "restart.sh", "restart", "kubelet")
 	t.Cleanup(func() { c.waitNodeReady(t, 2*time.Minute) })
 	c.waitNodeReady(t, time.Minute)
+	c.waitDRARegistered(t, off, time.Minute)
 	c.keptRunning(t, ns, "a", idA, "the kubelet restart")
 	uidB := c.prepared(t, ns, "b", "2000Mi", "2000m")
 	idB := c.containerID(t, ns, "b")
@@ -74,6 +76,7 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 	waitCDISpec(t, typesUID(uidA), false, time.Minute)
 
 	old := c.driverPod(t)
+	off = c.kubeletLogSize(t)
 	if err := c.Client.CoreV1().Pods(chartNamespace).Delete(context.Background(), old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete driver pod %s: %v", old.Name, err)
 	}
@@ -94,7 +97,8 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no new dra-driver pod running 2m after deleting %s", old.Name)
 	}
-	t.Logf("driver pod %s replaced by %s", old.Name, fresh.Name)
+	c.waitDRARegistered(t, off, time.Minute)
+	t.Logf("driver pod %s replaced by %s (registered with the kubelet)", old.Name, fresh.Name)
 	c.keptRunning(t, ns, "b", idB, "the driver restart")
 	c.prepared(t, ns, "c", "3000Mi", "3000m")
 	c.deleteNow(t, ns, "b")
