@@ -24,12 +24,20 @@ test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), en
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
 	$(GO) test -race -count=1 ./...
 
-test-e2e: ## Bring up the local cluster, run the end-to-end suite on it, tear it down (logs kept in _output/e2e-logs).
-	hack/cluster/up.sh
-	set -o pipefail; status=0; \
-	  $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=$$?; \
-	  rm -rf _output/e2e-logs; mkdir -p _output; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs; \
-	  hack/cluster/down.sh; exit $$status
+# E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
+# set: only that one). In each mode the other mode's tests skip, saying so.
+E2E_MODES ?= $(or $(HAMI_GO_MODE),deviceplugin dra)
+
+test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the end-to-end suite, tear it down (logs in _output/e2e-logs/<mode>).
+	set -o pipefail; status=0; rm -rf _output/e2e-logs; mkdir -p _output/e2e-logs; \
+	for mode in $(E2E_MODES); do \
+	  echo "== e2e in mode $$mode"; \
+	  if HAMI_GO_MODE=$$mode hack/cluster/up.sh; then \
+	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=1; \
+	  else status=1; fi; \
+	  cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/$$mode || true; \
+	  hack/cluster/down.sh || status=1; \
+	done; exit $$status
 
 lint: ## gofmt, go vet (helm lint runs as a Go test of the chart).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -27,6 +27,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer b.Close()
 	deps := dra.Deps{Client: client, Backend: b.Backend}
+	if o.FakeFaultInjection {
+		deps.Faults = b.Fleet
+	}
 	if o.Node.Backend == cliflags.BackendNVML {
 		deps.Options.PCIeRoot = pcieRoot
 	}

@@ -13,6 +13,9 @@ import (
 type options struct {
 	// Node are the flags shared with the device plugin, bound to Driver's fields.
 	Node cliflags.NodeOptions
+	// FakeFaultInjection serves the fake fleet's fault API (--fake-fault-injection), as the
+	// device plugin does.
+	FakeFaultInjection bool
 	// Driver is the DRA driver's configuration.
 	Driver dra.Config
 }
@@ -31,11 +34,15 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", c.CDIDir, "the container runtime's CDI directory, where claim specs are written")
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", c.PluginDataDir, "directory of the driver's socket and checkpoint")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", c.RegistrarDir, "the kubelet's plugin registration directory")
+	fs.BoolVar(&o.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address, as the device plugin does (fake backend only)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
 	if err := n.Validate(); err != nil {
 		return o, err
+	}
+	if n.Backend != cliflags.BackendFake && o.FakeFaultInjection {
+		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
 	// Real GPUs: the device nodes and driver libraries come from the NVIDIA Container
 	// Toolkit's CDI spec (nvidia.com/gpu=<UUID>).

@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" {
+		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -28,9 +28,9 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlag(t *testing.T) {
 	args := []string{
 		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
-		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=1024", "--enforcement=mps", "--hami-core-library=/l.so",
+		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=2048,GPU-a=4Gi,3=0", "--enforcement=mps", "--hami-core-library=/l.so",
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
-		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "-v=4",
+		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "--fake-fault-injection", "-v=4",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
@@ -39,9 +39,9 @@ func TestEveryFlag(t *testing.T) {
 	c := o.Driver
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
-		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress}
-	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "1024", "mps", "/l.so", "/m", "/c", "/p", "/r",
-		"13,79", 5, 2 * time.Second, ":1"}
+		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection}
+	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
+		"13,79", 5, 2 * time.Second, ":1", true}
 	flagtest.Fields(t, got, want)
 }
 
@@ -52,6 +52,8 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --split-count=0":                                      "--split-count: 0 is outside 1..1000",
 		"--node-name=n --memory-scaling=0.5":                                 "--memory-scaling: 0.5 is outside 1..100",
 		"--node-name=n --reserved-memory=-1":                                 `--reserved-memory: entry "-1"`,
+		"--node-name=n --reserved-memory=2GB":                                `--reserved-memory: entry "2GB"`,
+		"--node-name=n --reserved-memory=gpu0=1":                             `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
 		"--node-name=n --enforcement=x":                                      `--enforcement: "x" is not hami-core, mps or none`,
 		"--node-name=n --cdi-dir=":                                           "--cdi-dir is empty",
 		"--node-name=n --plugin-data-dir=":                                   "--plugin-data-dir is empty",
@@ -62,7 +64,7 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --probe-interval=0s":                                  "--probe-interval: 0s is not positive",
 		"--node-name=n --enforcement=mps --mps-pipe-dir=":                    "--mps-pipe-dir is empty but --enforcement is mps",
 		"--node-name=n --backend=fake --fake-profile= --fake-profile-label=": "--backend=fake needs --fake-profile or --fake-profile-label",
-		"--node-name=n --reserved-memory=GPU-a=1Gi":                          "the DRA driver takes one amount for every GPU",
+		"--node-name=n --fake-fault-injection":                               `--fake-fault-injection needs --backend=fake (got "nvml")`,
 		"--node-name=n stray":                                                `unexpected arguments: ["stray"]`,
 	})
 }

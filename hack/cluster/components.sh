@@ -133,12 +133,15 @@ start_apiserver() {
   wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
 }
 
+# kube-controller-manager creates the claims of ResourceClaimTemplates (dra mode): client QPS
+# 100 (default 20) so a burst of 50 claim pods is not throttled there.
 start_controller_manager() {
   start kube-controller-manager "$PKI/sa.key" kube-controller-manager \
     --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
     --authorization-kubeconfig="$KUBECONFIG_FILE" --bind-address=127.0.0.1 \
     --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials=true --leader-elect=false \
+    --kube-api-qps=100 --kube-api-burst=200 \
     --service-cluster-ip-range="$SERVICE_CIDR" --feature-gates="$FEATURE_GATES" --v=1
 }
 

@@ -94,6 +94,8 @@ main() {
   unmount_under "$KUBELET_ROOT"
   unmount_under "$STATE"
   remove_cgroups
+  # The DRA driver's claim CDI specs (mode dra): only its own files, named by its CDI kind.
+  rm -f /var/run/cdi/gpu.hami-go.io-claim_*.json
   delete_netns
   remove_dirs
   log "local cluster down"

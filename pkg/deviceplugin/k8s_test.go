@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -202,7 +203,7 @@ func (f *fakeFaults) Recover(uuid string) error { f.recovers = append(f.recovers
 
 func TestHTTPHandler(t *testing.T) {
 	f := &fakeFaults{}
-	h := Handler(prometheus.NewRegistry(), f)
+	h := nodeagent.Handler(prometheus.NewRegistry(), f)
 	do := func(method, url string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(method, url, nil))
@@ -228,7 +229,7 @@ func TestHTTPHandler(t *testing.T) {
 	}
 	// Without fault injection the debug endpoints do not exist.
 	w := httptest.NewRecorder()
-	Handler(prometheus.NewRegistry(), nil).ServeHTTP(w, httptest.NewRequest("POST", "/debug/fake/xid?uuid=GPU-A&xid=79", nil))
+	nodeagent.Handler(prometheus.NewRegistry(), nil).ServeHTTP(w, httptest.NewRequest("POST", "/debug/fake/xid?uuid=GPU-A&xid=79", nil))
 	if w.Code != 404 {
 		t.Fatalf("debug endpoint without injection: %d", w.Code)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 // Deps are the plugin's connections to the world, made by cmd/device-plugin.
@@ -18,7 +19,7 @@ type Deps struct {
 	// Backend is NVML or fake.
 	Backend device.Backend
 	// Faults is the fake fleet's fault API; served only when Config.FakeFaultInjection.
-	Faults FaultInjector
+	Faults nodeagent.FaultInjector
 	// PodResources is the kubelet's PodResources API; nil disables reconcile.
 	PodResources PodResourcesLister
 	// Options are the injectable parts (clock, intervals).
@@ -50,11 +51,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		}
 	}
 	reg := metrics.NewRegistry(NewCollector(p, d.PIDResolver))
-	var faults FaultInjector
+	var faults nodeagent.FaultInjector
 	if cfg.FakeFaultInjection {
 		faults = d.Faults
 	}
-	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, Handler(reg, faults))
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, nodeagent.Handler(reg, faults))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package deviceplugin
 
 import (
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -206,7 +207,7 @@ func TestC35GPUListedTwiceExportedOnce(t *testing.T) {
 	if n := testutil.CollectAndCount(NewCollector(p, nil), "hami_go_gpu_memory_total_bytes"); n != 1 {
 		t.Errorf("%d GPU series for one GPU listed twice, want 1", n)
 	}
-	srv := httptest.NewServer(Handler(reg, nil))
+	srv := httptest.NewServer(nodeagent.Handler(reg, nil))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

@@ -66,7 +66,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 		if len(r.ConsumedCapacity) == 0 {
 			return nil, fmt.Errorf("%s: no consumed capacity (is the DRAConsumableCapacity feature gate on in kube-apiserver and kube-scheduler?)", where)
 		}
-		memCap := BookableMiB(gi.GPU.MemoryMiB, v.slice) * MiB
+		memCap := BookableMiB(gi.GPU, v.slice) * MiB
 		caps := []struct {
 			name    resourceapi.QualifiedName
 			total   int64

@@ -35,9 +35,9 @@ type Config struct {
 	SplitCount int
 	// MemoryScaling is the memory over-commit factor, 1..100.
 	MemoryScaling float64
-	// ReservedMemory is GPU memory used outside Kubernetes, subtracted before the scaling
-	// factor (--reserved-memory; device.MemoryReserve, see BookableMiB). Only AllMiB (the same
-	// amount on every GPU) is supported here so far; Validate refuses per-GPU entries.
+	// ReservedMemory is memory used outside Kubernetes, per GPU (--reserved-memory, the device
+	// plugin's syntax and rule: device.ParseMemoryReserve, case C41), subtracted before the
+	// scaling factor (see BookableMiB).
 	ReservedMemory device.MemoryReserve
 	// Enforcement is gpuenv.EnforceHAMiCore, EnforceMPS or EnforceNone.
 	Enforcement string
@@ -91,12 +91,6 @@ func (c *Config) Validate() error {
 	}
 	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
 		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
-	}
-	if c.ReservedMemory.AllMiB < 0 {
-		return fmt.Errorf("--reserved-memory: %d MiB is negative", c.ReservedMemory.AllMiB)
-	}
-	if len(c.ReservedMemory.ByUUID)+len(c.ReservedMemory.ByIndex) > 0 {
-		return fmt.Errorf("--reserved-memory: %q: the DRA driver takes one amount for every GPU, not per-GPU entries", c.ReservedMemory.String())
 	}
 	switch c.Enforcement {
 	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:

@@ -102,6 +102,15 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 		d.view.byName[DeviceName(g.Index)] = gi
 		uuids = append(uuids, g.UUID)
 	}
+	// The reserve's rule and checks are the device plugin's (case C41): a typo'd UUID or index,
+	// or a reserve that leaves a GPU nothing, is refused here rather than published silently.
+	plain := make([]device.GPU, len(d.gpus))
+	for i, gi := range d.gpus {
+		plain[i] = gi.GPU
+	}
+	if _, err := device.ApplyMemoryReserve("--reserved-memory", plain, cfg.ReservedMemory); err != nil {
+		return nil, err
+	}
 	d.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
 	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--plugin-data-dir %s: %w", cfg.PluginDataDir, err)
@@ -116,7 +125,7 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 }
 
 func (d *Driver) sliceConfig() SliceConfig {
-	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemoryMiB: d.cfg.ReservedMemory.AllMiB}
+	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemory: d.cfg.ReservedMemory}
 }
 
 // Health returns the driver's health state machine.
@@ -220,7 +229,7 @@ func (d *Driver) checkFits(uid types.UID, grants []Grant) error {
 			}
 		}
 		gi := d.view.byName[g.Device]
-		if c := BookableMiB(gi.GPU.MemoryMiB, d.view.slice); mem > c {
+		if c := BookableMiB(gi.GPU, d.view.slice); mem > c {
 			return fmt.Errorf("GPU %s (%s) would hold %d MiB of prepared claims, above its %d MiB", g.UUID, g.Device, mem, c)
 		}
 		if cores > 100 {

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"encoding/json"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
@@ -245,5 +247,63 @@ func TestPrepareRefusesOvercommit(t *testing.T) {
 	}
 	if e := res[more.UID].Err; e == nil || !strings.Contains(e.Error(), "would hold 82920 MiB of prepared claims, above its 81920 MiB") {
 		t.Fatalf("over-commit err = %v", e)
+	}
+}
+
+// case C41 in DRA mode: --reserved-memory has the device plugin's syntax and rule
+// (device.MemoryReserve): 2048 MiB on every GPU, 4Gi on the GPU named by UUID, none on index 3;
+// the reserve comes before the scaling factor and is honoured in the slices and in Prepare's
+// capacity check; a reserve naming a GPU the node lacks is refused at start.
+func TestReservedMemoryPerGPU(t *testing.T) {
+	b, _ := fakeBackend(t, "dgxh100")
+	found, err := b.Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", "2048,"+found[1].UUID+"=4Gi,3=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := newTestDriver(t, cfg, "dgxh100")
+	want := map[string]int64{"gpu-0": 79872, "gpu-1": 77824, "gpu-2": 79872, "gpu-3": 81920}
+	for _, dev := range d.Resources().Pools[testNode].Slices[0].Devices {
+		w, ok := want[dev.Name]
+		if !ok {
+			continue
+		}
+		m := dev.Capacity[draapi.CapacityMemory]
+		if m.Value.Value() != w*MiB || m.RequestPolicy.Default.Value() != w*MiB || m.RequestPolicy.ValidRange.Max.Value() != w*MiB {
+			t.Errorf("%s memory = %s (default %s), want %d MiB", dev.Name, m.Value.String(), m.RequestPolicy.Default.String(), w)
+		}
+		if errs := validateDevice(dev); len(errs) > 0 {
+			t.Errorf("%s: %s", dev.Name, strings.Join(errs, "; "))
+		}
+	}
+	// gpu-0 offers 79872 MiB: a claim of all of it prepares, 1 MiB more on top does not.
+	all := testClaim("all", 0, 0, result{device: "gpu-0", memMiB: 79872})
+	more := testClaim("more", 1, 0, result{device: "gpu-0", memMiB: 1})
+	whole3 := testClaim("whole3", 0, 0, result{device: "gpu-3", memMiB: 81920})
+	res := prepare(t, d, all, more, whole3)
+	if res[all.UID].Err != nil || res[whole3.UID].Err != nil {
+		t.Fatalf("all: %v, whole3: %v", res[all.UID].Err, res[whole3.UID].Err)
+	}
+	if e := res[more.UID].Err; e == nil || !strings.Contains(e.Error(), "would hold 79873 MiB of prepared claims, above its 79872 MiB") {
+		t.Fatalf("over-reserve err = %v", e)
+	}
+
+	// Scaling applies after the reserve: (81920 − 2048) × 1.5 = 119808 MiB.
+	cfg2 := testConfig(t.TempDir())
+	cfg2.MemoryScaling = 1.5
+	cfg2.ReservedMemory = device.MemoryReserve{AllMiB: 2048}
+	d2, _ := newTestDriver(t, cfg2, "dgxh100")
+	if m := d2.Resources().Pools[testNode].Slices[0].Devices[0].Capacity[draapi.CapacityMemory]; m.Value.Value() != 119808*MiB {
+		t.Fatalf("scaled memory = %s, want 119808 MiB", m.Value.String())
+	}
+
+	cfg3 := testConfig(t.TempDir())
+	cfg3.ReservedMemory = device.MemoryReserve{ByIndex: map[int]int64{9: 1024}}
+	if _, err := New(cfg3, b, Options{}); err == nil || !strings.Contains(err.Error(), "--reserved-memory: no GPU on this node has index 9") {
+		t.Fatalf("unknown index: err = %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 // Deps are the driver's connections to the world, made by cmd/dra-driver.
@@ -23,6 +24,9 @@ type Deps struct {
 	Backend device.Backend
 	// Options are the injectable parts.
 	Options Options
+	// Faults is the fake fleet's fault API (--fake-fault-injection): when not nil, the metrics
+	// address also serves the device plugin's POST /debug/fake/xid and /debug/fake/recover.
+	Faults nodeagent.FaultInjector
 }
 
 // Run runs the driver until ctx ends (nil) or the helper reports an unrecoverable error
@@ -38,7 +42,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.fatal = cancel
-	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, metrics.NewMux(metrics.NewRegistry(NewCollector(d))))
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, nodeagent.Handler(metrics.NewRegistry(NewCollector(d)), deps.Faults))
 	if err != nil {
 		return err
 	}

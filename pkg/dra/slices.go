@@ -41,23 +41,25 @@ type Unhealthy struct {
 
 // SliceConfig is what the published capacities depend on.
 type SliceConfig struct {
-	SplitCount        int
-	MemoryScaling     float64
-	ReservedMemoryMiB int64
+	SplitCount    int
+	MemoryScaling float64
+	// ReservedMemory is the per-GPU memory used outside Kubernetes (device.MemoryReserve, C41).
+	ReservedMemory device.MemoryReserve
 }
 
 // DeviceName is the ResourceSlice device name of the GPU with NVML index i: "gpu-<i>".
 func DeviceName(index int) string { return "gpu-" + strconv.Itoa(index) }
 
-// BookableMiB is the memory claims may book on a GPU of totalMiB, MiB: (total − reserved) ×
-// scaling, rounded down to whole MiB; at least 0. (The per-GPU reserved memory of C41; when
-// pkg/device gains that rule, this function calls it.)
-func BookableMiB(totalMiB int64, c SliceConfig) int64 {
-	v := totalMiB - c.ReservedMemoryMiB
-	if v <= 0 {
+// BookableMiB is the memory claims may book on g, MiB: the device plugin's rule (case C41),
+// device.OfferedMemoryMiB(total, the reserve of g) and then the scaling factor
+// (device.Inventory.CapacityMiB), rounded down to whole MiB; 0 when the reserve leaves nothing.
+func BookableMiB(g device.GPU, c SliceConfig) int64 {
+	offered, err := device.OfferedMemoryMiB(g.MemoryMiB, c.ReservedMemory.ForGPU(g))
+	if err != nil {
 		return 0
 	}
-	return int64(float64(v) * c.MemoryScaling)
+	inv := device.Inventory{MemoryScaling: c.MemoryScaling}
+	return inv.CapacityMiB(&device.GPU{MemoryMiB: offered})
 }
 
 // Devices returns the published devices of the given GPUs, in their order: one device per GPU
@@ -70,7 +72,7 @@ func Devices(gpus []GPUInfo, c SliceConfig) []resourceapi.Device {
 	out := make([]resourceapi.Device, 0, len(gpus))
 	for _, gi := range gpus {
 		g := gi.GPU
-		mem := BookableMiB(g.MemoryMiB, c)
+		mem := BookableMiB(g, c)
 		if mem < 2 {
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
+
+	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // validateDevice reproduces the resource.k8s.io/v1 validation rules a published device must
@@ -175,7 +177,7 @@ func TestDevicesPerFleet(t *testing.T) {
 // split count of 1 gives a sharers range without a step (min + step would exceed the value).
 func TestDevicesScalingReservedSplitOne(t *testing.T) {
 	gi := GPUInfo{GPU: deviceGPU("GPU-a", 0, 81559, 1)}
-	devs := Devices([]GPUInfo{gi, {GPU: deviceGPU("GPU-b", 1, 1025, -1)}}, SliceConfig{SplitCount: 1, MemoryScaling: 1.5, ReservedMemoryMiB: 1024})
+	devs := Devices([]GPUInfo{gi, {GPU: deviceGPU("GPU-b", 1, 1025, -1)}}, SliceConfig{SplitCount: 1, MemoryScaling: 1.5, ReservedMemory: device.MemoryReserve{AllMiB: 1024}})
 	if len(devs) != 1 {
 		t.Fatalf("%d devices, want 1 (GPU-b has 1 MiB left after reservation)", len(devs))
 	}

@@ -31,8 +31,8 @@ func TestModeDevicePluginIsTheDefault(t *testing.T) {
 // mode=dra installs the DRA driver INSTEAD of the device plugin, on the same nodes, with the
 // shared node settings, its RBAC and the DeviceClass gpu.hami-go.io.
 func TestModeDRA(t *testing.T) {
-	r := renderChart(t, sets(t, "mode=dra", "devicePlugin.backend=fake", "devicePlugin.fake.profile=dgxa100",
-		"devicePlugin.splitCount=4", "devicePlugin.memoryScaling=1.5", "draDriver.reservedMemory=512",
+	r := renderChart(t, sets(t, "mode=dra", "devicePlugin.backend=fake", "devicePlugin.fake.profile=dgxa100", "devicePlugin.fake.faultInjection=true",
+		"devicePlugin.splitCount=4", "devicePlugin.memoryScaling=1.5", "devicePlugin.reservedMemory=2048\\,GPU-a=4Gi\\,3=0",
 		"draDriver.cdiDir=/etc/cdi", "devicePlugin.kubeletDir=/k", "devicePlugin.nodeSelector.gpu=yes",
 		"draDriver.image.repository=example.com/dra", "draDriver.image.tag=t1"))
 	for _, k := range []string{dpDS, "Service/hami-go-device-plugin", "ClusterRole/hami-go-device-plugin", "ServiceAccount/hami-go-device-plugin"} {
@@ -46,9 +46,9 @@ func TestModeDRA(t *testing.T) {
 	f := flags(c)
 	want := map[string]string{
 		"--node-name": "$(NODE_NAME)", "--backend": "fake", "--fake-profile": "dgxa100", "--fake-profile-label": "hami-go.io/fake-profile",
-		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "512", "--enforcement": "hami-core",
+		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "2048,GPU-a=4Gi,3=0", "--enforcement": "hami-core",
 		"--cdi-dir": "/etc/cdi", "--plugin-data-dir": "/k/plugins/gpu.hami-go.io", "--registrar-dir": "/k/plugins_registry",
-		"--metrics-address": ":9400",
+		"--metrics-address": ":9400", "--fake-fault-injection": "true",
 	}
 	for k, v := range want {
 		if f[k] != v {
@@ -101,8 +101,7 @@ func TestModeDRARBAC(t *testing.T) {
 // An unknown mode fails the install naming the value.
 func TestModeInvalid(t *testing.T) {
 	for set, want := range map[string]string{
-		"mode=both":                   `mode must be "deviceplugin" or "dra", got "both"`,
-		"draDriver.reservedMemory=-1": "draDriver.reservedMemory must be >= 0 (MiB), got -1",
+		"mode=both": `mode must be "deviceplugin" or "dra", got "both"`,
 	} {
 		if _, err := renderFiles(t, sets(t, set)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", set, err, want)

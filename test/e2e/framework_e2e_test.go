@@ -463,8 +463,14 @@ func (c *Cluster) deleteNow(t testing.TB, ns, name string) {
 
 // requireChart fails the test when one of the chart's components (device-plugin, scheduler,
 // webhook; all three when none is named) has no running pod.
+//
+// These are the device-plugin mode's tests: on a DRA-mode cluster (HAMI_GO_MODE=dra) it skips
+// the test, saying so.
 func (c *Cluster) requireChart(t testing.TB, components ...string) {
 	t.Helper()
+	if c.isDRAMode(t) {
+		t.Skipf("device-plugin-mode test: the cluster is in DRA mode (DeviceClass %s exists); it runs on plain hack/cluster/up.sh", draClass)
+	}
 	if len(components) == 0 {
 		components = []string{"device-plugin", "scheduler", "webhook"}
 	}

@@ -32,9 +32,10 @@ func TestSmokePlainPodSeesItsEnv(t *testing.T) {
 				ImagePullPolicy: corev1.PullNever,
 				Command:         []string{"envdump"},
 				Env: []corev1.EnvVar{
-					{Name: "CUDA_VISIBLE_DEVICES", Value: "3"},
-					{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
-					{Name: "HAMI_GO_SMOKE_TOKEN", Value: token},
+					// Not the names the webhook protects (case C37 refuses CUDA_VISIBLE_DEVICES,
+					// NVIDIA_VISIBLE_DEVICES and HAMI_GO_* in any pod spec).
+					{Name: "CUDA_SMOKE_TOKEN", Value: token},
+					{Name: "NVIDIA_SMOKE", Value: "void"},
 					{Name: "UNRELATED", Value: "not-printed"},
 				},
 			}},
@@ -49,9 +50,9 @@ func TestSmokePlainPodSeesItsEnv(t *testing.T) {
 		t.Errorf("host IP %q, want the node's 10.200.0.2", p.Status.HostIP)
 	}
 	log := c.WaitForLog(t, ns, pod.Name, "envdump", "envdump: done", time.Minute)
-	want := "envdump: CUDA_VISIBLE_DEVICES=3\n" +
-		"envdump: HAMI_GO_SMOKE_TOKEN=" + token + "\n" +
-		"envdump: NVIDIA_VISIBLE_DEVICES=void\n" +
+	want := "envdump: CUDA_SMOKE_TOKEN=" + token + "\n" +
+		"envdump: CUDA_VISIBLE_DEVICES=<unset>\n" +
+		"envdump: NVIDIA_SMOKE=void\n" +
 		"envdump: done\n"
 	if log != want {
 		t.Fatalf("log:\n%s\nwant:\n%s", log, want)

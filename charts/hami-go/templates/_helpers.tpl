@@ -138,9 +138,6 @@ seccompProfile:
 {{- if not (has .Values.mode (list "deviceplugin" "dra")) -}}
 {{- fail (printf "mode must be \"deviceplugin\" or \"dra\", got %q" (toString .Values.mode)) -}}
 {{- end -}}
-{{- if lt (int .Values.draDriver.reservedMemory) 0 -}}
-{{- fail (printf "draDriver.reservedMemory must be >= 0 (MiB), got %v" .Values.draDriver.reservedMemory) -}}
-{{- end -}}
 {{- if not (has $dp.backend (list "nvml" "fake")) -}}
 {{- fail (printf "devicePlugin.backend must be \"nvml\" or \"fake\", got %q" (toString $dp.backend)) -}}
 {{- end -}}

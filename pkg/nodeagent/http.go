@@ -1,4 +1,4 @@
-package deviceplugin
+package nodeagent
 
 import (
 	"fmt"
