@@ -120,6 +120,9 @@ func compareDRA(rows []smiGPU, smiCUDA string, rep draReport, sysfsDir string) [
 			eq(p+"taints", "0", strconv.Itoa(d.Taints)),
 		)
 	}
+	if rep.Prepared == "" { // the test failed before Prepare: no claim values to compare
+		return append(vals, Value{What: "Prepare", Want: "run", Got: "not reached"})
+	}
 	vals = append(vals,
 		eq("Prepare error", "none", orNone1(rep.PrepareError)),
 		eq("Prepare: the claim's GPU "+rep.Prepared+" is one nvidia-smi lists", "yes", yesNo(preparedUUID != "")),

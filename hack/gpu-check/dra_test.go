@@ -134,6 +134,14 @@ func TestCompareDRAFindsDifferences(t *testing.T) {
 			t.Errorf("%q: %+v, want a differing value", w, v)
 		}
 	}
+	// The test failed before Prepare (nvml.Open): one value says so, no claim values.
+	vals = compareDRA(rows, "12.4", draReport{Error: "nvml.Open: NVML library libnvidia-ml.so.1 not found"}, sys)
+	if v := vals[len(vals)-1]; v.What != "Prepare" || v.OK || v.Got != "not reached" {
+		t.Errorf("last value %+v, want Prepare not reached", v)
+	}
+	if _, ok := valueByWhat(vals, "Prepare error"); ok {
+		t.Error("Prepare error compared though Prepare was not reached")
+	}
 	// The Prepare refusal is a value of its own.
 	rep = draH200()
 	rep.PrepareError = "consumed cores 25 is above the 0 the request allowed"
