@@ -20,9 +20,10 @@ CGO_ENABLED=0 $GO build -ldflags "-s -w" -o "$STAGE/bin/gpucheck" ./hack/gpu-che
 # cgo (go-nvml dlopens libnvidia-ml.so.1), dynamically linked against this machine's glibc.
 CGO_ENABLED=1 $GO build -ldflags "-s -w" -o "$STAGE/bin/nvml-probe" ./hack/nvml-probe
 CGO_ENABLED=1 $GO test -c -ldflags "-s -w" -o "$STAGE/bin/deviceplugin.test" ./pkg/deviceplugin
-# The test binary is ~70 MiB stripped (client-go and its fakes): compress both cgo binaries;
-# run.sh unpacks them on the GPU machine.
-gzip -9 -f "$STAGE/bin/nvml-probe" "$STAGE/bin/deviceplugin.test"
+CGO_ENABLED=1 $GO test -c -ldflags "-s -w" -o "$STAGE/bin/dra.test" ./pkg/dra
+# The test binaries are ~70 MiB each stripped (client-go and its fakes): compress the cgo
+# binaries; run.sh unpacks them on the GPU machine.
+gzip -9 -f "$STAGE/bin/nvml-probe" "$STAGE/bin/deviceplugin.test" "$STAGE/bin/dra.test"
 cp hack/gpu-check/run.sh hack/gpu-check/mps_check.py hack/gpu-check/README.md "$STAGE/"
 chmod +x "$STAGE/run.sh"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -31,7 +32,7 @@ glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null || echo "glibc unknown")
 {
   echo "commit $commit"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) with $($GO env GOVERSION) on $glibc"
-  echo "gpucheck static; nvml-probe and deviceplugin.test cgo, dynamically linked, gzip-compressed"
+  echo "gpucheck static; nvml-probe, deviceplugin.test and dra.test cgo, dynamically linked, gzip-compressed"
 } >"$STAGE/BUILD.txt"
 mib=$(du -sm "$STAGE" | cut -f1)
 if ((mib > MAX_MIB)); then

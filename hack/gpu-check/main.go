@@ -1,10 +1,11 @@
 // Command gpucheck is the comparing and summarizing half of hami-go's real-GPU check
 // (hack/gpu-check/README.md): run.sh calls it once per check on the GPU machine. It is built
-// static (CGO_ENABLED=0); the binaries that need NVML are nvml-probe and deviceplugin.test.
+// static (CGO_ENABLED=0); the binaries that need NVML are nvml-probe, deviceplugin.test and dra.test.
 //
 //	gpucheck preflight     --out DIR   # nvidia-smi present and lists a GPU; glibc new enough
 //	gpucheck discovery     --out DIR   # pkg/nvml (nvml-probe) vs nvidia-smi and sysfs
 //	gpucheck device-plugin --out DIR --mps-pipe-dir P   # TestGPUCheckNVML from deviceplugin.test
+//	gpucheck dra-driver    --out DIR   # TestGPUCheckDRA from dra.test vs nvidia-smi and sysfs
 //	gpucheck mps           --out DIR --mps-pipe-dir P   # MPS limits from the Allocate env
 //	gpucheck skip          --out DIR --name N --reason R
 //	gpucheck summary       --out DIR   # summary.json + summary.txt; prints summary.txt
@@ -66,7 +67,7 @@ func realHost() host {
 // run executes one subcommand; binDir is where the staged binaries lie (the stage's bin/).
 func run(ctx context.Context, args []string, h host, binDir string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|mps|skip|summary --out DIR [flags]")
+		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|dra-driver|mps|skip|summary --out DIR [flags]")
 		return exitUsage
 	}
 	cmd := args[0]
@@ -77,7 +78,8 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 	pipe := fs.String("mps-pipe-dir", "", "private MPS pipe directory (device-plugin, mps)")
 	probe := fs.String("nvml-probe", filepath.Join(binDir, "nvml-probe"), "the nvml-probe binary (discovery)")
 	testBin := fs.String("test-binary", filepath.Join(binDir, "deviceplugin.test"), "pkg/deviceplugin's test binary (device-plugin)")
-	sysfs := fs.String("sysfs-pci-dir", "/sys/bus/pci/devices", "sysfs PCI device folder (discovery: NUMA nodes)")
+	draBin := fs.String("dra-test-binary", filepath.Join(binDir, "dra.test"), "pkg/dra's test binary (dra-driver)")
+	sysfs := fs.String("sysfs-pci-dir", "/sys/bus/pci/devices", "sysfs PCI device folder (discovery, dra-driver: NUMA nodes)")
 	control := fs.String("mps-control", "nvidia-cuda-mps-control", "the MPS control command (mps)")
 	python := fs.String("python", "python3", "python3 with PyTorch (mps)")
 	script := fs.String("mps-script", filepath.Join(binDir, "..", "mps_check.py"), "mps_check.py (mps)")
@@ -105,7 +107,7 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 	}
 	switch cmd {
 	case "preflight":
-		r, st := preflight(ctx, h, *out, *smi, []string{*probe, *testBin})
+		r, st := preflight(ctx, h, *out, *smi, []string{*probe, *testBin, *draBin})
 		if rc := record(r); rc != 0 {
 			return rc
 		}
@@ -116,7 +118,7 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 			}
 			return exitNoGPU
 		case cgoUnusable:
-			for _, n := range []string{"discovery", "device-plugin", "mps"} {
+			for _, n := range []string{"discovery", "device-plugin", "dra-driver", "mps"} {
 				_ = writeResult(*out, Result{Name: n, Status: Skip, Reason: "needs NVML through the cgo binaries; " + r.Reason})
 			}
 			return exitCGOUnusable
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 			return exitUsage
 		}
 		return record(pluginCheck(ctx, h, *out, *testBin, *pipe))
+	case "dra-driver":
+		return record(draCheck(ctx, h, *out, *smi, *draBin, *sysfs))
 	case "mps":
 		if *pipe == "" {
 			fmt.Fprintln(stderr, "gpucheck mps: --mps-pipe-dir is required")
@@ -159,6 +163,6 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, mps, skip, summary)\n", cmd)
+	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, dra-driver, mps, skip, summary)\n", cmd)
 	return exitUsage
 }

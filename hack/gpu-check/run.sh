@@ -20,14 +20,14 @@ export OUT NVIDIA_SMI MPS_CONTROL
 check_preflight() { "$GC" preflight --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
 check_discovery() { "$GC" discovery --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
 check_device_plugin() { "$GC" device-plugin --out "$OUT" --mps-pipe-dir "$MPS_PIPE" "${CGO_BINS[@]}"; }
-check_dra_driver() { "$GC" skip --out "$OUT" --name dra-driver --reason "DRA driver not built yet (issue 13)"; }
+check_dra_driver() { "$GC" dra-driver --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
 check_mps() { "$GC" mps --out "$OUT" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
 
 checks() {
   check_preflight
   case $? in
     0) ;;
-    11) check_dra_driver; return 0 ;; # cgo binaries unusable (glibc): the NVML checks were skipped
+    11) return 0 ;; # cgo binaries unusable (glibc): the NVML checks were skipped
     *) return 0 ;;                    # no GPU (10) or a usage error: nothing more can run
   esac
   check_discovery
@@ -38,7 +38,7 @@ checks() {
 
 if [[ ${1:-} == --inner ]]; then
   trap 'exit 143' TERM
-  CGO_BINS=(--nvml-probe "$BIN_DIR/nvml-probe" --test-binary "$BIN_DIR/deviceplugin.test")
+  CGO_BINS=(--nvml-probe "$BIN_DIR/nvml-probe" --test-binary "$BIN_DIR/deviceplugin.test" --dra-test-binary "$BIN_DIR/dra.test")
   checks
   exit 0
 fi
@@ -60,7 +60,7 @@ cleanup() {
   rm -rf "$MPS_PIPE" "$BIN_DIR"
 }
 trap cleanup EXIT
-for n in nvml-probe deviceplugin.test; do
+for n in nvml-probe deviceplugin.test dra.test; do
   [[ -f $STAGE/bin/$n.gz ]] || continue
   gzip -dc "$STAGE/bin/$n.gz" >"$BIN_DIR/$n" 2>/dev/null ||
     python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' \

@@ -77,6 +77,11 @@ func runScriptSkipsWithoutGPU(t *testing.T, stage string) {
 	if !strings.Contains(outText, "hami-go real-GPU check: SKIP ("+reason+")") {
 		t.Fatalf("output lacks the summary line:\n%s", outText)
 	}
+	for _, c := range s.Checks[1:] { // dra-driver included: every NVML check skips with the reason
+		if c.Status != Skip || c.Reason != reason {
+			t.Errorf("check %s: %s (%s), want skip (%s)", c.Name, c.Status, c.Reason, reason)
+		}
+	}
 }
 
 // The time bound: a hanging nvidia-smi is cut off, and the summary still comes, failing the
