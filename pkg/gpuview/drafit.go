@@ -2,6 +2,7 @@ package gpuview
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
@@ -45,6 +46,7 @@ func explainDRA(e *Explanation, pod *corev1.Pod, objs Objects, claims []DRAClaim
 		}
 		e.Nodes = append(e.Nodes, f)
 	}
+	sort.SliceStable(e.Nodes, func(i, j int) bool { return e.Nodes[i].Fits && !e.Nodes[j].Fits })
 	switch {
 	case len(order) == 0:
 		e.Note = "no node publishes a ResourceSlice of driver " + draapi.DriverName
@@ -137,7 +139,8 @@ func hasKey[V any](m map[resourcev1.QualifiedName]V, k resourcev1.QualifiedName)
 }
 
 // deviceFit is "" when x fits on d now, else why: a taint not tolerated, a selector that does not
-// match, the device held whole by another claim, or a capacity whose free part is too small.
+// match, the device held whole by another claim, or each capacity whose free part is too small
+// (memory in MiB, cores in percent, sharers used of the split count), comma-separated.
 func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, extra map[resourcev1.QualifiedName]int64, withUsage bool) string {
 	for _, t := range d.d.Taints {
 		if (t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute) && !tolerated(x.Tolerations, &t) {
@@ -182,6 +185,7 @@ func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, ext
 		return ""
 	}
 	a := asks(d, x)
+	var short []string
 	for _, k := range []resourcev1.QualifiedName{draapi.CapacityMemory, draapi.CapacityCores, draapi.CapacitySharers} {
 		c, ok := d.d.Capacity[k]
 		if !ok {
@@ -194,15 +198,15 @@ func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, ext
 		if free := total - used; a[k] > free {
 			switch k {
 			case draapi.CapacityMemory:
-				return fmt.Sprintf("%d MiB free of %d (too small)", max(free, 0)/bytesPerMiB, total/bytesPerMiB)
+				short = append(short, fmt.Sprintf("%d MiB free of %d (too small)", max(free, 0)/bytesPerMiB, total/bytesPerMiB))
 			case draapi.CapacityCores:
-				return fmt.Sprintf("%d%% cores free", max(free, 0))
+				short = append(short, fmt.Sprintf("%d%% cores free", max(free, 0)))
 			default:
-				return fmt.Sprintf("%d/%d sharers used", used, total)
+				short = append(short, fmt.Sprintf("%d/%d sharers used", used, total))
 			}
 		}
 	}
-	return ""
+	return strings.Join(short, ", ")
 }
 
 // tolerated applies resource.k8s.io/v1 DeviceToleration matching: key (empty with Exists:
