@@ -203,7 +203,9 @@ func (s selector) matches(d *resourcev1.Device) bool {
 }
 
 // draInventory collects the class's devices per node, in slice order, and charges every
-// allocated claim's results to them. Sharers consumed are 1 per allocation unless stated.
+// allocated claim's results to them: their consumedCapacity (resource.k8s.io/v1 fills every
+// entry for a shareable device); where an entry is missing, sharers 1 and memory the whole
+// device (as the nodes view, dra.go), cores 0.
 func draInventory(objs Objects) (order []string, devs map[string][]*draDev) {
 	devs = map[string][]*draDev{}
 	byKey := map[string]*draDev{}
@@ -236,6 +238,9 @@ func draInventory(objs Objects) (order []string, devs map[string][]*draDev) {
 			d.owners = append(d.owners, c.Namespace+"/"+c.Name)
 			if _, ok := r.ConsumedCapacity[draapi.CapacitySharers]; !ok {
 				d.used[draapi.CapacitySharers]++
+			}
+			if c, ok := d.d.Capacity[draapi.CapacityMemory]; ok && !hasKey(r.ConsumedCapacity, draapi.CapacityMemory) {
+				d.used[draapi.CapacityMemory] += c.Value.Value() // as the nodes view: the whole memory
 			}
 			for k, q := range r.ConsumedCapacity {
 				d.used[k] += q.Value()

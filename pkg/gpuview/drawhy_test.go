@@ -76,7 +76,7 @@ func draFleet(extra ...resourcev1.ResourceClaim) Objects {
 		},
 		ResourceClaims: append([]resourcev1.ResourceClaim{
 			draClaim("x", "s1", "p1", draapi.DriverName, "n2", "gpu-0", one("1000Mi")),
-			draClaim("x", "s2", "p2", draapi.DriverName, "n2", "gpu-0", nil), // no sharers stated: 1
+			draClaim("x", "s2", "p2", draapi.DriverName, "n2", "gpu-0", map[resourcev1.QualifiedName]resource.Quantity{"memory": q("1000Mi")}), // sharers not stated: 1
 			s3,
 		}, extra...),
 	}
@@ -99,7 +99,7 @@ func TestExplainDRAPending(t *testing.T) {
 		note:  "its claims fit on no node now",
 		want: map[string]NodeFit{
 			"n1": {Node: "n1", Unresolvable: true, Reason: `claim big request "gpu" (1 device, 90000 MiB, 25% cores): gpu-0 81920 MiB free of 81920 (too small); ` + taint + " (even with the node's devices free)"},
-			"n2": {Node: "n2", Unresolvable: true, Reason: `claim big request "gpu" (1 device, 90000 MiB, 25% cores): gpu-0 80920 MiB free of 81920 (too small), 2/2 sharers used; gpu-1 11920 MiB free of 81920 (too small) (even with the node's devices free)`},
+			"n2": {Node: "n2", Unresolvable: true, Reason: `claim big request "gpu" (1 device, 90000 MiB, 25% cores): gpu-0 79920 MiB free of 81920 (too small), 2/2 sharers used; gpu-1 11920 MiB free of 81920 (too small) (even with the node's devices free)`},
 		},
 	}, {
 		name:  "sharers exhausted, uuid selector",
@@ -123,9 +123,23 @@ func TestExplainDRAPending(t *testing.T) {
 		note:  "its claims fit on 1 node(s) now",
 		want: map[string]NodeFit{
 			"n1": {Node: "n1", Fits: true},
-			"n2": {Node: "n2", Reason: `claim whole request "gpu" (1 device, memory: device default, 1 selector(s) not evaluated): gpu-0 80920 MiB free of 81920 (too small), 2/2 sharers used; gpu-1 11920 MiB free of 81920 (too small)`},
+			"n2": {Node: "n2", Reason: `claim whole request "gpu" (1 device, memory: device default, 1 selector(s) not evaluated): gpu-0 79920 MiB free of 81920 (too small), 2/2 sharers used; gpu-1 11920 MiB free of 81920 (too small)`},
 		},
 	}}
+	tolerating := gpuClaim("tol", 2, "1000Mi", "")
+	tolerating.Spec.Devices.Requests[0].Exactly.Tolerations = []resourcev1.DeviceToleration{{Key: draapi.TaintUnhealthy, Operator: resourcev1.DeviceTolerationOpExists}}
+	cases = append(cases, struct {
+		name  string
+		claim resourcev1.ResourceClaim
+		note  string
+		want  map[string]NodeFit
+	}{
+		name: "taint tolerated", claim: tolerating, note: "its claims fit on 1 node(s) now",
+		want: map[string]NodeFit{
+			"n1": {Node: "n1", Fits: true},
+			"n2": {Node: "n2", Reason: `claim tol request "gpu" (2 devices, 1000 MiB): 1 of 2 devices fit (gpu-1); gpu-0 2/2 sharers used`},
+		},
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := draFleet(tc.claim)
