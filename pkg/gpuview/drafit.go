@@ -62,7 +62,7 @@ func explainDRA(e *Explanation, pod *corev1.Pod, objs Objects, claims []DRAClaim
 // `claim C request "R" (1 device, 90000 MiB, 25% cores): gpu-0 81920 MiB free of 81920 (too small); …`.
 // withUsage false judges the node as if no claim were allocated.
 func fitNode(devs []*draDev, claims []DRAClaim, raw []*resourcev1.ResourceClaim, withUsage bool) string {
-	extra := map[*draDev]map[resourcev1.QualifiedName]int64{}
+	extra := map[*draDev]*charge{}
 	for ci := range claims {
 		if raw[ci].Status.Allocation != nil {
 			continue
@@ -76,7 +76,7 @@ func fitNode(devs []*draDev, claims []DRAClaim, raw []*resourcev1.ResourceClaim,
 			var ok []*draDev
 			var why []string
 			for _, d := range devs {
-				if msg := deviceFit(d, x, &req, extra[d], withUsage); msg != "" {
+				if msg := deviceFit(d, x, extra[d], withUsage); msg != "" {
 					why = append(why, d.d.Name+" "+msg)
 					continue
 				}
@@ -89,12 +89,12 @@ func fitNode(devs []*draDev, claims []DRAClaim, raw []*resourcev1.ResourceClaim,
 			if len(ok) >= need && need > 0 {
 				for _, d := range ok[:need] {
 					if extra[d] == nil {
-						extra[d] = map[resourcev1.QualifiedName]int64{}
+						extra[d] = &charge{used: map[resourcev1.QualifiedName]int64{}}
 					}
 					for k, v := range asks(d, x) {
-						extra[d][k] += v
+						extra[d].used[k] += v
 					}
-					extra[d]["_n"]++
+					extra[d].n++
 				}
 				continue
 			}
@@ -113,6 +113,13 @@ func fitNode(devs []*draDev, claims []DRAClaim, raw []*resourcev1.ResourceClaim,
 		}
 	}
 	return ""
+}
+
+// charge is what this pod's earlier requests took of a device while fitNode places them:
+// capacity per name (bytes, percent, sharers) and the number of requests.
+type charge struct {
+	used map[resourcev1.QualifiedName]int64
+	n    int64
 }
 
 // asks is what x consumes of d per capacity: the request's value, else the device's
@@ -141,7 +148,10 @@ func hasKey[V any](m map[resourcev1.QualifiedName]V, k resourcev1.QualifiedName)
 // deviceFit is "" when x fits on d now, else why: a taint not tolerated, a selector that does not
 // match, the device held whole by another claim, or each capacity whose free part is too small
 // (memory in MiB, cores in percent, sharers used of the split count), comma-separated.
-func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, extra map[resourcev1.QualifiedName]int64, withUsage bool) string {
+func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, extra *charge, withUsage bool) string {
+	if extra == nil {
+		extra = &charge{}
+	}
 	for _, t := range d.d.Taints {
 		if (t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute) && !tolerated(x.Tolerations, &t) {
 			if t.Key == draapi.TaintUnhealthy {
@@ -170,7 +180,7 @@ func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, ext
 			}
 		}
 	}
-	n := extra["_n"]
+	n := extra.n
 	if withUsage {
 		n += int64(len(d.owners))
 	}
@@ -191,7 +201,7 @@ func deviceFit(d *draDev, x *resourcev1.ExactDeviceRequest, req *DRARequest, ext
 		if !ok {
 			continue
 		}
-		total, used := c.Value.Value(), extra[k]
+		total, used := c.Value.Value(), extra.used[k]
 		if withUsage {
 			used += d.used[k]
 		}

@@ -81,10 +81,17 @@ func draUses(pod *corev1.Pod, objs Objects) (claims []DRAClaim, raw []*resourcev
 			dc.Claim = *pc.ResourceClaimName
 		case pc.ResourceClaimTemplateName != nil:
 			dc.Template = *pc.ResourceClaimTemplateName
+			listed := false
 			for _, s := range pod.Status.ResourceClaimStatuses {
-				if s.Name == pc.Name && s.ResourceClaimName != nil {
-					dc.Claim = *s.ResourceClaimName
+				if s.Name == pc.Name {
+					listed = true
+					if s.ResourceClaimName != nil {
+						dc.Claim = *s.ResourceClaimName
+					}
 				}
+			}
+			if listed && dc.Claim == "" {
+				continue // the status says no claim is needed (core/v1 PodResourceClaimStatus)
 			}
 			if dc.Claim == "" {
 				problems = append(problems, fmt.Sprintf("spec.resourceClaims[%s]: no ResourceClaim made from template %s yet (pod.status.resourceClaimStatuses; kube-controller-manager creates it)", pc.Name, dc.Template))
