@@ -217,3 +217,32 @@ func TestExplainDRATemplateAndRunning(t *testing.T) {
 		t.Errorf("running table:\n%s", b.String())
 	}
 }
+
+// TestExplainDRATwoRequestsAndWholeDevice: two requests of one claim are placed in order, the
+// first charged before the second (n1's only usable GPU has 31920 MiB left for the second);
+// a device that is not shareable and already allocated is "held whole"; n2's gpu-0 has the
+// memory but no sharer left.
+func TestExplainDRATwoRequestsAndWholeDevice(t *testing.T) {
+	c := gpuClaim("pair", 1, "50000Mi", "")
+	second := *c.Spec.Devices.Requests[0].DeepCopy()
+	second.Name = "gpu2"
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, second)
+	objs := draFleet(c)
+	objs.ResourceSlices = append(objs.ResourceSlices, draSlice("n3", "n3", draGPU("gpu-0", "GPU-n3-0", 0, "80Gi", false)))
+	objs.ResourceClaims = append(objs.ResourceClaims, draClaim("x", "whole", "w", draapi.DriverName, "n3", "gpu-0", nil))
+	e := Explain(claimPod("p", "pair"), objs, nil, DefaultConfig(), t0)
+	want := map[string]NodeFit{
+		"n1": {Node: "n1", Unresolvable: true, Reason: `claim pair request "gpu2" (1 device, 50000 MiB): gpu-0 31920 MiB free of 81920 (too small); gpu-1 tainted unhealthy (xid-79) (even with the node's devices free)`},
+		"n2": {Node: "n2", Reason: `claim pair request "gpu" (1 device, 50000 MiB): gpu-0 2/2 sharers used; gpu-1 11920 MiB free of 81920 (too small)`},
+		// Even free, n3's one whole device serves only one of the two requests.
+		"n3": {Node: "n3", Unresolvable: true, Reason: `claim pair request "gpu" (1 device, 50000 MiB): gpu-0 held whole by claim x/whole (not shareable) (even with the node's devices free)`},
+	}
+	if len(e.Nodes) != 3 {
+		t.Fatalf("nodes %+v", e.Nodes)
+	}
+	for _, f := range e.Nodes {
+		if f != want[f.Node] {
+			t.Errorf("%s:\n got %+v\nwant %+v", f.Node, f, want[f.Node])
+		}
+	}
+}
