@@ -239,6 +239,9 @@ func tolerated(ts []resourcev1.DeviceToleration, t *resourcev1.DeviceTaint) bool
 // describeDRARequest is `request "gpu" (1 device, 90000 MiB, 25% cores)`; capacities not set
 // read "memory default" etc. (the device's requestPolicy default, else whole).
 func describeDRARequest(r *DRARequest) string {
+	if r.Count == 0 && !r.All {
+		return fmt.Sprintf("request %q (firstAvailable, not evaluated)", r.Name)
+	}
 	parts := []string{}
 	switch {
 	case r.All:

@@ -33,7 +33,8 @@ type DRAClaim struct {
 // requestPolicy default, else its whole capacity, is consumed (KEP-5075).
 type DRARequest struct {
 	Name string `json:"name"`
-	// Count is the number of devices (allocationMode ExactCount); All is true for allocationMode All.
+	// Count is the number of devices (allocationMode ExactCount); All is true for allocationMode
+	// All; Count 0 without All is a firstAvailable request (not evaluated).
 	Count int64 `json:"count"`
 	All   bool  `json:"all,omitempty"`
 	// MemoryMiB (capacity "memory", bytes rounded up to MiB), CoresPercent ("cores") and
@@ -106,10 +107,16 @@ func draUses(pod *corev1.Pod, objs Objects) (claims []DRAClaim, raw []*resourcev
 			continue
 		}
 		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly == nil || r.Exactly.DeviceClassName != draapi.DriverName {
-				continue
+			if r.Exactly != nil && r.Exactly.DeviceClassName == draapi.DriverName {
+				dc.Requests = append(dc.Requests, draRequest(r.Name, r.Exactly))
 			}
-			dc.Requests = append(dc.Requests, draRequest(r.Name, r.Exactly))
+			for _, sub := range r.FirstAvailable {
+				if sub.DeviceClassName == draapi.DriverName {
+					// Not evaluated: fitNode treats it as fitting (docs/components.md).
+					dc.Requests = append(dc.Requests, DRARequest{Name: r.Name, NotEvaluated: []string{"firstAvailable (subrequests are not evaluated)"}})
+					break
+				}
+			}
 		}
 		if len(dc.Requests) == 0 {
 			continue

@@ -193,6 +193,15 @@ func TestExplainDRATemplateAndRunning(t *testing.T) {
 		}
 	}
 
+	// A firstAvailable request of the class makes the pod a DRA pod, its fit not evaluated.
+	alt := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "alt"}}
+	alt.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "any", FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "big", DeviceClassName: draapi.DriverName, Count: 1}}}}
+	objs2 := draFleet(alt)
+	e = Explain(claimPod("p", "alt"), objs2, nil, DefaultConfig(), t0)
+	if e.Mode != ModeDRA || len(e.Claims) != 1 || len(e.Claims[0].Requests) != 1 || len(e.Claims[0].Requests[0].NotEvaluated) != 1 || len(e.Nodes) != 2 || !e.Nodes[1].Fits {
+		t.Errorf("firstAvailable: %+v", e)
+	}
+
 	p.Status.ResourceClaimStatuses = nil
 	e = Explain(p, objs, nil, DefaultConfig(), t0)
 	if e.Mode != ModeDRA || len(e.Problems) != 1 || !strings.Contains(e.Problems[0], "no ResourceClaim made from template gpu-20g yet") || e.Nodes != nil {

@@ -204,7 +204,7 @@ func writeDRAClaims(b *strings.Builder, claims []DRAClaim) {
 			r := &c.Requests[j]
 			fmt.Fprintf(b, "    %s\n", describeDRARequest(r))
 			for _, s := range r.NotEvaluated {
-				fmt.Fprintf(b, "      selector not evaluated: %s\n", s)
+				fmt.Fprintf(b, "      not evaluated: %s\n", s)
 			}
 		}
 		for _, a := range c.Allocated {
