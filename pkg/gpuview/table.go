@@ -128,6 +128,7 @@ func WriteExplanation(w io.Writer, e *Explanation) error {
 			fmt.Fprintf(&b, "  %s\n", describeRequest(&e.Containers[i]))
 		}
 	}
+	writeDRAClaims(&b, e.Claims)
 	if e.Allocation != nil {
 		fmt.Fprintf(&b, "Allocation (%s) on %s:\n", e.AllocationSource, e.Allocation.Node)
 		for _, c := range e.Allocation.Containers {
@@ -184,4 +185,37 @@ func shortList(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return strings.Join(names[:5], ", ") + " and " + itoa(len(names)-5) + " more"
+}
+
+// writeDRAClaims prints each claim's requests and, once allocated, its devices.
+func writeDRAClaims(b *strings.Builder, claims []DRAClaim) {
+	if len(claims) == 0 {
+		return
+	}
+	b.WriteString("Claims (DRA, " + "gpu.hami-go.io):\n")
+	for i := range claims {
+		c := &claims[i]
+		from := ""
+		if c.Template != "" {
+			from = " from template " + c.Template
+		}
+		fmt.Fprintf(b, "  %s: claim %s%s\n", c.PodClaimName, c.Claim, from)
+		for j := range c.Requests {
+			r := &c.Requests[j]
+			fmt.Fprintf(b, "    %s\n", describeDRARequest(r))
+			for _, s := range r.NotEvaluated {
+				fmt.Fprintf(b, "      not evaluated: %s\n", s)
+			}
+		}
+		for _, a := range c.Allocated {
+			mem, cores := "whole", "whole"
+			if a.MemoryMiB >= 0 {
+				mem = itoa(int(a.MemoryMiB)) + " MiB"
+			}
+			if a.CoresPercent >= 0 {
+				cores = itoa(int(a.CoresPercent)) + "%"
+			}
+			fmt.Fprintf(b, "    allocated %q: %s/%s  %s  %s cores\n", a.Request, a.Pool, a.Device, mem, cores)
+		}
+	}
 }

@@ -19,6 +19,9 @@ type Explanation struct {
 	Namespace  string    `json:"namespace"`
 	Pod        string    `json:"pod"`
 	Phase      string    `json:"phase"`
+	// Mode is where the reasons come from: "device-plugin" (the extender's Filter) or "dra"
+	// (the pod's gpu.hami-go.io ResourceClaims against the ResourceSlices, drafit.go).
+	Mode Mode `json:"mode"`
 	// SchedulerName is the pod's spec.schedulerName.
 	SchedulerName string `json:"schedulerName"`
 	// Node is spec.nodeName (empty while the pod is not bound).
@@ -33,6 +36,9 @@ type Explanation struct {
 	// ("claimed" or "planned") in AllocationSource.
 	Allocation       *device.Allocation `json:"allocation,omitempty"`
 	AllocationSource string             `json:"allocationSource,omitempty"`
+	// Claims are, in DRA mode, the pod's claims of DeviceClass gpu.hami-go.io with their
+	// requests and, once allocated, their devices.
+	Claims []DRAClaim `json:"claims,omitempty"`
 	// Nodes is, for a pod that is not bound, each node and whether the pod fits there now, with
 	// the extender's Filter reason where it does not.
 	Nodes []NodeFit `json:"nodes,omitempty"`
@@ -62,17 +68,26 @@ type EventSummary struct {
 	Count   int32     `json:"count,omitempty"`
 }
 
-// Explain says why pod is where it is: for a bound pod what it got; for an unbound one, per
+// Explain says why pod is where it is (a pod with ResourceClaims of DeviceClass gpu.hami-go.io:
+// explainDRA, Mode "dra"): for a bound pod what it got; for an unbound one, per
 // node, the extender's Filter answer computed from objs (the pod itself left out of the usage)
 // with allocator.Fit. events are the pod's events (any order; others are ignored).
 func Explain(pod *corev1.Pod, objs Objects, events []corev1.Event, cfg Config, now time.Time) Explanation {
 	e := Explanation{
 		APIVersion: APIVersion, Kind: KindExplanation, Time: now.UTC(),
-		Namespace: pod.Namespace, Pod: pod.Name, Phase: string(pod.Status.Phase),
+		Namespace: pod.Namespace, Pod: pod.Name, Phase: string(pod.Status.Phase), Mode: ModeDevicePlugin,
 		SchedulerName: pod.Spec.SchedulerName, Node: pod.Spec.NodeName,
 		LastSchedulingEvent: lastFailedScheduling(pod, events),
 	}
 	req, err := device.ParsePodRequest(pod, cfg.Resources)
+	if len(pod.Spec.ResourceClaims) > 0 {
+		claims, raw, problems := draUses(pod, objs)
+		if len(claims) > 0 || (len(problems) > 0 && (err != nil || !req.UsesGPU())) {
+			e.Problems = problems
+			explainDRA(&e, pod, objs, claims, raw)
+			return e
+		}
+	}
 	if err != nil {
 		e.RequestError = err.Error()
 	} else {
