@@ -25,6 +25,7 @@ const (
 // draDevice is one published device and where its row is.
 type draDevice struct {
 	node string
+	d    *resourcev1.Device
 	gpu  *GPU
 	excl bool
 }
@@ -35,6 +36,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 	nodes := map[string]*Node{}
 	type row struct {
 		key  string // pool + "/" + device
+		d    *resourcev1.Device
 		gpu  GPU
 		excl bool
 	}
@@ -75,7 +77,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 				}
 			}
 			excl := d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations
-			rows[name] = append(rows[name], row{key: s.Spec.Pool.Name + "/" + d.Name, gpu: g, excl: excl})
+			rows[name] = append(rows[name], row{key: s.Spec.Pool.Name + "/" + d.Name, d: d, gpu: g, excl: excl})
 		}
 	}
 	// Rows in index order; then point at them (the slice is not moved again).
@@ -86,7 +88,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		n.GPUs = make([]GPU, len(rs))
 		for i, r := range rs {
 			n.GPUs[i] = r.gpu
-			devs[r.key] = &draDevice{node: name, gpu: &n.GPUs[i], excl: r.excl}
+			devs[r.key] = &draDevice{node: name, d: r.d, gpu: &n.GPUs[i], excl: r.excl}
 		}
 	}
 	for _, n := range nodes {
@@ -114,14 +116,10 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 			if d == nil {
 				continue // a device no slice publishes (any more): nothing to show it on
 			}
-			mib, cores := d.gpu.MemoryMiB, 100
-			if q, ok := r.ConsumedCapacity[draapi.CapacityMemory]; ok {
-				mib = mibOf(q)
-			}
-			if q, ok := r.ConsumedCapacity[draapi.CapacityCores]; ok {
-				cores = int(q.Value())
-			} else if !d.excl {
-				cores = 0
+			u := consumed(d.d, &r)
+			mib, cores := mibOf(*resource.NewQuantity(u[draapi.CapacityMemory], resource.BinarySI)), int(u[draapi.CapacityCores])
+			if _, stated := r.ConsumedCapacity[draapi.CapacityCores]; !stated && d.excl {
+				cores = 100 // a device that cannot be shared is the claim's whole
 			}
 			d.gpu.BookedMiB += mib
 			d.gpu.BookedCoresPercent += cores
@@ -142,6 +140,21 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		}
 	}
 	return nodes
+}
+
+// consumed is what allocation result r takes of device d, in the capacities' own units (memory
+// in bytes, cores in percent, sharers): its ConsumedCapacity (resource.k8s.io/v1, KEP-5075), and
+// where a key is absent the driver's defaults: the device's whole memory and one sharer. The nodes
+// view and why charge devices with it.
+func consumed(d *resourcev1.Device, r *resourcev1.DeviceRequestAllocationResult) map[resourcev1.QualifiedName]int64 {
+	u := map[resourcev1.QualifiedName]int64{draapi.CapacitySharers: 1}
+	if c, ok := d.Capacity[draapi.CapacityMemory]; ok {
+		u[draapi.CapacityMemory] = c.Value.Value()
+	}
+	for k, q := range r.ConsumedCapacity {
+		u[k] = q.Value()
+	}
+	return u
 }
 
 // mibOf is a byte quantity in MiB, rounded up (the quantity rule of pkg/device: never book less).

@@ -250,14 +250,8 @@ func draInventory(objs Objects) (order []string, devs map[string][]*draDev) {
 				continue
 			}
 			d.owners = append(d.owners, c.Namespace+"/"+c.Name)
-			if _, ok := r.ConsumedCapacity[draapi.CapacitySharers]; !ok {
-				d.used[draapi.CapacitySharers]++
-			}
-			if c, ok := d.d.Capacity[draapi.CapacityMemory]; ok && !hasKey(r.ConsumedCapacity, draapi.CapacityMemory) {
-				d.used[draapi.CapacityMemory] += c.Value.Value() // as the nodes view: the whole memory
-			}
-			for k, q := range r.ConsumedCapacity {
-				d.used[k] += q.Value()
+			for k, v := range consumed(d.d, &r) {
+				d.used[k] += v
 			}
 		}
 	}
