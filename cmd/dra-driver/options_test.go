@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "binpack" || c.RepublishDelay != time.Second {
+		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "index" || c.RepublishDelay != time.Second {
 		t.Fatalf("defaults = %+v", o)
 	}
 }

@@ -85,7 +85,7 @@ func Defaults() Config {
 		RecoveryProbes:  3,
 		ProbeInterval:   5 * time.Second,
 		MetricsAddress:  ":9400",
-		DeviceOrder:     OrderBinpack,
+		DeviceOrder:     OrderIndex,
 		RepublishDelay:  time.Second,
 	}
 }
