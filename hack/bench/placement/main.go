@@ -153,6 +153,31 @@ func markdown(o options, rows []Row) string {
 		}
 		fmt.Fprintf(&b, "- %d node(s): %s\n", n, strings.Join(parts, "; "))
 	}
+	b.WriteString("\nPer-GPU booked memory (percent, node by node in GPU index order) at the first refusal, seed 1, clusters of up to 4 nodes:\n\n")
+	for _, r := range rows {
+		if r.Seed != 1 || r.Nodes > 4 {
+			continue
+		}
+		for i, c := range r.Cells {
+			fmt.Fprintf(&b, "- %d node(s), %s: %s\n", r.Nodes, head[i], perGPU(c, o.memMiB, o.gpus))
+		}
+	}
+	return b.String()
+}
+
+// perGPU is each GPU's booked memory in percent, nodes separated by " | ".
+func perGPU(r Result, memMiB int64, gpus int) string {
+	var b strings.Builder
+	for i, m := range r.MemMiB {
+		if i > 0 {
+			if i%gpus == 0 {
+				b.WriteString(" | ")
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		fmt.Fprintf(&b, "%d", (100*m+memMiB/2)/memMiB)
+	}
 	return b.String()
 }
 

@@ -109,10 +109,14 @@ func TestMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := markdown(o, rows)
-	for _, want := range []string{"## Placement in DRA mode", "| 1 | 1 | ", "| 2 | 2 | ", "- 2 node(s): DRA, index order (first-fit) ", "lag 10"} {
+	for _, want := range []string{"## Placement in DRA mode", "| 1 | 1 | ", "| 2 | 2 | ", "- 2 node(s): DRA, index order (first-fit) ", "lag 10",
+		"- 1 node(s), hami-go binpack (extender): "} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+	if got := perGPU(Result{MemMiB: []int64{1000, 0, 500, 250}}, 1000, 2); got != "100 0 | 50 25" {
+		t.Errorf("perGPU = %q", got)
 	}
 	if _, err := parse([]string{"--nodes=0"}); err == nil {
 		t.Error("--nodes=0 accepted")
