@@ -86,8 +86,8 @@ func TestDRAExtendedResourceWholeGPU(t *testing.T) {
 		if name == "slice-cores" {
 			res = resCores
 		}
-		if !strings.Contains(msg, res) && !strings.Contains(msg, "cannot fit resource") {
-			t.Errorf("%s: PodScheduled message %q names neither %s nor kube-scheduler's \"cannot fit resource\"", name, msg, res)
+		if !strings.Contains(msg, "Insufficient "+res) {
+			t.Errorf("%s: PodScheduled message %q, want kube-scheduler's \"Insufficient %s\"", name, msg, res)
 		}
 	}
 	c.stillPending(t, ns, "slice-mem", 3*time.Second)

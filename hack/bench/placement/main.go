@@ -45,7 +45,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.seeds, "seeds", 5, "number of workloads (seeds 1..N)")
 	nodes := fs.String("nodes", "1,4", "comma-separated cluster sizes, nodes")
 	fs.IntVar(&o.gpus, "gpus", 8, "GPUs per node")
-	fs.Int64Var(&o.memMiB, "gpu-memory", 81559, "memory of each GPU, MiB (the fake dgxh100 fleet's H100 80 GB)")
+	fs.Int64Var(&o.memMiB, "gpu-memory", 81920, "memory of each GPU, MiB (the fake dgxh100 fleet's H100 80 GB)")
 	fs.IntVar(&o.pods, "pods", 3000, "pods per workload (more than ever fit)")
 	fs.IntVar(&o.twoGPU, "two-gpu-percent", 15, "percent of pods that ask two GPUs")
 	fs.IntVar(&o.split, "split-count", 10, "sharers per GPU (--split-count)")

@@ -37,7 +37,7 @@ func TestWorkload(t *testing.T) {
 // GPU. In index order (first-fit) it does not for this seed: the device order is what steers it.
 func TestBinpackOrderMatchesExtender(t *testing.T) {
 	ctx := context.Background()
-	f := NewFleet(1, 8, 81559, 10)
+	f := NewFleet(1, 8, 81920, 10)
 	for seed := uint64(1); seed <= 3; seed++ {
 		pods := Workload(seed, 300, 0)
 		want := RunHAMi(f, pods, rng(seed))
@@ -67,7 +67,7 @@ func TestBinpackOrderMatchesExtender(t *testing.T) {
 // booked memory is exactly what the placed pods ask.
 func TestCapacityHolds(t *testing.T) {
 	ctx := context.Background()
-	f := NewFleet(2, 8, 81559, 10)
+	f := NewFleet(2, 8, 81920, 10)
 	pods := Workload(5, 400, 15)
 	runs := []Result{RunHAMi(f, pods, rng(5))}
 	for _, m := range []DRAMode{{dra.OrderIndex, 1}, {dra.OrderBinpack, 1}, {dra.OrderBinpack, 10}, {dra.OrderSpread, 1}} {
@@ -83,7 +83,7 @@ func TestCapacityHolds(t *testing.T) {
 		}
 		var booked int64
 		for g, m := range r.MemMiB {
-			if m > 81559 || r.Sharers[g] > 10 {
+			if m > 81920 || r.Sharers[g] > 10 {
 				t.Errorf("run %d GPU %d over capacity: %d MiB, %d sharers", i, g, m, r.Sharers[g])
 			}
 			booked += m
