@@ -34,11 +34,17 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", c.CDIDir, "the container runtime's CDI directory, where claim specs are written")
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", c.PluginDataDir, "directory of the driver's socket and checkpoint")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", c.RegistrarDir, "the kubelet's plugin registration directory")
+	order := fs.String("device-order", string(c.DeviceOrder), "order of the GPUs in the published ResourceSlice, which kube-scheduler's first-fit device allocator follows: index (NVML index order, never republished), binpack (fullest GPU first, by the prepared claims) or spread (emptiest first)")
+	fs.DurationVar(&c.RepublishDelay, "republish-delay", c.RepublishDelay, "how long changes of prepared claims are gathered before the reordered ResourceSlice is republished (at most one update per delay; 0 = at every change)")
 	fs.BoolVar(&o.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address, as the device plugin does (fake backend only)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
 	if err := n.Validate(); err != nil {
+		return o, err
+	}
+	var err error
+	if c.DeviceOrder, err = dra.ParseDeviceOrder("--device-order", *order); err != nil {
 		return o, err
 	}
 	if n.Backend != cliflags.BackendFake && o.FakeFaultInjection {

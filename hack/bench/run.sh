@@ -11,6 +11,9 @@
 #      afterwards. On a machine without the tool cache that first builds Kubernetes (20–30 min).
 #      HAMI_GO_BENCH_E2E=0 skips this part.
 #   3. hack/bench/report turns the outputs into the report.
+#   4. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
+#      DRA allocator over the driver's ResourceSlices vs the extender's binpack; appended to the
+#      report as "Placement in DRA mode (fragmentation)" (docs/dra.md).
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_NODES (1000),
 # HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE.
 set -euo pipefail
@@ -28,7 +31,7 @@ log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 [[ $COUNT =~ ^[1-9][0-9]*$ ]] || { log "HAMI_GO_BENCH_COUNT: \"$COUNT\" is not a positive integer"; exit 2; }
 mkdir -p "$OUT" docs/bench
-rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json"
+rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json" "$OUT/placement.md"
 
 bench() { # bench <package> <go test args...>
   local pkg=$1
@@ -42,6 +45,8 @@ bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"
 bench ./pkg/webhook -bench '^BenchmarkAdmissionLatency$' -count "$COUNT"
 HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
 log "benchmarks done in $((SECONDS - START))s"
+log "go run ./hack/bench/placement (DRA placement vs binpack)"
+"$GO" run ./hack/bench/placement --seeds 10 --nodes 1,4,8 --out "$OUT/placement.md" >/dev/null
 
 if [[ $E2E != 0 ]]; then
   KUBECTL=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/kubectl
@@ -69,5 +74,7 @@ if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched
 took=$((SECONDS - START))
 "$GO" run ./hack/bench/report --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
+printf '\n' >>docs/bench/report.md
+cat "$OUT/placement.md" >>docs/bench/report.md
 log "report: docs/bench/report.md (took $((SECONDS - START))s)"
 exit "${status:-0}"

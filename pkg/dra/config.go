@@ -61,6 +61,13 @@ type Config struct {
 	ProbeInterval time.Duration
 	// MetricsAddress serves /metrics and /healthz.
 	MetricsAddress string
+	// DeviceOrder is the order of the devices in the ResourceSlice (--device-order): index,
+	// binpack (fullest first) or spread (emptiest first), by the prepared claims' use.
+	DeviceOrder DeviceOrder
+	// RepublishDelay is how long the driver gathers changes of prepared claims before it
+	// republishes a reordered ResourceSlice (--republish-delay): at most one ResourceSlice
+	// update per delay; 0 = at every change.
+	RepublishDelay time.Duration
 }
 
 // Defaults returns the defaults of docs/components.md.
@@ -78,6 +85,8 @@ func Defaults() Config {
 		RecoveryProbes:  3,
 		ProbeInterval:   5 * time.Second,
 		MetricsAddress:  ":9400",
+		DeviceOrder:     OrderIndex,
+		RepublishDelay:  time.Second,
 	}
 }
 
@@ -108,6 +117,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RecoveryProbes < 1 {
 		return fmt.Errorf("--recovery-probes: %d is below 1", c.RecoveryProbes)
+	}
+	if _, err := ParseDeviceOrder("--device-order", string(c.DeviceOrder)); err != nil {
+		return err
+	}
+	if c.RepublishDelay < 0 {
+		return fmt.Errorf("--republish-delay: %s is negative", c.RepublishDelay)
 	}
 	if c.ProbeInterval <= 0 {
 		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)

@@ -56,6 +56,9 @@ type Driver struct {
 	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
+	lastOrder []string // device names in the order republishLoop last published
+
+	reorder chan struct{} // a change of prepared claims (capacity 1; see useChanged)
 
 	// fatal ends Run with the error (set by Run before the helper starts; nil: log only).
 	fatal func(error)
@@ -82,7 +85,7 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
 	}
-	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}),
+	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}), reorder: make(chan struct{}, 1),
 		ckpt: filepath.Join(cfg.PluginDataDir, CheckpointName)}
 	d.view = gpuView{pool: cfg.NodeName, byName: map[string]GPUInfo{}, slice: d.sliceConfig()}
 	facts, _ := backend.(device.FactsSource)
@@ -135,9 +138,10 @@ func (d *Driver) Health() *gpuhealth.Health { return d.health }
 func (d *Driver) GPUs() []GPUInfo { return append([]GPUInfo(nil), d.gpus...) }
 
 // Resources is what the driver publishes now: one pool named after the node with one slice
-// of Devices (health applied as taints).
+// of Devices (health applied as taints), in the configured DeviceOrder of the prepared claims'
+// use (Order).
 func (d *Driver) Resources() resourceslice.DriverResources {
-	gpus := d.GPUs()
+	gpus := Order(d.gpus, UseOf(d.Prepared()), d.sliceConfig(), d.cfg.DeviceOrder)
 	for i := range gpus {
 		if st, ok := d.health.Status(gpus[i].GPU.UUID); ok && !st.Healthy {
 			gpus[i].Unhealthy = &Unhealthy{XID: st.LastXID, Since: st.Since}
@@ -178,6 +182,8 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 				_ = d.cdi.remove(uid)
 				out[uid] = kubeletplugin.PrepareResult{Err: err}
 			}
+		} else {
+			d.useChanged()
 		}
 	}
 	return out, nil
@@ -307,6 +313,8 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 				d.prepared[uid] = p
 				out[uid] = err
 			}
+		} else {
+			d.useChanged()
 		}
 	}
 	return out, nil

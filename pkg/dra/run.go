@@ -33,7 +33,7 @@ type Deps struct {
 // (returned): it discovers the GPUs, serves metrics, starts the
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
-// health change).
+// health change) and republishes when prepared claims change the device order (republishLoop).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	d, err := New(cfg, deps.Backend, deps.Options)
 	if err != nil {
@@ -68,6 +68,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	for _, g := range d.gpus {
 		uuids = append(uuids, g.GPU.UUID)
 	}
+	go d.republishLoop(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()

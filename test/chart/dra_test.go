@@ -49,6 +49,7 @@ func TestModeDRA(t *testing.T) {
 		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "2048,GPU-a=4Gi,3=0", "--enforcement": "hami-core",
 		"--cdi-dir": "/etc/cdi", "--plugin-data-dir": "/k/plugins/gpu.hami-go.io", "--registrar-dir": "/k/plugins_registry",
 		"--metrics-address": ":9400", "--fake-fault-injection": "true",
+		"--device-order": "index", "--republish-delay": "1s",
 	}
 	for k, v := range want {
 		if f[k] != v {
@@ -73,8 +74,32 @@ func TestModeDRA(t *testing.T) {
 	if sel := dc.Spec.Selectors; len(sel) != 1 || sel[0].CEL == nil || sel[0].CEL.Expression != `device.driver == "gpu.hami-go.io"` {
 		t.Errorf("DeviceClass selectors = %+v", sel)
 	}
+	if n := dc.Spec.ExtendedResourceName; n == nil || *n != "nvidia.com/gpu" {
+		t.Errorf("DeviceClass extendedResourceName = %v, want nvidia.com/gpu", n)
+	}
 	if !r.has(draSvc) {
 		t.Error("no metrics Service for the DRA driver")
+	}
+}
+
+// draDriver.deviceOrder and republishDelay set the driver's flags; extendedResource=false drops
+// the DeviceClass's extendedResourceName, which follows resourceNames.count.
+func TestModeDRAPlacementAndExtendedResource(t *testing.T) {
+	r := renderChart(t, sets(t, "mode=dra", "draDriver.deviceOrder=binpack", "draDriver.republishDelay=250ms", "resourceNames.count=example.com/gpu"))
+	f := flags(container(t, daemonSet(t, r, draDS).Spec.Template.Spec, "dra-driver"))
+	if f["--device-order"] != "binpack" || f["--republish-delay"] != "250ms" {
+		t.Errorf("--device-order %q --republish-delay %q", f["--device-order"], f["--republish-delay"])
+	}
+	if n := typedAs[*resourcev1.DeviceClass](t, r, draDC).Spec.ExtendedResourceName; n == nil || *n != "example.com/gpu" {
+		t.Errorf("extendedResourceName = %v, want example.com/gpu", n)
+	}
+	r = renderChart(t, sets(t, "mode=dra", "draDriver.extendedResource=false"))
+	if n := typedAs[*resourcev1.DeviceClass](t, r, draDC).Spec.ExtendedResourceName; n != nil {
+		t.Errorf("extendedResource=false: extendedResourceName = %q", *n)
+	}
+	if _, err := renderFiles(t, sets(t, "mode=dra", "draDriver.deviceOrder=first")); err == nil ||
+		!strings.Contains(err.Error(), `draDriver.deviceOrder must be "index", "binpack" or "spread", got "first"`) {
+		t.Errorf("deviceOrder=first: err = %v", err)
 	}
 }
 

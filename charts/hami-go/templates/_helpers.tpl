@@ -138,6 +138,9 @@ seccompProfile:
 {{- if not (has .Values.mode (list "deviceplugin" "dra")) -}}
 {{- fail (printf "mode must be \"deviceplugin\" or \"dra\", got %q" (toString .Values.mode)) -}}
 {{- end -}}
+{{- if not (has .Values.draDriver.deviceOrder (list "index" "binpack" "spread")) -}}
+{{- fail (printf "draDriver.deviceOrder must be \"index\", \"binpack\" or \"spread\", got %q" (toString .Values.draDriver.deviceOrder)) -}}
+{{- end -}}
 {{- if not (has $dp.backend (list "nvml" "fake")) -}}
 {{- fail (printf "devicePlugin.backend must be \"nvml\" or \"fake\", got %q" (toString $dp.backend)) -}}
 {{- end -}}
