@@ -1,6 +1,6 @@
 // Package gpuenv builds what a GPU container gets (env and host mounts) from one ordered list
 // of GPU grants: the one builder both node components use, the device plugin's Allocate and
-// the DRA driver's CDI spec (design.md, "The DRA mode": the same env contract in both modes).
+// the DRA driver's CDI spec (docs/design.md, "DRA mode": the same env contract in both modes).
 // It is pure: the only host access is the exists function the caller passes.
 package gpuenv
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// DRA source (design.md "The DRA mode"): hami-go's DRA driver publishes each GPU as one device
+// DRA source (docs/design.md "DRA mode"): hami-go's DRA driver publishes each GPU as one device
 // of a ResourceSlice with consumable capacities `memory` (bytes) and `cores` (percent); a
 // ResourceClaim's allocation result names the device and the capacity it consumed
 // (resource.k8s.io/v1 DeviceRequestAllocationResult.ConsumedCapacity, KEP-5075). The view reads

@@ -10,7 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
-// DRA reasons (design.md "The DRA mode"): in DRA mode kube-scheduler's DynamicResources plugin
+// DRA reasons (docs/design.md "DRA mode"): in DRA mode kube-scheduler's DynamicResources plugin
 // only says a node "cannot allocate all claims". ExplainDRA recomputes, per node and device,
 // why each request of the pod's gpu.hami-go.io claims does not fit, from the ResourceSlices and
 // the allocated claims' consumed capacity (resource.k8s.io/v1, KEP-5075 consumable capacity).
