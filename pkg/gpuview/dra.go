@@ -24,7 +24,6 @@ const (
 
 // draDevice is one published device and where its row is.
 type draDevice struct {
-	node string
 	d    *resourcev1.Device
 	gpu  *GPU
 	excl bool
@@ -88,7 +87,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		n.GPUs = make([]GPU, len(rs))
 		for i, r := range rs {
 			n.GPUs[i] = r.gpu
-			devs[r.key] = &draDevice{node: name, d: r.d, gpu: &n.GPUs[i], excl: r.excl}
+			devs[r.key] = &draDevice{d: r.d, gpu: &n.GPUs[i], excl: r.excl}
 		}
 	}
 	for _, n := range nodes {
