@@ -11,6 +11,9 @@
 #      afterwards. On a machine without the tool cache that first builds Kubernetes (20–30 min).
 #      HAMI_GO_BENCH_E2E=0 skips this part.
 #   3. hack/bench/report turns the outputs into the report.
+# hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
+# it uses this checkout's library through a replace): its two programs are built from there into
+# $OUT/bin and run from the repository root.
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_NODES (1000),
 # HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE.
 set -euo pipefail
@@ -42,6 +45,8 @@ bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"
 bench ./pkg/webhook -bench '^BenchmarkAdmissionLatency$' -count "$COUNT"
 HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
 log "benchmarks done in $((SECONDS - START))s"
+TOOLS=$(realpath -m "$OUT/bin")
+"$GO" build -C hack/bench -o "$TOOLS/" ./e2esched ./report
 
 if [[ $E2E != 0 ]]; then
   KUBECTL=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/kubectl
@@ -53,7 +58,7 @@ if [[ $E2E != 0 ]]; then
     brought_up=1
   fi
   status=0
-  "$GO" run ./hack/bench/e2esched --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
+  "$TOOLS/e2esched" --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
     --pods "${HAMI_GO_BENCH_PODS:-2000}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
   if [[ $brought_up == 1 ]]; then
     hack/cluster/down.sh || true
@@ -67,7 +72,7 @@ fi
 cp "$OUT/go-bench.txt" docs/bench/go-bench.txt
 if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched.json; else rm -f docs/bench/e2esched.json; fi
 took=$((SECONDS - START))
-"$GO" run ./hack/bench/report --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+"$TOOLS/report" --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
 log "report: docs/bench/report.md (took $((SECONDS - START))s)"
 exit "${status:-0}"
