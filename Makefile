@@ -21,8 +21,13 @@ build: ## Build the three binaries and the kubectl plugin (bin/kubectl-hami_go) 
 
 test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster.
 
+# Go modules of their own beside the library's (their tools' dependencies stay out of go.mod):
+# the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
+TOOL_MODULES := test/chart hack/images hack/bench
+
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
 	$(GO) test -race -count=1 ./...
+	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
 # set: only that one). In each mode the other mode's tests skip, saying so.
@@ -39,9 +44,10 @@ test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the en
 	  hack/cluster/down.sh || status=1; \
 	done; exit $$status
 
-lint: ## gofmt, go vet (helm lint runs as a Go test of the chart).
+lint: ## gofmt, go vet of every module (helm lint runs as a Go test of the chart).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet ./...); done
 
 fuzz: ## Run each fuzzer for a short while.
 	$(GO) test -run - -fuzz FuzzParseMemoryMiB -fuzztime 30s ./pkg/device
@@ -58,7 +64,7 @@ demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario 
 	$(GO) run ./hack/demo
 
 images: ## Build the images without Docker into _output/images/*.tar.
-	$(GO) run ./hack/images --version $(VERSION) --out _output/images
+	cd hack/images && $(GO) run . --version $(VERSION) --out $(CURDIR)/_output/images --repo-root $(CURDIR)
 
 gpu-check: ## Build and stage the real-GPU check in _output/gpu-check; prints the command to run on a GPU machine (hack/gpu-check/README.md).
 	GO=$(GO) hack/gpu-check/build.sh _output/gpu-check

@@ -14,6 +14,9 @@
 #   4. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
 #      DRA allocator over the driver's ResourceSlices vs the extender's binpack; appended to the
 #      report as "Placement in DRA mode (fragmentation)" (docs/dra.md).
+# hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
+# it uses this checkout's library through a replace): its programs are built from there into
+# $OUT/bin and run from the repository root.
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_NODES (1000),
 # HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE.
 set -euo pipefail
@@ -45,8 +48,10 @@ bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"
 bench ./pkg/webhook -bench '^BenchmarkAdmissionLatency$' -count "$COUNT"
 HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
 log "benchmarks done in $((SECONDS - START))s"
-log "go run ./hack/bench/placement (DRA placement vs binpack)"
-"$GO" run ./hack/bench/placement --seeds 10 --nodes 1,4,8 --out "$OUT/placement.md" >/dev/null
+TOOLS=$(realpath -m "$OUT/bin")
+"$GO" build -C hack/bench -o "$TOOLS/" ./e2esched ./report ./placement
+log "placement (DRA placement vs binpack)"
+"$TOOLS/placement" --seeds 10 --nodes 1,4,8 --out "$OUT/placement.md" >/dev/null
 
 if [[ $E2E != 0 ]]; then
   KUBECTL=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/kubectl
@@ -58,7 +63,7 @@ if [[ $E2E != 0 ]]; then
     brought_up=1
   fi
   status=0
-  "$GO" run ./hack/bench/e2esched --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
+  "$TOOLS/e2esched" --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
     --pods "${HAMI_GO_BENCH_PODS:-2000}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
   if [[ $brought_up == 1 ]]; then
     hack/cluster/down.sh || true
@@ -72,7 +77,7 @@ fi
 cp "$OUT/go-bench.txt" docs/bench/go-bench.txt
 if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched.json; else rm -f docs/bench/e2esched.json; fi
 took=$((SECONDS - START))
-"$GO" run ./hack/bench/report --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+"$TOOLS/report" --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
 printf '\n' >>docs/bench/report.md
 cat "$OUT/placement.md" >>docs/bench/report.md

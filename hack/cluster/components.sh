@@ -217,28 +217,30 @@ EOF
   wait_for "containerd socket" 60 ctr --address "$CONTAINERD_SOCK" version
 }
 
-# import_images: pause and workload (also as rayproject/ray) from hack/cluster/mkimage into
+# import_images: pause and workload (also as rayproject/ray) from hack/images/mkimage into
 # $STATE/images, then kube-scheduler and hami-go's own images from hack/images into
 # _output/images (both build with hack/images/imagebuild); imports every tar of both folders.
+# hack/images is a Go module of its own (go-containerregistry stays out of the library's go.mod):
+# both run from there, with absolute paths, and hack/images builds ./cmd/<binary> in --repo-root.
 import_images() {
   local out=$STATE/images tars=()
   mkdir -p "$out"
   log "building images into $out (progress below; output: $LOGS/images.log)"
   IMG_DIR=$out
   step_image 1 "workload binaries (go build ./hack/workload, gcc -static hack/getenv)" build_workload "$out"
-  step_image 2 "pause and workload images (hack/cluster/mkimage)" \
-    go_logged images "$REPO_ROOT" run ./hack/cluster/mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION"
+  step_image 2 "pause and workload images (hack/images/mkimage)" \
+    go_logged images "$REPO_ROOT/hack/images" run ./mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION"
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
   IMG_DIR=$REPO_ROOT/_output/images
   if step_image 3 "kube-scheduler and hami-go images (hack/images into _output/images)" \
-    go_logged images "$REPO_ROOT" run ./hack/images --version "$VERSION" --out _output/images \
+    go_logged images "$REPO_ROOT/hack/images" run . --repo-root "$REPO_ROOT" --version "$VERSION" --out "$REPO_ROOT/_output/images" \
     --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION"; then
     tars+=("$REPO_ROOT"/_output/images/*.tar)
   elif [[ ${HAMI_GO_SKIP_CHART:-0} == 1 ]]; then
-    log "WARNING: go run ./hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
+    log "WARNING: hack/images failed (see $LOGS/images.log); going on without hami-go images (HAMI_GO_SKIP_CHART=1)"
   else
-    die "go run ./hack/images failed (see $LOGS/images.log)"
+    die "hack/images failed (see $LOGS/images.log)"
   fi
   step 4 4 "importing ${#tars[@]} image tars into containerd" import_tars "${tars[@]}"
 }

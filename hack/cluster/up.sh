@@ -6,7 +6,7 @@
 # operator; the images; and charts/hami-go with fake GPUs (skip with HAMI_GO_SKIP_CHART=1).
 # Needs root on Debian 12. State, pids and logs: $HAMI_GO_STATE (default
 # /var/lib/hami-go-cluster), logs in $HAMI_GO_STATE/logs/<component>.log. See
-# ../../shared/local-cluster.md for what each setting is for.
+# docs/components.md ("Local cluster") for what each setting is for.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/components.sh"

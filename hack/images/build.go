@@ -53,14 +53,15 @@ type Config struct {
 	GoBin string
 }
 
-// DefaultConfig is the configuration of `go run ./hack/images` without flags.
+// DefaultConfig is the configuration of `go run .` in hack/images (a module of its own) without
+// flags: the repository root is two folders up, and the tars go to its _output/images.
 func DefaultConfig() Config {
 	return Config{
 		Version:          "0.1.0",
-		Out:              "_output/images",
+		Out:              "../../_output/images",
 		Images:           slices.Clone(Components),
 		Repository:       "docker.io/hami-go",
-		RepoRoot:         ".",
+		RepoRoot:         "../..",
 		DevicePluginLink: "dynamic",
 		KubeVersion:      "v1.37.2",
 		GoBin:            "go",

@@ -13,7 +13,8 @@
 // driver's libnvidia-ml.so.1 works; --device-plugin-link=static links it statically instead
 // (fake backend only, no base layer).
 //
-// Usage: go run ./hack/images --version 0.1.0 --out _output/images
+// Usage (in hack/images, a module of its own; `make images` from the root):
+// go run . --version 0.1.0 --out ../../_output/images --repo-root ../..
 // [--images device-plugin,scheduler-extender,webhook,dra-driver] [--kube-scheduler-bin PATH]
 // [--device-plugin-link dynamic|static] [--libc-deb PATH] [--prebuilt name=PATH,...]
 package main

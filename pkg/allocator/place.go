@@ -58,7 +58,6 @@ type scratch struct {
 
 // state is one placement of one pod on one node.
 type state struct {
-	inv   *device.Inventory
 	req   *device.PodRequest
 	split int
 	slots []slot
@@ -78,7 +77,7 @@ type state struct {
 // newState prepares a placement. It returns a non-empty reason when the node cannot host the
 // pod at all (no inventory, no GPUs, a broken split count).
 func newState(sc *scratch, inv *device.Inventory, used NodeUsage, req *device.PodRequest) (state, string) {
-	st := state{inv: inv, req: req}
+	st := state{req: req}
 	if inv == nil {
 		return st, "node has no GPU inventory"
 	}

@@ -52,7 +52,7 @@ func (a *Allocation) Container(name string) *ContainerAllocation {
 
 // SlotKey renders an allocation positionally: the kind and the devices (UUID, MiB, percent) of
 // each container, in order; container names and slice IDs are left out. Two pods of one
-// signature group (design.md "Matching Allocate to a pod") whose allocations have the same
+// signature group (docs/design.md "Matching Allocate to a pod") whose allocations have the same
 // SlotKey hold interchangeable slots: the kubelet's Allocate cannot tell them apart.
 func SlotKey(a *Allocation) string {
 	var b strings.Builder

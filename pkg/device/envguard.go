@@ -38,7 +38,7 @@ func ProtectedEnvExact() []string {
 // global one), CUDA_MPS_ (NVIDIA MPS client limits and pipe directory, NVIDIA MPS documentation
 // "Environment Variables") and HAMI_GO_ (what hami-go's device plugin tells the container).
 func ProtectedEnvPrefixes() []string {
-	return []string{"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_MPS_", "HAMI_GO_"}
+	return []string{"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_MPS_", EnvPrefix}
 }
 
 // IsProtectedEnv reports whether a container may not set the environment variable name itself

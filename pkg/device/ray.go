@@ -8,8 +8,12 @@ import "strings"
 // the run of capitals and digits that starts the second word): "NVIDIA H100 80GB HBM3" ->
 // "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "Tesla V100-SXM2-16GB" -> "V100". A name the rule
 // does not fit becomes a valid label value (at most 63 of [A-Za-z0-9_.-], alphanumeric at both
-// ends; other characters become "-"); an empty result is "unknown". The device plugin puts it in
-// HAMI_GO_GPU_MODEL, which the webhook's rewritten `ray start` line passes to --labels.
+// ends; other characters become "-"); an empty result is UnknownModel. It is hami-go's one rule
+// for a GPU's model label: both node components put it in EnvGPUModel, which the webhook's
+// rewritten `ray start` line passes to --labels, and the DRA driver publishes it as the device
+// attribute "model". Ray's rule keeps the first run of capitals and digits, so a name whose
+// second word is not a model number gets what Ray itself reports: "NVIDIA GeForce RTX 4090" ->
+// "G".
 func RayAcceleratorType(model string) string {
 	f := strings.Fields(model)
 	if len(f) >= 2 && isWordChars(f[0]) {
@@ -34,7 +38,7 @@ func RayAcceleratorType(model string) string {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	})
 	if s == "" {
-		return "unknown"
+		return UnknownModel
 	}
 	return s
 }

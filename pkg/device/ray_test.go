@@ -14,6 +14,8 @@ func TestRayAcceleratorType(t *testing.T) {
 		"weird/name (rev 2)!":     "weird-name--rev-2",
 		"NVIDIA B200":             "B200",
 		"Quadro_RTX 8000":         "8000",
+		"Tesla T4":                "T4",
+		"":                        "unknown",
 	} {
 		if got := RayAcceleratorType(model); got != want {
 			t.Errorf("RayAcceleratorType(%q) = %q, want %q", model, got, want)

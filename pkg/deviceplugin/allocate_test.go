@@ -63,8 +63,8 @@ func TestAllocateC18(t *testing.T) {
 	if _, ok := r.Envs["CUDA_DEVICE_MEMORY_LIMIT_8"]; ok {
 		t.Fatal("a 9th limit exists")
 	}
-	if r.Envs[gpuenv.EnvGPUMemoryMiB] != "320000" {
-		t.Fatalf("%s = %q, want 320000", gpuenv.EnvGPUMemoryMiB, r.Envs[gpuenv.EnvGPUMemoryMiB])
+	if r.Envs[device.EnvGPUMemoryMiB] != "320000" {
+		t.Fatalf("%s = %q, want 320000", device.EnvGPUMemoryMiB, r.Envs[device.EnvGPUMemoryMiB])
 	}
 }
 
@@ -79,8 +79,8 @@ func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string
 		}
 		out[u] = r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]
 	}
-	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != r.Envs[gpuenv.EnvCUDAVisibleDevices] || r.Envs[gpuenv.EnvGPUUUIDs] != r.Envs[gpuenv.EnvCUDAVisibleDevices] {
-		t.Fatalf("device lists differ: %q %q %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], r.Envs[gpuenv.EnvGPUUUIDs])
+	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != r.Envs[gpuenv.EnvCUDAVisibleDevices] || r.Envs[device.EnvGPUUUIDs] != r.Envs[gpuenv.EnvCUDAVisibleDevices] {
+		t.Fatalf("device lists differ: %q %q %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], r.Envs[device.EnvGPUUUIDs])
 	}
 	return out
 }
@@ -173,7 +173,7 @@ func TestAllocateC20(t *testing.T) {
 	p2.Ledger().UpsertPod(big)
 	p2.Ledger().UpsertPod(testPod("small", t0, testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-A"}}))
 	p2.Ledger().UpsertPod(testPod("two", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A", "GPU-B"}}))
-	if r := mustAlloc(t, p2, "GPU-B::1", "GPU-A::1"); r.Envs[gpuenv.EnvGPUMemoryMiB] != "2000" {
+	if r := mustAlloc(t, p2, "GPU-B::1", "GPU-A::1"); r.Envs[device.EnvGPUMemoryMiB] != "2000" {
 		t.Fatalf("two-GPU pod got %v", r.Envs)
 	}
 }
@@ -450,7 +450,7 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 			t.Logf("enforcement %s, container %d:\n%s", mode, i+1, b.String())
 		}
 		if mode == gpuenv.EnforceHAMiCore {
-			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[gpuenv.EnvGPUMemoryMiB] != "30000" || r1.Envs[gpuenv.EnvGPUModel] != "H100" {
+			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[device.EnvGPUMemoryMiB] != "30000" || r1.Envs[device.EnvGPUModel] != "H100" {
 				t.Fatalf("hami-core container 1: %v", r1.Envs)
 			}
 			if len(r1.Mounts) != 2 || r1.Mounts[0].ContainerPath != gpuenv.HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" {
@@ -487,14 +487,6 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	}
 	if len(r.Mounts) != 0 {
 		t.Fatalf("mounts %v", r.Mounts)
-	}
-}
-
-func TestRayModel(t *testing.T) {
-	for in, want := range map[string]string{"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-SXM4-80GB": "A100", "Tesla T4": "T4", "": "unknown", "NVIDIA GeForce RTX 4090": "4090"} {
-		if got := RayModel(in); got != want {
-			t.Errorf("RayModel(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package deviceplugin is hami-go's per-node kubelet device plugin: it advertises split-count
 // slice devices per healthy GPU, matches each Allocate call to the pod the scheduler extender
-// placed (design.md, "Matching Allocate to a pod"), answers with the devices and the limits of
+// placed (docs/design.md, "Matching Allocate to a pod"), answers with the devices and the limits of
 // the enforcement mode, records the claim on the pod, tracks GPU health from XID events, and
 // publishes the node inventory, GFD-style labels, a liveness Lease and metrics.
 //

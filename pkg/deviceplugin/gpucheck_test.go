@@ -165,8 +165,8 @@ func TestGPUCheckNVML(t *testing.T) {
 	check("Allocate "+gpuenv.EnvMPSPinnedMemLimit, "0=4000M", env[gpuenv.EnvMPSPinnedMemLimit])
 	check("Allocate "+gpuenv.EnvMPSActiveThreadPct, "25", env[gpuenv.EnvMPSActiveThreadPct])
 	check("Allocate "+gpuenv.EnvMPSPipeDirectory, pipe, env[gpuenv.EnvMPSPipeDirectory])
-	check("Allocate "+gpuenv.EnvGPUMemoryMiB, "4000", env[gpuenv.EnvGPUMemoryMiB])
-	check("Allocate "+gpuenv.EnvGPUModel, RayModel(g.Model), env[gpuenv.EnvGPUModel])
+	check("Allocate "+device.EnvGPUMemoryMiB, "4000", env[device.EnvGPUMemoryMiB])
+	check("Allocate "+device.EnvGPUModel, device.RayAcceleratorType(g.Model), env[device.EnvGPUModel])
 	eb, _ := json.MarshalIndent(env, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, gpuCheckEnvFile), eb, 0o644); err != nil {
 		t.Errorf("writing %s: %v", gpuCheckEnvFile, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -299,5 +298,3 @@ func (p *Plugin) Registrations() int {
 	defer p.mu.Unlock()
 	return p.registered
 }
-
-var _ = strconv.Itoa

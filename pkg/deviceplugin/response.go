@@ -55,6 +55,3 @@ func (r *responder) build(cl Claim) *pluginapi.ContainerAllocateResponse {
 	}
 	return resp
 }
-
-// RayModel turns an NVML model name into a short label value (gpuenv.RayModel).
-func RayModel(model string) string { return gpuenv.RayModel(model) }

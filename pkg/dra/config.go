@@ -1,4 +1,4 @@
-// Package dra is hami-go's DRA kubelet plugin (driver gpu.hami-go.io, design.md "The DRA
+// Package dra is hami-go's DRA kubelet plugin (driver gpu.hami-go.io, docs/design.md "DRA
 // mode"): it publishes each physical GPU as one shareable device with consumable capacities
 // memory, cores and sharers, prepares claims by writing a CDI spec per claim with the env the
 // device plugin gives the same slice (pkg/gpuenv), turns fatal XIDs into device taints and

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
-	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // MiB is one mebibyte in bytes.
@@ -120,7 +119,7 @@ func attributes(gi GPUInfo) map[resourceapi.QualifiedName]resourceapi.DeviceAttr
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		draapi.AttrUUID:      str(g.UUID),
 		draapi.AttrIndex:     num(int64(g.Index)),
-		draapi.AttrModel:     str(gpuenv.RayModel(g.Model)),
+		draapi.AttrModel:     str(device.RayAcceleratorType(g.Model)),
 		draapi.AttrMemoryMiB: num(g.MemoryMiB),
 	}
 	if g.Model != "" {

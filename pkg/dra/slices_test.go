@@ -112,7 +112,7 @@ func TestDevicesPerFleet(t *testing.T) {
 		arch, cc string
 	}{
 		{"dgxh100", 8, []int64{81920}, []string{"NVIDIA H100 80GB HBM3"}, []string{"H100"}, "Hopper", "9.0.0"},
-		{"dgxa100", 8, []int64{40960}, []string{"Mock NVIDIA A100-SXM4-40GB"}, []string{"MOCK"}, "Ampere", "8.0.0"},
+		{"dgxa100", 8, []int64{40960}, []string{"Mock NVIDIA A100-SXM4-40GB"}, []string{"NVIDIA"}, "Ampere", "8.0.0"},
 		{mixed, 4, []int64{24576, 24576, 81920, 81920}, []string{"NVIDIA A10", "NVIDIA A10", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"}, []string{"A10", "A10", "A100", "A100"}, "Ampere", "8.0.0"},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {

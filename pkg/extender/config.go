@@ -1,7 +1,7 @@
 // Package extender is hami-go's kube-scheduler extender: the filter, prioritize, bind and preempt
 // verbs of k8s.io/kube-scheduler/extender/v1 over an in-memory cache of node inventories, node
 // liveness and pod GPU usage, fed by client-go shared informers (../../docs/components.md,
-// design.md "Flow of one pod" and "Matching Allocate to a pod").
+// docs/design.md "Device-plugin mode" and "Matching Allocate to a pod").
 package extender
 
 import (

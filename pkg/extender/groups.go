@@ -10,7 +10,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Signature groups (design.md "Matching Allocate to a pod"): pods bound to one node with equal
+// Signature groups (docs/design.md "Matching Allocate to a pod"): pods bound to one node with equal
 // signatures are interchangeable, and the device plugin may hand one pod's planned GPUs to a
 // sibling. The group's planned allocations are therefore a pool of slots: every claimed member
 // consumes the slot equal to its claim (or, failing that, its own planned slot), and the

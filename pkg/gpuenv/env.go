@@ -1,6 +1,6 @@
 // Package gpuenv builds what a GPU container gets (env and host mounts) from one ordered list
 // of GPU grants: the one builder both node components use, the device plugin's Allocate and
-// the DRA driver's CDI spec (design.md, "The DRA mode": the same env contract in both modes).
+// the DRA driver's CDI spec (docs/design.md, "DRA mode": the same env contract in both modes).
 // It is pure: the only host access is the exists function the caller passes.
 package gpuenv
 
@@ -12,16 +12,11 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Env names every GPU container gets (docs/components.md).
+// Device-list env names every GPU container gets (docs/components.md); hami-go's own
+// variables are pkg/device's EnvGPUMemoryMiB, EnvGPUModel and EnvGPUUUIDs.
 const (
 	EnvNVIDIAVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
 	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
-	// EnvGPUMemoryMiB is the sum of the container's memory limits over its GPUs, MiB.
-	EnvGPUMemoryMiB = "HAMI_GO_GPU_MEMORY_MIB"
-	// EnvGPUModel is the GPU model as a Ray label value, e.g. "H100".
-	EnvGPUModel = "HAMI_GO_GPU_MODEL"
-	// EnvGPUUUIDs lists the container's GPU UUIDs in the positional order.
-	EnvGPUUUIDs = "HAMI_GO_GPU_UUIDS"
 )
 
 // HAMi-core (libvgpu.so) env and paths, as HAMi's own device plugin sets them
@@ -58,9 +53,6 @@ const (
 	// EnforceNone hands out devices only.
 	EnforceNone = "none"
 )
-
-// UnknownModel is the EnvGPUModel value when no GPU is known.
-const UnknownModel = "unknown"
 
 // Config is the part of a node component's configuration the env depends on.
 type Config struct {
@@ -139,13 +131,13 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		e.Env[EnvNVIDIAVisibleDevices] = list
 	}
 	e.Env[EnvCUDAVisibleDevices] = list
-	e.Env[EnvGPUUUIDs] = list
-	e.Env[EnvGPUMemoryMiB] = strconv.FormatInt(total, 10)
-	model := UnknownModel
+	e.Env[device.EnvGPUUUIDs] = list
+	e.Env[device.EnvGPUMemoryMiB] = strconv.FormatInt(total, 10)
+	model := device.UnknownModel
 	if len(devs) > 0 {
-		model = RayModel(r.Model)
+		model = device.RayAcceleratorType(r.Model)
 	}
-	e.Env[EnvGPUModel] = model
+	e.Env[device.EnvGPUModel] = model
 	switch cfg.Enforcement {
 	case EnforceHAMiCore:
 		for i, d := range devs {
@@ -183,18 +175,4 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		e.Mounts = append(e.Mounts, Mount{ContainerPath: cfg.MPSPipeDir, HostPath: cfg.MPSPipeDir})
 	}
 	return e
-}
-
-// RayModel turns an NVML model name into a short label value: the first token that is not a
-// vendor or family word, e.g. "NVIDIA H100 80GB HBM3" -> "H100", "NVIDIA A100-SXM4-80GB" ->
-// "A100", "Tesla T4" -> "T4". Empty input gives "unknown".
-func RayModel(model string) string {
-	for _, t := range device.ModelTokens(model) {
-		switch t {
-		case "NVIDIA", "TESLA", "GEFORCE", "QUADRO", "RTX":
-			continue
-		}
-		return t
-	}
-	return UnknownModel
 }

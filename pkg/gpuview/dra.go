@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// DRA source (design.md "The DRA mode"): hami-go's DRA driver publishes each GPU as one device
+// DRA source (docs/design.md "DRA mode"): hami-go's DRA driver publishes each GPU as one device
 // of a ResourceSlice with consumable capacities `memory` (bytes) and `cores` (percent); a
 // ResourceClaim's allocation result names the device and the capacity it consumed
 // (resource.k8s.io/v1 DeviceRequestAllocationResult.ConsumedCapacity, KEP-5075). The view reads
@@ -24,7 +24,6 @@ const (
 
 // draDevice is one published device and where its row is.
 type draDevice struct {
-	node string
 	d    *resourcev1.Device
 	gpu  *GPU
 	excl bool
@@ -88,7 +87,7 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		n.GPUs = make([]GPU, len(rs))
 		for i, r := range rs {
 			n.GPUs[i] = r.gpu
-			devs[r.key] = &draDevice{node: name, d: r.d, gpu: &n.GPUs[i], excl: r.excl}
+			devs[r.key] = &draDevice{d: r.d, gpu: &n.GPUs[i], excl: r.excl}
 		}
 	}
 	for _, n := range nodes {

@@ -10,7 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
-// DRA reasons (design.md "The DRA mode"): in DRA mode kube-scheduler's DynamicResources plugin
+// DRA reasons (docs/design.md "DRA mode"): in DRA mode kube-scheduler's DynamicResources plugin
 // only says a node "cannot allocate all claims". ExplainDRA recomputes, per node and device,
 // why each request of the pod's gpu.hami-go.io claims does not fit, from the ResourceSlices and
 // the allocated claims' consumed capacity (resource.k8s.io/v1, KEP-5075 consumable capacity).
@@ -59,10 +59,10 @@ type DRAAllocatedDevice struct {
 
 // draDev is one published device of the class with what allocated claims consume of it.
 type draDev struct {
-	node, pool string
-	d          *resourcev1.Device
-	used       map[resourcev1.QualifiedName]int64 // consumed capacity; "sharers": allocations
-	owners     []string                           // ns/claim of the allocations
+	pool   string
+	d      *resourcev1.Device
+	used   map[resourcev1.QualifiedName]int64 // consumed capacity; "sharers": allocations
+	owners []string                           // ns/claim of the allocations
 }
 
 // draUses reports whether pod uses DRA claims of class gpu.hami-go.io, resolving them from objs.
@@ -233,7 +233,7 @@ func draInventory(objs Objects) (order []string, devs map[string][]*draDev) {
 			order = append(order, n)
 		}
 		for di := range s.Spec.Devices {
-			d := &draDev{node: n, pool: s.Spec.Pool.Name, d: &s.Spec.Devices[di], used: map[resourcev1.QualifiedName]int64{}}
+			d := &draDev{pool: s.Spec.Pool.Name, d: &s.Spec.Devices[di], used: map[resourcev1.QualifiedName]int64{}}
 			devs[n] = append(devs[n], d)
 			byKey[d.pool+"/"+d.d.Name] = d
 		}

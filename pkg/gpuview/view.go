@@ -142,7 +142,7 @@ func Build(objs Objects, cfg Config, now time.Time) View {
 			if row.Status == StatusNoInventory && len(row.Errors) == 0 {
 				row = *d // a DRA node: its Node object has no inventory annotation
 			} else {
-				row.Errors = append(row.Errors, "node also has ResourceSlices of "+draapi.DriverName+": one mode per node (design.md)")
+				row.Errors = append(row.Errors, "node also has ResourceSlices of "+draapi.DriverName+": one mode per node (docs/design.md)")
 			}
 		}
 		v.Nodes = append(v.Nodes, row)

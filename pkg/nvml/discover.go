@@ -93,15 +93,14 @@ func (b *backend) discoverOne(i int) (gonvml.Device, device.GPU, error) {
 	} else if n, ok := sysfsNUMANode(b.opts.PCIDevicesDir, g.PCIBusID); ok {
 		g.NUMANode = n
 	}
-	type migModes struct{ current, pending int }
-	mig, ok, err := optional("nvmlDeviceGetMigMode", dev, func() (migModes, gonvml.Return) {
-		c, p, ret := h.GetMigMode()
-		return migModes{c, p}, ret
+	migCurrent, ok, err := optional("nvmlDeviceGetMigMode", dev, func() (int, gonvml.Return) {
+		current, _, ret := h.GetMigMode() // the pending mode applies only after a GPU reset
+		return current, ret
 	})
 	if err != nil {
 		return nil, device.GPU{}, err
 	}
-	g.MIGEnabled = ok && mig.current == gonvml.DEVICE_MIG_ENABLE
+	g.MIGEnabled = ok && migCurrent == gonvml.DEVICE_MIG_ENABLE
 	return h, g, nil
 }
 

@@ -27,15 +27,6 @@ const (
 	EnvGeneratedStartCmd = "KUBERAY_GEN_RAY_START_CMD"
 )
 
-// Env the device plugin sets at Allocate on every GPU container (docs/components.md) and that
-// the rewritten `ray start` line expands.
-const (
-	// EnvMemoryMiB is the sum of the container's GPU memory limits over its GPUs, MiB, integer.
-	EnvMemoryMiB = "HAMI_GO_GPU_MEMORY_MIB"
-	// EnvModel is the GPU model as a Ray label value (device.RayAcceleratorType).
-	EnvModel = "HAMI_GO_GPU_MODEL"
-)
-
 // Config says which resources count as GPUs for Ray and how the slice is exposed to Ray.
 type Config struct {
 	// GPUResources lists the container resource names whose limits are a GPU count, in priority

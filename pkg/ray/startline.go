@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // StartLine is the result of RewriteStartLine.
@@ -24,12 +26,13 @@ type StartLine struct {
 	Warnings []string
 }
 
-// memoryExpansion is the shell text of the Ray custom resource value: the device plugin's
-// HAMI_GO_GPU_MEMORY_MIB, 0 when unset. It sits outside the single quotes of --resources.
-const memoryExpansion = `"${` + EnvMemoryMiB + `:-0}"`
+// memoryExpansion is the shell text of the Ray custom resource value: the node component's
+// device.EnvGPUMemoryMiB, 0 when unset. It sits outside the single quotes of --resources.
+const memoryExpansion = `"${` + device.EnvGPUMemoryMiB + `:-0}"`
 
-// modelExpansion is the shell text of the GPU model label value.
-const modelExpansion = `${` + EnvModel + `:-unknown}`
+// modelExpansion is the shell text of the GPU model label value: device.EnvGPUModel, else
+// device.UnknownModel.
+const modelExpansion = `${` + device.EnvGPUModel + `:-` + device.UnknownModel + `}`
 
 // RewriteStartLine gives the `ray start` command in line (a bash -c script, as KubeRay writes
 // it in args[0] and KUBERAY_GEN_RAY_START_CMD) the flags hami-go owns, leaving the rest of the

@@ -12,7 +12,7 @@
 //     nodes advertise), labelled hami-go.io/ignore=true so the webhook leaves them alone.
 //
 // No kubelet calls Allocate, so the extender's pods stay in flight: every pod is an identical
-// replica (same call key and signature), so none waits for another (design.md, C20).
+// replica (same call key and signature), so none waits for another (docs/design.md; docs/cases.md C20).
 // Everything lives in namespace --namespace and on nodes bench-node-NNNN labelled
 // hami-go.io/bench-node=true and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
 // land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON

@@ -1,7 +1,7 @@
 // Package imagebuild packs files into reproducible linux container images and writes them as
 // docker-archive tars (what `ctr -n k8s.io images import` and `kind load image-archive` take),
 // with go-containerregistry and without Docker or a registry. hack/images (hami-go's images and
-// kube-scheduler) and hack/cluster/mkimage (the local cluster's pause and workload images) both
+// kube-scheduler) and hack/images/mkimage (the local cluster's pause and workload images) both
 // build with it.
 package imagebuild
 

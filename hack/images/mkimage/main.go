@@ -12,7 +12,7 @@
 // busybox-static with a set of applet links (/bin/sh, wget, grep, ...), so KubeRay's
 // `/bin/bash -c` command and its `wget ... | grep success` probes run.
 //
-// Usage: go run ./hack/cluster/mkimage --out DIR --workload-bin PATH [--bash PATH] [--busybox PATH]
+// Usage (in hack/images, a module of its own): go run ./mkimage --out DIR --workload-bin PATH [--bash PATH] [--busybox PATH]
 // [--version 0.1.0] [--ray-version 2.46.0]
 package main
 
