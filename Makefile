@@ -27,7 +27,7 @@ TOOL_MODULES := test/chart hack/images hack/bench
 
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
 	$(GO) test -race -count=1 ./...
-	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
+	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
 # set: only that one). In each mode the other mode's tests skip, saying so.
