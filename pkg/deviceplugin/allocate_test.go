@@ -13,6 +13,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -44,7 +45,7 @@ func TestAllocateC18(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := sliceGPUs(pr.ContainerResponses[0].DeviceIDs)
+	got := ledger.SliceGPUs(pr.ContainerResponses[0].DeviceIDs)
 	if len(pr.ContainerResponses[0].DeviceIDs) != 8 || strings.Join(got, ",") != strings.Join(planned, ",") {
 		t.Fatalf("preferred = %v, want one slice on each of %v", pr.ContainerResponses[0].DeviceIDs, planned)
 	}
@@ -255,8 +256,7 @@ func TestAllocateInitReuse(t *testing.T) {
 // rewrites the claimed records to the truth and the other pod gets the remaining slot.
 func TestAllocateInterchangeableReconcile(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = func(r PodRef) { dirty = append(dirty, r.Name) }
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r ledger.PodRef) { dirty = append(dirty, r.Name) })
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(a)
@@ -277,7 +277,7 @@ func TestAllocateInterchangeableReconcile(t *testing.T) {
 	p2.Ledger().UpsertPod(c)
 	p2.Ledger().UpsertPod(d)
 	mustAlloc(t, p2, "GPU-B::3") // really d
-	changed := p2.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-B::3"}}})
+	changed := p2.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-B::3"}}})
 	if len(changed) != 2 {
 		t.Fatalf("reconcile changed %v, want c and d", changed)
 	}
@@ -321,7 +321,7 @@ func TestAllocateRestart(t *testing.T) {
 	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	p2.Ledger().UpsertPod(a)
 	p2.Ledger().UpsertPod(b)
-	p2.Ledger().Reconcile([]ObservedContainer{
+	p2.Ledger().Reconcile([]ledger.ObservedContainer{
 		{Namespace: "default", Pod: "b", Container: "c", IDs: []string{"GPU-B::0"}},
 		{Namespace: "default", Pod: "b", Container: "d", IDs: []string{"GPU-A::1"}},
 		{Namespace: "default", Pod: "a", Container: "c", IDs: []string{"GPU-A::0"}},
@@ -509,8 +509,7 @@ func BenchmarkAllocate(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		if i%200 == 0 {
-			p.ledger = NewLedger(testNode, cfg.Resources, p.opts.Clock, nil)
-			p.ledger.gpuMiB = p.inventoryMiB
+			p.ledger = ledger.New(ledger.Config{Node: testNode, Names: cfg.Resources, Clock: p.opts.Clock, GPUMemory: p.inventoryMiB})
 			for j := 0; j < 200; j++ {
 				u := fmt.Sprintf("GPU-%c", 'A'+j%8)
 				p.ledger.UpsertPod(testPod(fmt.Sprintf("p%d", j), t0.Add(time.Duration(j)), testNode, ctr{name: "c", mem: 300, gpus: []string{u}}))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 const testNode = "node-1"
@@ -135,8 +136,14 @@ func testConfig(dir string) Config {
 
 func newTestPlugin(t testing.TB, cfg Config, b *testBackend) (*Plugin, *clocktesting.FakeClock) {
 	t.Helper()
+	return newTestPluginDirty(t, cfg, b, nil)
+}
+
+// newTestPluginDirty is newTestPlugin whose ledger queues the pods to write on dirty.
+func newTestPluginDirty(t testing.TB, cfg Config, b *testBackend, dirty func(ledger.PodRef)) (*Plugin, *clocktesting.FakeClock) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, nil)
+	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, dirty)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package deviceplugin
+package ledger
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, ma
 		return nil, nil, matchNone, &ErrConfusable{Pods: refs, Reason: fmt.Sprintf("refusing to guess: %d pods placed by hami-go on node %s wait for %d device(s) of %s with different requests, and the kubelet does not say which one this call is for: %s; one of them must be deleted or finish first (case C20)",
 			len(fresh), l.node, n, l.names.Count, strings.Join(who, ", "))}
 	}
-	want := sliceGPUs(ids)
+	want := SliceGPUs(ids)
 	for _, e := range fresh {
 		if sameSet(planGPUs(&e.plan.Containers[0]), want) {
 			return e, &e.plan.Containers[0], matchFresh, nil

@@ -1,4 +1,12 @@
-package deviceplugin
+// Package ledger is the device plugin's side of the slot protocol, kept apart from the gRPC
+// server and the API clients (as NVIDIA's k8s-device-plugin keeps device state, internal/rm,
+// apart from its server, internal/plugin): the pods the extender placed on one node (from their
+// planned annotation), the containers Allocate claimed, the matching of an Allocate call to a
+// pod, Reconcile against the kubelet's PodResources report, and the planned annotations a
+// signature group must republish (design.md "Matching Allocate to a pod"). It is pure: no
+// client, no I/O; the caller feeds it pods, calls and reports, and writes what it says must be
+// written (Config.Dirty). Time comes from an injected clock.
+package ledger
 
 import (
 	"fmt"
@@ -125,16 +133,38 @@ type Ledger struct {
 	toWrite []PodRef // pods to pass to dirty once mu is released (update)
 }
 
-// NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
-// whose claimed record changed (the annotation writer's queue).
-func NewLedger(node string, names device.ResourceNames, clk clock.PassiveClock, dirty func(PodRef)) *Ledger {
+// Config is what a Ledger is built with.
+type Config struct {
+	// Node is the node the ledger serves: pods planned on other nodes are not its own.
+	Node string
+	// Names are the extended-resource names pods ask for slices with.
+	Names device.ResourceNames
+	// Clock orders claims (the most recently claimed pod is the one being admitted); the real
+	// clock when nil.
+	Clock clock.PassiveClock
+	// Dirty, when not nil, is called (outside the ledger's lock) with every pod whose claimed
+	// record or planned annotation must be written: the annotation writer's queue.
+	Dirty func(PodRef)
+	// GPUMemory gives the memory, MiB, of each GPU of the node as its published inventory says
+	// (the base of a percentage request): a plan or claimed record is served only if it grants
+	// exactly what the pod asks (device.CheckAllocation, case C36). nil: no GPU is known,
+	// nothing is served.
+	GPUMemory device.GPUMemory
+}
+
+// New returns an empty ledger.
+func New(cfg Config) *Ledger {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Ledger{
-		node: node, names: names, clock: clk,
+		node: cfg.Node, names: cfg.Names, clock: cfg.Clock,
 		pods:     map[types.UID]*podEntry{},
 		leaving:  map[types.UID]*podEntry{},
 		unplaced: map[types.UID]unplacedPod{},
 		changed:  make(chan struct{}),
-		dirty:    dirty,
+		dirty:    cfg.Dirty,
+		gpuMiB:   cfg.GPUMemory,
 	}
 }
 
@@ -362,8 +392,8 @@ func overlaps(a, b []string) bool {
 	return false
 }
 
-// sliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
-func sliceGPUs(ids []string) []string {
+// SliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
+func SliceGPUs(ids []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, id := range ids {
