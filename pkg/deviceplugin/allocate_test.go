@@ -256,7 +256,7 @@ func TestAllocateInitReuse(t *testing.T) {
 // rewrites the claimed records to the truth and the other pod gets the remaining slot.
 func TestAllocateInterchangeableReconcile(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r ledger.PodRef) { dirty = append(dirty, r.Name) })
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(a)

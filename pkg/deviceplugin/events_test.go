@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hami-go/hami-go/pkg/ledger"
+	"github.com/hami-go/hami-go/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -131,7 +131,7 @@ func TestTruncateMessage(t *testing.T) {
 
 // An Event lives in its pod's namespace: it names pods of that namespace only.
 func TestRedactOtherNamespaces(t *testing.T) {
-	pods := []ledger.PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
+	pods := []device.PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
 	msg := "cannot tell team-a/big and team-b/small apart"
 	if got, want := redactOtherNamespaces(msg, "team-a", pods), "cannot tell team-a/big and a pod in another namespace apart"; got != want {
 		t.Errorf("team-a sees %q, want %q", got, want)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 const testNode = "node-1"
@@ -140,7 +139,7 @@ func newTestPlugin(t testing.TB, cfg Config, b *testBackend) (*Plugin, *clocktes
 }
 
 // newTestPluginDirty is newTestPlugin whose ledger queues the pods to write on dirty.
-func newTestPluginDirty(t testing.TB, cfg Config, b *testBackend, dirty func(ledger.PodRef)) (*Plugin, *clocktesting.FakeClock) {
+func newTestPluginDirty(t testing.TB, cfg Config, b *testBackend, dirty func(device.PodRef)) (*Plugin, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, dirty)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/ledger"
 )
@@ -14,7 +15,7 @@ import (
 // plan. d gets its own slot, so Reconcile swaps nothing and no record is written twice.
 func TestInterchangeableMatchedInSeenOrder(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(3, 81559), func(r ledger.PodRef) { dirty = append(dirty, r.Name) })
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(3, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	c := testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
 	d := testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(d) // bound first

@@ -64,7 +64,7 @@ type Plugin struct {
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
 // be (re)written (nil: none). It fails when the config is invalid or discovery fails.
-func New(cfg Config, backend device.Backend, opts Options, dirty func(ledger.PodRef)) (*Plugin, error) {
+func New(cfg Config, backend device.Backend, opts Options, dirty func(device.PodRef)) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

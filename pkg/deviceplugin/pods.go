@@ -78,7 +78,7 @@ type PodSync struct {
 	client     kubernetes.Interface
 	lister     corelisters.PodLister
 	factory    informers.SharedInformerFactory
-	queue      workqueue.TypedRateLimitingInterface[ledger.PodRef]
+	queue      workqueue.TypedRateLimitingInterface[device.PodRef]
 	podRes     PodResourcesLister
 	resource   string
 	soon       chan struct{}
@@ -100,7 +100,7 @@ func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodRe
 	}))
 	return &PodSync{
 		client: client, factory: f, lister: f.Core().V1().Pods().Lister(), podRes: podRes, resource: resource,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[ledger.PodRef]()),
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[device.PodRef]()),
 		soon:       make(chan struct{}, 1),
 		reconcileE: 30 * time.Second,
 		written:    map[types.UID]map[string]*string{},
@@ -108,7 +108,7 @@ func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodRe
 }
 
 // Dirty queues a pod's claimed record for writing and asks for a reconcile soon.
-func (s *PodSync) Dirty(r ledger.PodRef) {
+func (s *PodSync) Dirty(r device.PodRef) {
 	s.queue.Add(r)
 	select {
 	case s.soon <- struct{}{}:
@@ -169,7 +169,7 @@ func (s *PodSync) reassert(oldObj, newObj any) {
 	if ov == nv && oh == nh {
 		return
 	}
-	r := ledger.PodRef{Namespace: n.Namespace, Name: n.Name, UID: n.UID}
+	r := device.RefOf(n)
 	if _, known := s.ledger.ClaimedRecord(n.UID); !known {
 		return
 	}
@@ -237,7 +237,7 @@ func (s *PodSync) writeLoop(ctx context.Context) {
 
 // write makes the pod's AnnoClaimed equal the ledger's record (absent when nothing is claimed)
 // and, when the ledger republishes the pod's plan (publish.go), its AnnoPlanned too, in one patch.
-func (s *PodSync) write(ctx context.Context, r ledger.PodRef) error {
+func (s *PodSync) write(ctx context.Context, r device.PodRef) error {
 	rec, ok := s.ledger.ClaimedRecord(r.UID)
 	if !ok {
 		return nil // pod gone or ended
@@ -282,7 +282,7 @@ func (s *PodSync) write(ctx context.Context, r ledger.PodRef) error {
 
 // current reports whether the pod's annotation anno already has value (nil: absent): as this
 // plugin last patched it, else as the lister has it; false when neither knows the pod.
-func (s *PodSync) current(r ledger.PodRef, anno string, value *string) bool {
+func (s *PodSync) current(r device.PodRef, anno string, value *string) bool {
 	same := func(cur *string) bool { return (cur == nil) == (value == nil) && (cur == nil || *cur == *value) }
 	s.mu.Lock()
 	last, ok := s.written[r.UID][anno]
@@ -303,7 +303,7 @@ func (s *PodSync) current(r ledger.PodRef, anno string, value *string) bool {
 // PatchRecords sets (or, with nil, removes) the pod's AnnoClaimed and, when planned is not nil,
 // sets its AnnoPlanned, by one merge patch that carries the pod's UID as a precondition (a
 // re-created pod of the same name is never touched).
-func PatchRecords(ctx context.Context, c kubernetes.Interface, r ledger.PodRef, planned, claimed *string) error {
+func PatchRecords(ctx context.Context, c kubernetes.Interface, r device.PodRef, planned, claimed *string) error {
 	annos := map[string]any{device.AnnoClaimed: claimed}
 	if planned != nil {
 		annos[device.AnnoPlanned] = *planned

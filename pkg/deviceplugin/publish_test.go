@@ -91,7 +91,7 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 // the kept slot; a pod that leaves on its own plan republishes nothing.
 func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r ledger.PodRef) { dirty = append(dirty, r.Name) })
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	l := p.Ledger()
 	e := testPod("e", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}}) // first seen, on GPU-A, stays
 	c := testPod("c", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
@@ -130,7 +130,7 @@ func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 func swappedPair(t *testing.T) (p *Plugin, c, d *corev1.Pod, dirty *[]string) {
 	t.Helper()
 	dirty = &[]string{}
-	p, _ = newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r ledger.PodRef) { *dirty = append(*dirty, r.Name) })
+	p, _ = newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { *dirty = append(*dirty, r.Name) })
 	c = testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
 	d = testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(c)

@@ -5,22 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
-
-// PodKey identifies a pod exactly: namespace, name and UID (case C12). A release for one key
-// never touches another, however similar the names.
-type PodKey struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-}
-
-func (k PodKey) String() string { return k.Namespace + "/" + k.Name + " (" + string(k.UID) + ")" }
 
 // stage is where a booking is in its life.
 type stage int
@@ -43,7 +32,7 @@ func (s stage) String() string {
 // booking is what one pod holds on one node. Guarded by Cache.mu; the node's usage that it
 // contributes to is guarded by that node's nodeState.mu as well.
 type booking struct {
-	key   PodKey
+	key   device.PodRef
 	node  string
 	stage stage
 	// req is the pod's parsed request; nil when it could not be parsed (such a booking is still
@@ -87,7 +76,7 @@ type nodeState struct {
 	leaseTime time.Time
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
-	members map[PodKey]*booking
+	members map[device.PodRef]*booking
 	// released maps a slice ID to when the pod holding it (the latest claimed record naming it)
 	// was released: claimed records older than that are stale (groups.go). Bounded by the
 	// node's slice IDs.
@@ -146,8 +135,8 @@ type Cache struct {
 	clock clock.Clock
 
 	mu   sync.Mutex
-	pods map[PodKey]*booking
-	gone map[PodKey]time.Time
+	pods map[device.PodRef]*booking
+	gone map[device.PodRef]time.Time
 	// seq counts claimed records seen and slice releases (stamp.seq).
 	seq     uint64
 	changed chan struct{}
@@ -164,8 +153,8 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 	return &Cache{
 		cfg:      cfg,
 		clock:    clk,
-		pods:     map[PodKey]*booking{},
-		gone:     map[PodKey]time.Time{},
+		pods:     map[device.PodRef]*booking{},
+		gone:     map[device.PodRef]time.Time{},
 		changed:  make(chan struct{}),
 		nodes:    map[string]*nodeState{},
 		memos:    newMemoTable(),
@@ -190,7 +179,7 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 	defer c.nodesMu.Unlock()
 	ns := c.nodes[name]
 	if ns == nil {
-		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[PodKey]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
+		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[device.PodRef]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
 		c.nodes[name] = ns
 		c.nodeCount++
 	}
@@ -295,10 +284,10 @@ func (c *Cache) putLocked(b *booking) {
 // Release drops whatever the pod holds (deleted or ended pod), and its Filter refusal (requeue.go).
 // Only this exact key is touched (case C12; a pod re-created under its name is another key, C34).
 // It remembers the key as gone, so that a racing Filter cannot book it again.
-func (c *Cache) Release(k PodKey) { c.release(k, "") }
+func (c *Cache) Release(k device.PodRef) { c.release(k, "") }
 
 // release is Release for an informer event whose pod had resourceVersion rv ("": unknown).
-func (c *Cache) release(k PodKey, rv string) {
+func (c *Cache) release(k device.PodRef, rv string) {
 	c.refusals.fits(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -349,7 +338,7 @@ func usageExcluding(ns *nodeState, own *booking) allocator.NodeUsage {
 }
 
 // ownBooking returns the pod's booking (read under mu; the pointer is stable).
-func (c *Cache) ownBooking(k PodKey) *booking {
+func (c *Cache) ownBooking(k device.PodRef) *booking {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pods[k]
@@ -357,7 +346,7 @@ func (c *Cache) ownBooking(k PodKey) *booking {
 
 // ownBookingPinned returns the pod's booking and whether it is pinned to its node because its
 // last bind may yet be committed there (booking.maybeBound), both read under mu.
-func (c *Cache) ownBookingPinned(k PodKey) (*booking, bool) {
+func (c *Cache) ownBookingPinned(k device.PodRef) (*booking, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]
@@ -403,7 +392,7 @@ func (c *Cache) NodeNames() []string {
 
 // PodState reports the node and stage of the pod's booking ("" when it holds nothing), and the
 // allocation charged for it.
-func (c *Cache) PodState(k PodKey) (node, stageName string, alloc *device.Allocation) {
+func (c *Cache) PodState(k device.PodRef) (node, stageName string, alloc *device.Allocation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]

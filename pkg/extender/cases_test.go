@@ -279,8 +279,8 @@ func TestC12ExactIdentity(t *testing.T) {
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
 		t.Fatalf("usage %+v", u)
 	}
-	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc", UID: "uid-ns1-abc-123"}) // wrong UID: nothing
-	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc-12", UID: "uid-ns1-abc-123"})
+	e.ext.cache.Release(device.PodRef{Namespace: "ns1", Name: "abc", UID: "uid-ns1-abc-123"}) // wrong UID: nothing
+	e.ext.cache.Release(device.PodRef{Namespace: "ns1", Name: "abc-12", UID: "uid-ns1-abc-123"})
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
 		t.Fatalf("near-miss releases freed something: %+v", u)
 	}
@@ -288,7 +288,7 @@ func TestC12ExactIdentity(t *testing.T) {
 	eventually(t, "abc released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 6000 })
 	e.deletePod("ns1", "abc-123")
 	eventually(t, "ns1/abc-123 released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 4000 })
-	if n, _, _ := e.ext.cache.PodState(KeyOfPod(pods[2])); n != "node-1" {
+	if n, _, _ := e.ext.cache.PodState(device.RefOf(pods[2])); n != "node-1" {
 		t.Fatalf("ns2/abc-123 lost its booking")
 	}
 }
@@ -300,7 +300,7 @@ func bigSmall() (*corev1.Pod, *corev1.Pod) {
 
 func bindAsync(e *env, p *corev1.Pod, node string) chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- e.ext.Bind(context.Background(), KeyOfPod(p), node) }()
+	go func() { ch <- e.ext.Bind(context.Background(), device.RefOf(p), node) }()
 	return ch
 }
 
@@ -390,7 +390,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 		defer ns.mu.Unlock()
 		return ns.leaseTime.Equal(e.clock.Now())
 	})
-	node, stage, alloc := e.ext.cache.PodState(KeyOfPod(big))
+	node, stage, alloc := e.ext.cache.PodState(device.RefOf(big))
 	if node != "node-1" || stage != "planned" || device.SlotKey(alloc) != device.SlotKey(&before) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}

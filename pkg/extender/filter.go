@@ -52,7 +52,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		all := append([]string(nil), names...)
 		return extenderv1.ExtenderFilterResult{NodeNames: &all}
 	}
-	k := KeyOfPod(p)
+	k := device.RefOf(p)
 	own, pinned := c.ownBookingPinned(k)
 	ownNS := c.bookedNode(own)
 	now := c.clock.Now()
@@ -178,7 +178,7 @@ func byScore(states []*nodeState, scores []int8, count *[maxScore + 1]int) iter.
 // may have filled the best one since Fit), replacing its previous reservation. A pod that is
 // already being bound or is bound keeps its booking, and so does one whose last bind may yet
 // be committed (booking.maybeBound); a pod known to be gone is not booked.
-func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
+func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -216,11 +216,11 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeS
 		ns.mu.Lock()
 		memo.followOwnChange(ns, before)
 		ns.mu.Unlock()
-		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", ns.name)
+		klog.V(5).InfoS("Reserved speculatively", "pod", k.Exact(), "node", ns.name)
 		return
 	}
 	if tried > 0 {
-		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
+		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.Exact())
 	}
 }
 
@@ -248,7 +248,7 @@ func (c *Cache) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, n
 	if err != nil || !ours {
 		return out
 	}
-	own := c.ownBooking(KeyOfPod(p))
+	own := c.ownBooking(device.RefOf(p))
 	ownNS := c.bookedNode(own)
 	ownNode := ""
 	c.mu.Lock()

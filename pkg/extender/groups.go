@@ -52,7 +52,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		if !members[i].since.Equal(members[j].since) {
 			return members[i].since.Before(members[j].since)
 		}
-		return members[i].key.String() < members[j].key.String()
+		return members[i].key.Exact() < members[j].key.Exact()
 	})
 	stale := staleClaims(ns, members)
 	pool := map[string][]*device.Allocation{}

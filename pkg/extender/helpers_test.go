@@ -236,7 +236,7 @@ func (e *env) schedule(p *corev1.Pod, nodes []string) (string, error) {
 			best = s
 		}
 	}
-	return best.Host, e.ext.Bind(context.Background(), KeyOfPod(p), best.Host)
+	return best.Host, e.ext.Bind(context.Background(), device.RefOf(p), best.Host)
 }
 
 // checkInvariants asserts that no GPU exceeds its split count, memory × scaling or 100% cores,
@@ -309,7 +309,7 @@ func (e *env) claim(ns, name string) {
 	p.Annotations[device.AnnoClaimed] = p.Annotations[device.AnnoPlanned]
 	e.updatePod(p)
 	eventually(e.t, "claim of "+name, func() bool {
-		_, st, _ := e.ext.cache.PodState(KeyOfPod(p))
+		_, st, _ := e.ext.cache.PodState(device.RefOf(p))
 		return st == "claimed"
 	})
 }

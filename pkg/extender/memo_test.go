@@ -69,7 +69,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	// Binpack, both empty: 2000 of 10000 MiB (200‰) + 1 of 10 slices (100‰) → 150‰ → 2 (rounded
 	// half up: (150+50)/100). The reserved node scores 10, the other at most 9.
 	got := scoresOf(c.Prioritize(p, names))
-	reserved, _, _ := c.PodState(KeyOfPod(p))
+	reserved, _, _ := c.PodState(device.RefOf(p))
 	other := "node-2"
 	if reserved == "node-2" {
 		other = "node-1"
@@ -84,7 +84,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.BookForBind(context.Background(), KeyOfPod(q), qr, other); err != nil {
+	if _, _, err := c.BookForBind(context.Background(), device.RefOf(q), qr, other); err != nil {
 		t.Fatal(err)
 	}
 	got = scoresOf(c.Prioritize(p, names))

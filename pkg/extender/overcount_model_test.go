@@ -326,7 +326,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, _, err := c.BookForBind(context.Background(), KeyOfPod(p), req, "node-1")
+			a, _, err := c.BookForBind(context.Background(), device.RefOf(p), req, "node-1")
 			if err != nil {
 				t.Fatalf("seed %d: bind of %s: %v", seed, p.Name, err)
 			}
@@ -341,13 +341,13 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			b.Annotations[device.AnnoPlanned] = enc
 			b = m.stored(b)
 			if rng.Intn(2) == 0 {
-				c.FinishBind(KeyOfPod(p), "node-1", outcomeBound)
+				c.FinishBind(device.RefOf(p), "node-1", outcomeBound)
 				check("finish " + p.Name)
 				c.OnPod(b)
 			} else {
 				c.OnPod(b)
 				check("informer " + p.Name)
-				c.FinishBind(KeyOfPod(p), "node-1", outcomeBound)
+				c.FinishBind(device.RefOf(p), "node-1", outcomeBound)
 			}
 			m.bound(t, b)
 			check("bound " + p.Name)

@@ -86,7 +86,7 @@ func swapSetup(t *testing.T) (c *Cache, pp, qp *corev1.Pod, claimP *device.Alloc
 
 func gpuCharged(t *testing.T, c *Cache, p *corev1.Pod) int {
 	t.Helper()
-	_, _, a := c.PodState(KeyOfPod(p))
+	_, _, a := c.PodState(device.RefOf(p))
 	if a == nil {
 		t.Fatalf("%s charged nothing", p.Name)
 	}

@@ -41,7 +41,7 @@ func (c *Cache) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.Exte
 		res.NodeNameToMetaVictims = proposal
 		return res
 	}
-	own := c.ownBooking(KeyOfPod(args.Pod))
+	own := c.ownBooking(device.RefOf(args.Pod))
 	now := c.clock.Now()
 	for n, mv := range proposal {
 		if mv == nil {

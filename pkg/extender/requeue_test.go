@@ -18,7 +18,9 @@ import (
 func TestRefusedBeforeRelease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	c := NewCache(DefaultConfig(), clk)
-	key := func(n string) PodKey { return PodKey{Namespace: "r", Name: n, UID: types.UID("uid-" + n)} }
+	key := func(n string) device.PodRef {
+		return device.PodRef{Namespace: "r", Name: n, UID: types.UID("uid-" + n)}
+	}
 	c.refusals.refused(key("old"), t0)
 	c.refusals.refused(key("recent"), t0.Add(2*time.Second))
 	c.refusals.refused(key("again"), t0.Add(2*time.Second))

@@ -251,7 +251,7 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				seq++
-				k := PodKey{Namespace: "bench", Name: "bind-" + strconv.Itoa(seq), UID: types.UID("uid-bind-" + strconv.Itoa(seq))}
+				k := device.PodRef{Namespace: "bench", Name: "bind-" + strconv.Itoa(seq), UID: types.UID("uid-bind-" + strconv.Itoa(seq))}
 				node := f.names[i%nodes]
 				a, _, err := c.BookForBind(ctx, k, req, node)
 				if err != nil || a == nil || a.Node != node {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
@@ -100,7 +101,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 			http.Error(w, fmt.Sprintf("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node; got %q, %q, %q, %q", args.PodName, args.PodNamespace, args.PodUID, args.Node), http.StatusBadRequest)
 			return "bad_request"
 		}
-		err := e.Bind(r.Context(), PodKey{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
+		err := e.Bind(r.Context(), device.PodRef{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
 		if err != nil {
 			reply(w, extenderv1.ExtenderBindingResult{Error: err.Error()})
 			return "refused"

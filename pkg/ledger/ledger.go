@@ -23,18 +23,9 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// PodRef names a pod exactly: namespace + name + UID (case C12).
-type PodRef struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-}
-
-func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
-
 // podEntry is one pod the extender placed on this node and that has not ended.
 type podEntry struct {
-	ref     PodRef
+	ref     device.PodRef
 	created time.Time
 	// seen orders pods by when the ledger first saw them placed here: the order in which the
 	// pod watch delivered their binding to this node, which is the order in which the kubelet,
@@ -71,14 +62,14 @@ func (e *podEntry) nextUnclaimed() *device.ContainerAllocation {
 
 // unplacedPod is a pod on this node that asks for the count resource but cannot be served.
 type unplacedPod struct {
-	ref PodRef
+	ref device.PodRef
 	why string
 }
 
 // Claim is the result of a successful Allocate match: the pod and the container whose slot
 // the call took, with the devices it gets (never derived from the kubelet's IDs: C18, C19, C22).
 type Claim struct {
-	Pod PodRef
+	Pod device.PodRef
 	// Container is a copy of the claimed container allocation; SliceIDs are the kubelet's IDs.
 	Container device.ContainerAllocation
 	// Repeat is true when the call repeated an earlier one (kubelet at container start).
@@ -91,25 +82,25 @@ type Claim struct {
 // likely one of theirs.
 type ErrNoPod struct {
 	Reason string
-	Pods   []PodRef
+	Pods   []device.PodRef
 }
 
 func (e *ErrNoPod) Error() string { return e.Reason }
 
 // Concerns returns the pods the refusal names.
-func (e *ErrNoPod) Concerns() []PodRef { return e.Pods }
+func (e *ErrNoPod) Concerns() []device.PodRef { return e.Pods }
 
 // ErrConfusable is the refusal of an Allocate call that could serve any of several pods with
 // different requests (case C20). Pods are those pods, in the order the plugin saw them.
 type ErrConfusable struct {
 	Reason string
-	Pods   []PodRef
+	Pods   []device.PodRef
 }
 
 func (e *ErrConfusable) Error() string { return e.Reason }
 
 // Concerns returns the pods the refusal names.
-func (e *ErrConfusable) Concerns() []PodRef { return e.Pods }
+func (e *ErrConfusable) Concerns() []device.PodRef { return e.Pods }
 
 // Ledger is the device plugin's in-memory record of the pods the extender placed on this node
 // (from AnnoPlanned) and of the containers Allocate has claimed. Every Allocate match and claim
@@ -125,12 +116,12 @@ type Ledger struct {
 	leaving  map[types.UID]*podEntry   // terminating pods: matched no more, still charged by the extender until gone (publish.go)
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}             // closed and replaced on every change
-	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
+	dirty    func(device.PodRef)       // called (outside mu) when a pod's claimed record must be written
 	// gpuMiB gives the memory of each GPU of this node as its published inventory says (the base
 	// of a percentage request): a plan or claimed record is served only if it grants exactly what
 	// the pod asks (device.CheckAllocation, case C36). nil: no GPU is known, nothing is served.
 	gpuMiB  device.GPUMemory
-	toWrite []PodRef // pods to pass to dirty once mu is released (update)
+	toWrite []device.PodRef // pods to pass to dirty once mu is released (update)
 }
 
 // Config is what a Ledger is built with.
@@ -144,7 +135,7 @@ type Config struct {
 	Clock clock.PassiveClock
 	// Dirty, when not nil, is called (outside the ledger's lock) with every pod whose claimed
 	// record or planned annotation must be written: the annotation writer's queue.
-	Dirty func(PodRef)
+	Dirty func(device.PodRef)
 	// GPUMemory gives the memory, MiB, of each GPU of the node as its published inventory says
 	// (the base of a percentage request): a plan or claimed record is served only if it grants
 	// exactly what the pod asks (device.CheckAllocation, case C36). nil: no GPU is known,
@@ -166,17 +157,6 @@ func New(cfg Config) *Ledger {
 		dirty:    cfg.Dirty,
 		gpuMiB:   cfg.GPUMemory,
 	}
-}
-
-// podEnded reports a pod no Allocate call can be for: terminating or finished.
-func podEnded(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || podFinished(p)
-}
-
-// podFinished reports a pod in phase Succeeded or Failed: the extender releases its slots then
-// (or when the pod is gone), not while it terminates.
-func podFinished(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (l *Ledger) notifyLocked() {
@@ -205,13 +185,17 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 
 // upsertPodLocked is UpsertPod under mu.
 func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
-	ref := PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-	if podEnded(p) {
-		if p.DeletionTimestamp != nil && !podFinished(p) {
-			l.leaveLocked(p.UID)
-		} else {
-			l.forgetLocked(p.UID)
-		}
+	ref := device.RefOf(p)
+	// No Allocate call can be for a pod that finished or terminates. A finished pod is released
+	// by the extender and forgotten here; a terminating one is matched no more but still counts
+	// in its group's sums until it finishes or is gone (publish.go).
+	switch {
+	case device.PodFinished(p):
+		l.forgetLocked(p.UID)
+		delete(l.unplaced, p.UID)
+		return
+	case p.DeletionTimestamp != nil:
+		l.leaveLocked(p.UID)
 		delete(l.unplaced, p.UID)
 		return
 	}

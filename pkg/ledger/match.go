@@ -80,7 +80,7 @@ func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, ma
 	}
 	if len(sigs) > 1 {
 		var who []string
-		var refs []PodRef
+		var refs []device.PodRef
 		for _, e := range fresh {
 			who = append(who, fmt.Sprintf("%s (%s)", e.ref, describeSig(e)))
 			refs = append(refs, e.ref)
@@ -113,7 +113,7 @@ func describeSig(e *podEntry) string {
 
 func (l *Ledger) noPodError(n int) error {
 	msg := fmt.Sprintf("no pod placed by hami-go on node %s waits for %d device(s) of %s (pods not scheduled by %s get no slice)", l.node, n, l.names.Count, device.SchedulerName)
-	var refs []PodRef
+	var refs []device.PodRef
 	if len(l.unplaced) > 0 {
 		u := make([]unplacedPod, 0, len(l.unplaced))
 		for _, p := range l.unplaced {

@@ -135,7 +135,7 @@ func (l *Ledger) PlannedRewrite(uid types.UID) *device.Allocation {
 
 // update runs f under mu, then queues the pods f collected in toWrite, outside mu.
 func (l *Ledger) update(f func()) {
-	refs := func() []PodRef {
+	refs := func() []device.PodRef {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		f()
