@@ -8,6 +8,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // Signature groups (design.md "Matching Allocate to a pod"): pods bound to one node with equal
@@ -55,33 +56,22 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		return members[i].key.Exact() < members[j].key.Exact()
 	})
 	stale := staleClaims(ns, members)
-	pool := map[string][]*device.Allocation{}
-	take := func(k string) *device.Allocation {
-		l := pool[k]
-		if len(l) == 0 {
-			return nil
-		}
-		pool[k] = l[1:]
-		return l[0]
-	}
+	var pool ledger.Slots // the group's slots (ledger.Slots: the invariant both sides keep)
 	for _, b := range members {
 		s := b.planned
 		if s == nil && !stale[b] {
 			s = b.claimed
 		}
 		if s != nil {
-			k := device.SlotKey(s)
-			pool[k] = append(pool[k], s)
+			pool.Add(s)
 		}
 	}
 	moves := ns.moves[changed.sig]
 	for _, m := range moves {
-		pool[m.keptKey] = append(pool[m.keptKey], m.kept)
+		pool.Add(m.kept)
 	}
 	for _, m := range moves {
-		if l := pool[m.lostKey]; len(l) > 0 {
-			pool[m.lostKey] = l[:len(l)-1]
-		}
+		pool.Drop(m.lostKey)
 	}
 	var unclaimed []*booking
 	for _, b := range members {
@@ -89,8 +79,8 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			unclaimed = append(unclaimed, b)
 			continue
 		}
-		if take(device.SlotKey(b.claimed)) == nil && b.planned != nil {
-			take(device.SlotKey(b.planned))
+		if pool.Take(device.SlotKey(b.claimed)) == nil && b.planned != nil {
+			pool.Take(device.SlotKey(b.planned))
 		}
 		setAlloc(b, b.claimed)
 	}
@@ -102,26 +92,14 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			}
 			continue
 		}
-		if s := take(device.SlotKey(b.planned)); s != nil {
+		if s := pool.Take(device.SlotKey(b.planned)); s != nil {
 			setAlloc(b, b.planned)
 		} else {
 			homeless = append(homeless, b)
 		}
 	}
-	keys := make([]string, 0, len(pool))
-	for k, l := range pool {
-		if len(l) > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
 	for _, b := range homeless {
-		var s *device.Allocation
-		for len(keys) > 0 && s == nil {
-			if s = take(keys[0]); s == nil {
-				keys = keys[1:]
-			}
-		}
+		s := pool.TakeLowest()
 		if s == nil {
 			setAlloc(b, b.planned) // only when moves removed more slots than remained: charge its own
 			continue
