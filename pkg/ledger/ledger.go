@@ -341,6 +341,23 @@ func (l *Ledger) ClaimedRecord(uid types.UID) (device.Allocation, bool) {
 	return out, true
 }
 
+// Plan returns the pod's effective plan: its planned allocation with the claimed containers as
+// claimed (SliceIDs set) and the swaps Reconcile made; ok is false when the ledger does not
+// serve the pod (unknown, terminating or gone).
+func (l *Ledger) Plan(uid types.UID) (device.Allocation, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.pods[uid]
+	if !ok {
+		return device.Allocation{}, false
+	}
+	out := device.Allocation{Node: e.plan.Node}
+	for i := range e.plan.Containers {
+		out.Containers = append(out.Containers, cloneContainer(&e.plan.Containers[i]))
+	}
+	return out, true
+}
+
 func cloneContainer(c *device.ContainerAllocation) device.ContainerAllocation {
 	out := *c
 	out.Devices = append([]device.DeviceGrant(nil), c.Devices...)
