@@ -83,7 +83,7 @@ type nodeState struct {
 	released map[string]stamp
 	// moves holds, per signature group, the slots the group's pool gains and loses because a
 	// member that held another member's planned slot went, until the device plugin's
-	// republished annotation carries them or Config.ReservationTTL passes (groups.go, slotMove).
+	// republished annotation carries them or Config.SlotMoveTTL passes (groups.go, slotMove).
 	moves map[device.Signature][]slotMove
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
@@ -300,8 +300,8 @@ func (c *Cache) release(k device.PodRef, rv string) {
 }
 
 // Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL, drops slot moves
-// older than that (groups.go expireMovesLocked) and forgets gone pods after ten times that.
-// Bound pods are never dropped by it (case C14).
+// older than cfg.SlotMoveTTL (groups.go expireMovesLocked) and forgets gone pods after
+// cfg.GoneTTL. Bound pods are never dropped by it (case C14).
 func (c *Cache) Sweep() {
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -317,7 +317,7 @@ func (c *Cache) Sweep() {
 	}
 	c.expireMovesLocked(now)
 	for k, t := range c.gone {
-		if now.Sub(t) > 10*c.cfg.ReservationTTL {
+		if now.Sub(t) > c.cfg.GoneTTL {
 			delete(c.gone, k)
 		}
 	}

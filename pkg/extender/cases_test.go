@@ -322,6 +322,7 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.BindWait = time.Hour
 			cfg.ReservationTTL = 24 * time.Hour // no sweeper tick during the test
+			cfg.SweepInterval = 24 * time.Hour
 			e := newEnv(t, &cfg, objs...)
 			e.waitNodes(names...)
 			big, small := bigSmall()
@@ -415,6 +416,7 @@ func TestC20BindSerialization(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.BindWait = time.Hour
 	cfg.ReservationTTL = 24 * time.Hour
+	cfg.SweepInterval = 24 * time.Hour
 	e := newEnv(t, &cfg, objs...)
 	e.waitNodes(names...)
 	big, small := bigSmall()

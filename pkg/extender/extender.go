@@ -150,7 +150,7 @@ func (e *Extender) Run(ctx context.Context) error {
 	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
 	go e.requeueLoop(ctx, c)
-	t := e.clock.NewTicker(e.cfg.ReservationTTL / 4)
+	t := e.clock.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {

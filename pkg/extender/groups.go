@@ -118,7 +118,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 // more and lost once less. Moves are kept one per release, not netted per slot, so that each
 // republished annotation settles the very move it carries (republishedLocked). A move is a
 // stopgap for the milliseconds until the plugin's rewrite lands: one that no rewrite settled
-// within Config.ReservationTTL (the rewrite's target went first, or a plugin that does not
+// within Config.SlotMoveTTL (the rewrite's target went first, or a plugin that does not
 // republish) is dropped, and the annotations, which the plugin keeps adding up, stand alone.
 type slotMove struct {
 	kept, lost       *device.Allocation
@@ -137,7 +137,7 @@ func (ns *nodeState) addMove(sig device.Signature, kept, lost *device.Allocation
 	})
 }
 
-// expireMovesLocked drops the moves made more than Config.ReservationTTL before now and charges
+// expireMovesLocked drops the moves made more than Config.SlotMoveTTL before now and charges
 // their groups again. Caller holds Cache.mu.
 func (c *Cache) expireMovesLocked(now time.Time) {
 	c.nodesMu.RLock()
@@ -152,7 +152,7 @@ func (c *Cache) expireMovesLocked(now time.Time) {
 		for sig, moves := range ns.moves {
 			left := moves[:0:0]
 			for _, m := range moves {
-				if now.Sub(m.at) <= c.cfg.ReservationTTL {
+				if now.Sub(m.at) <= c.cfg.SlotMoveTTL {
 					left = append(left, m)
 				}
 			}

@@ -412,9 +412,9 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			check("final write " + x)
 		}
 	}
-	// At rest: moves no republished annotation settled expire after the reservation TTL; the
+	// At rest: moves no republished annotation settled expire after the slot move TTL; the
 	// cache, and one rebuilt from the API now, then charge what the plugin holds or plans.
-	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().SlotMoveTTL + time.Second)
 	c.Sweep()
 	want := map[string]int{}
 	for _, x := range m.names() {

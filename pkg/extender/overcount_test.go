@@ -227,7 +227,7 @@ func TestOvercountMoveWithoutRewriteExpires(t *testing.T) {
 	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(g1, 0)))) // the swap: P holds Q's slot
 	c.OnPodDelete(pp, nil)
 	c.OnPodDelete(qp, nil)
-	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().SlotMoveTTL + time.Second)
 	c.Sweep()
 	checkInvariants(t, c)
 	if got := sharersOf(c, "node-1"); fmt.Sprint(got) != "[0 1]" {
