@@ -34,7 +34,8 @@ func confusableLocked(ns *nodeState, k device.PodRef, key device.CallKey, sig de
 // in-flight pod the device plugin could confuse with this one, it waits (in memory, woken at
 // once by every pod event, at most cfg.BindWait) and then refuses. already is true when the pod
 // is already bound to node with a plan (a repeated bind). Refusals are *BindRefusal.
-func (c *Cache) BookForBind(ctx context.Context, k device.PodRef, req *device.PodRequest, node string) (a *device.Allocation, already bool, err error) {
+func (s *Scheduler) BookForBind(ctx context.Context, k device.PodRef, req *device.PodRequest, node string) (a *device.Allocation, already bool, err error) {
+	c := s.c
 	deadline := c.clock.Now().Add(c.cfg.BindWait)
 	key, hasKey := device.KeyOf(req, c.cfg.Resources)
 	sig := device.SignatureOf(req)
@@ -139,7 +140,8 @@ const (
 )
 
 // FinishBind records the outcome of a bind's API calls for a booking made by BookForBind.
-func (c *Cache) FinishBind(k device.PodRef, node string, o bindOutcome) {
+func (s *Scheduler) FinishBind(k device.PodRef, node string, o bindOutcome) {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]

@@ -126,10 +126,36 @@ func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
 	return nil
 }
 
-// Cache is the extender's state. Lock order: mu, then nodesMu, then one nodeState.mu at a
-// time (never two node locks at once). Readers of one node's usage (Filter, Prioritize) hold only
-// that node's lock, briefly; every writer holds mu and the node's lock. No lock is held across
-// an API call.
+// Cache is the extender's state: what the informers feed (node inventories and Leases: OnNode,
+// OnLease; pods: OnPod, OnPodDelete) and the bookings, one per pod, that the verbs (Scheduler)
+// and the informer move through their stages. Every booking charges its node; the charge of a
+// signature group's members comes from the group's slots (groups.go). A booking's life:
+//
+//	                    Filter (reserve)
+//	   (none) ─────────────────────────────▶ reserved ─── Sweep, ReservationTTL ──▶ (none)
+//	     │                                    │   ▲
+//	     │                     BookForBind    │   │ FinishBind: outcome unknown
+//	     │                                    ▼   │ (maybeBound: pinned to its node)
+//	     │                                  binding ── FinishBind: failed ──▶ (none)
+//	     │                                    │
+//	     │     informer: bound, AnnoPlanned   │ FinishBind: bound, or the informer
+//	     ├───────────────────────────────▶    ▼ shows the pod bound
+//	     │                                  planned
+//	     │     informer: bound, AnnoClaimed   │ informer: AnnoClaimed (the device
+//	     └───────────────────────────────▶    ▼ plugin's Allocate claimed)
+//	                                        claimed
+//
+//	any stage ── Release: the pod is deleted or finished ──▶ (none); its reference is
+//	             remembered for GoneTTL so that no racing verb books it again.
+//
+// BookForBind also books a pod that holds no reservation (none → binding). A reserved booking
+// whose bind may have been committed (maybeBound) moves to planned or claimed when the informer
+// or a late FinishBind shows the pod bound. A pod the informer shows bound elsewhere without a
+// plan loses its booking. Bound bookings are never dropped by a timer (case C14).
+//
+// Lock order: mu, then nodesMu, then one nodeState.mu at a time (never two node locks at
+// once). Readers of one node's usage (Filter, Prioritize) hold only that node's lock, briefly;
+// every writer holds mu and the node's lock. No lock is held across an API call.
 type Cache struct {
 	cfg   Config
 	clock clock.Clock

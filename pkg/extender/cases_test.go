@@ -103,7 +103,7 @@ func TestC03InitContainers(t *testing.T) {
 		e := newEnv(t, nil, objs...)
 		e.waitNodes(names...)
 		p := podtest.Pending("default", "c", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Pct: 50}, podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Pct: 60})
-		res := e.ext.cache.Filter(p, names)
+		res := e.ext.sched.Filter(p, names)
 		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["node-1"], "MiB free") {
 			t.Fatalf("want node-1 unresolvable with a memory reason; got %+v", res)
 		}
@@ -227,7 +227,7 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 	eventually(t, "node-bad", func() bool { return e.ext.cache.node("node-bad") != nil })
 
 	four := podtest.Pending("default", "four", podtest.GPU("main", 4, "1000", 0))
-	res := e.ext.cache.Filter(four, names)
+	res := e.ext.sched.Filter(four, names)
 	if len(*res.NodeNames) != 0 {
 		t.Fatalf("gpu:4 fits somewhere: %+v", res)
 	}
@@ -243,12 +243,12 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 		}
 	}
 	huge := podtest.Pending("default", "huge", podtest.GPU("main", 1, "30000", 0))
-	res = e.ext.cache.Filter(huge, names)
+	res = e.ext.sched.Filter(huge, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "24576 of 24576 MiB free") {
 		t.Fatalf("huge: node-1 reason %q", r)
 	}
 	bad1 := podtest.Pending("default", "badq", podtest.GPU("main", 1, "3000M", 0))
-	res = e.ext.cache.Filter(bad1, names)
+	res = e.ext.sched.Filter(bad1, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "did you mean 3000Mi") || len(res.FailedAndUnresolvableNodes) != 4 {
 		t.Fatalf("unparsable pod: %+v", res)
 	}
@@ -330,7 +330,7 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 			if _, err := e.schedule(big, names); err != nil {
 				t.Fatal(err)
 			}
-			e.ext.cache.Filter(small, names)
+			e.ext.sched.Filter(small, names)
 			ch := bindAndWaitBlocked(t, e, small, "node-1")
 			select {
 			case err := <-ch:
@@ -395,7 +395,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 	if node != "node-1" || stage != "planned" || device.SlotKey(alloc) != device.SlotKey(&before) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}
-	e.ext.cache.Filter(small, names)
+	e.ext.sched.Filter(small, names)
 	ch := bindAndWaitBlocked(t, e, small, "node-1")
 	e.clock.Step(cfg.BindWait + time.Millisecond)
 	err := <-ch
@@ -432,7 +432,7 @@ func TestC20BindSerialization(t *testing.T) {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
 	}
-	e.ext.cache.Filter(big, names)
+	e.ext.sched.Filter(big, names)
 	ch := bindAndWaitBlocked(t, e, big, "node-1")
 	// big's twin waits behind small too (same key, different signature from small).
 	// The device plugin claims small: big proceeds at once.

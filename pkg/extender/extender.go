@@ -26,11 +26,13 @@ import (
 	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
-// Extender is the scheduler extender: the cache, the API client it binds with, the event
-// recorder that makes bind refusals visible in `kubectl describe pod`, and its metrics.
+// Extender is the scheduler extender: the cache (state) and the verbs over it (sched), the API
+// client it binds with, the event recorder that makes bind refusals visible in `kubectl
+// describe pod`, and its metrics.
 type Extender struct {
 	cfg      Config
 	cache    *Cache
+	sched    *Scheduler
 	client   kubernetes.Interface
 	recorder record.EventRecorder
 	clock    clock.WithTicker
@@ -53,6 +55,7 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 	}
 	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk, registerer: reg}
 	e.cache = NewCache(cfg, clk)
+	e.sched = NewScheduler(e.cache)
 	m, err := newMetrics(e.cache, reg)
 	if err != nil {
 		return nil, err
@@ -209,7 +212,7 @@ func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error
 		// Not a GPU pod of ours: bind it as the default binder would.
 		return e.refused(k, node, e.createBinding(ctx, k, node, nil))
 	}
-	alloc, already, err := e.cache.BookForBind(ctx, k, req, node)
+	alloc, already, err := e.sched.BookForBind(ctx, k, req, node)
 	if err != nil {
 		return e.refused(k, node, err)
 	}
@@ -218,17 +221,17 @@ func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error
 	}
 	enc, err := device.EncodeAllocation(*alloc)
 	if err != nil {
-		e.cache.FinishBind(k, node, outcomeFailed)
+		e.sched.FinishBind(k, node, outcomeFailed)
 		return e.refused(k, node, fmt.Errorf("encoding the planned allocation: %w", err))
 	}
 	err = e.createBinding(ctx, k, node, map[string]string{device.AnnoPlanned: enc})
 	if err == nil {
-		e.cache.FinishBind(k, node, outcomeBound)
+		e.sched.FinishBind(k, node, outcomeBound)
 		klog.V(2).InfoS("Bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node)
 		return nil
 	}
 	o := e.reconcile(ctx, k, node, err)
-	e.cache.FinishBind(k, node, o)
+	e.sched.FinishBind(k, node, o)
 	if o == outcomeBound {
 		klog.InfoS("Bind call failed but the pod is bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node, "err", err)
 		return nil

@@ -39,7 +39,8 @@ var emptyUsage = allocator.NodeUsage{}
 // preemption would not help. Then the pod is reserved on the best-scoring fitting node, so the
 // next Filter sees it while this pod's Bind is in flight; a new Filter of the same pod replaces
 // its reservation.
-func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+	c := s.c
 	req, ours, err := c.ParseRequest(p)
 	if err != nil {
 		res := extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
@@ -229,13 +230,14 @@ func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq
 // reservation, which Filter chose as the best, scores 10 and every other node at most 9, so that
 // kube-scheduler binds where the capacity is already booked. Pods that are not the extender's
 // score 0.
-func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
-	return c.PrioritizeInto(nil, p, names)
+func (s *Scheduler) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	return s.PrioritizeInto(nil, p, names)
 }
 
 // PrioritizeInto is Prioritize writing into dst's array when it holds len(names) entries (a
 // new one otherwise), so that a caller can reuse one list across calls.
-func (c *Cache) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+func (s *Scheduler) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	c := s.c
 	out := dst[:0]
 	if cap(out) < len(names) {
 		out = make(extenderv1.HostPriorityList, len(names))

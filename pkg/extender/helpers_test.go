@@ -225,11 +225,11 @@ func (e *env) waitNodes(names ...string) {
 
 // schedule runs Filter then Bind on the first fitting node, as kube-scheduler would.
 func (e *env) schedule(p *corev1.Pod, nodes []string) (string, error) {
-	res := e.ext.cache.Filter(p, nodes)
+	res := e.ext.sched.Filter(p, nodes)
 	if len(*res.NodeNames) == 0 {
 		return "", fmt.Errorf("no node fits: %v %v", res.FailedNodes, res.FailedAndUnresolvableNodes)
 	}
-	scores := e.ext.cache.Prioritize(p, *res.NodeNames)
+	scores := e.ext.sched.Prioritize(p, *res.NodeNames)
 	best := scores[0]
 	for _, s := range scores {
 		if s.Score > best.Score {

@@ -191,7 +191,7 @@ func TestBindFailureReconcile(t *testing.T) {
 	e.waitNodes(names...)
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.create(p)
-	e.ext.cache.Filter(p, names)
+	e.ext.sched.Filter(p, names)
 	e.mu.Lock()
 	e.bindErr = apierrors.NewForbidden(corev1.Resource("pods/binding"), "p", errors.New("denied"))
 	e.mu.Unlock()
@@ -263,21 +263,21 @@ func TestReservationLifecycle(t *testing.T) {
 	c := e.ext.cache
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "20000", 0))
 	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
-	c.Filter(p, names)
+	NewScheduler(c).Filter(p, names)
 	n1, st, _ := c.PodState(device.RefOf(p))
 	if st != "reserved" {
 		t.Fatalf("no reservation: %q", st)
 	}
-	res := c.Filter(q, names) // sees p's reservation
+	res := NewScheduler(c).Filter(q, names) // sees p's reservation
 	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] == n1 || !strings.Contains(res.FailedNodes[n1], "4576 of 24576 MiB free") {
 		t.Fatalf("second pod's filter ignores the reservation: %+v", res)
 	}
-	c.Filter(p, []string{other(n1)}) // re-filter where q holds the GPU: nothing fits, old one dropped
+	NewScheduler(c).Filter(p, []string{other(n1)}) // re-filter where q holds the GPU: nothing fits, old one dropped
 	if n, _, _ := c.PodState(device.RefOf(p)); n != "" {
 		t.Fatalf("reservation not dropped by a re-filter: %q", n)
 	}
 	c.OnPodDelete(q, nil)
-	c.Filter(p, []string{other(n1)}) // re-filter: replaces
+	NewScheduler(c).Filter(p, []string{other(n1)}) // re-filter: replaces
 	if n, _, _ := c.PodState(device.RefOf(p)); n != other(n1) {
 		t.Fatalf("reservation not moved by a re-filter: %q", n)
 	}
@@ -303,7 +303,7 @@ func TestStaleAndMissingLease(t *testing.T) {
 	eventually(t, "node-2", func() bool { return e.ext.cache.node("node-2") != nil })
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.clock.Step(61 * time.Second)
-	res := e.ext.cache.Filter(p, []string{"node-1", "node-2"})
+	res := e.ext.sched.Filter(p, []string{"node-1", "node-2"})
 	if r := res.FailedAndUnresolvableNodes["node-1"]; r != "inventory stale since 2026-03-01T12:00:00Z (device plugin Lease not renewed for 1m0s)" {
 		t.Fatalf("stale reason %q", r)
 	}
@@ -320,11 +320,11 @@ func TestOtherSchedulerPassesThrough(t *testing.T) {
 	p := podtest.Pending("default", "other", podtest.GPU("main", 1, "99999", 0))
 	p.Spec.SchedulerName = "default-scheduler"
 	e.create(p)
-	res := e.ext.cache.Filter(p, []string{"node-1", "nowhere"})
+	res := e.ext.sched.Filter(p, []string{"node-1", "nowhere"})
 	if len(*res.NodeNames) != 2 {
 		t.Fatalf("filter %+v", res)
 	}
-	if s := e.ext.cache.Prioritize(p, names); s[0].Score != 0 {
+	if s := e.ext.sched.Prioritize(p, names); s[0].Score != 0 {
 		t.Fatalf("score %+v", s)
 	}
 	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
@@ -355,7 +355,7 @@ func TestNodePolicyDefaultAndAnnotation(t *testing.T) {
 			if tc.anno != "" {
 				p.Annotations[device.AnnoNodePolicy] = tc.anno
 			}
-			s := e.ext.cache.Prioritize(p, names)
+			s := e.ext.sched.Prioritize(p, names)
 			best := s[0]
 			if s[1].Score > best.Score {
 				best = s[1]
@@ -403,7 +403,7 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 	e.waitNodes(names...)
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "3000", 20))
 	e.create(p)
-	e.ext.cache.Filter(p, names)
+	e.ext.sched.Filter(p, names)
 	e.client.ClearActions()
 	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
 		t.Fatal(err)
@@ -458,7 +458,7 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	}
 	// kube-scheduler retries the pod; node-2 comes first among equally scored nodes. Only
 	// node-1 passes: node-2 is refused with a reason (no bind there could succeed meanwhile).
-	res := c.Filter(p, []string{"node-2", "node-1"})
+	res := NewScheduler(c).Filter(p, []string{"node-2", "node-1"})
 	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] != "node-1" ||
 		!strings.Contains(res.FailedAndUnresolvableNodes["node-2"], "the pod's bind to node node-1 timed out and may still be committed there") {
 		t.Fatalf("retry filter: %+v", res)
@@ -466,12 +466,12 @@ func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	if n, _, _ := c.PodState(device.RefOf(p)); n != "node-1" {
 		t.Fatalf("the retry's Filter moved the booking to %s; the timed-out Binding may hold node-1", n)
 	}
-	pl := c.Prioritize(p, []string{"node-2", "node-1"})
+	pl := NewScheduler(c).Prioritize(p, []string{"node-2", "node-1"})
 	if pl[1].Host != "node-1" || pl[1].Score != 10 || pl[0].Score > 9 {
 		t.Fatalf("prioritize %+v, want node-1 at 10 and node-2 below", pl)
 	}
 	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
-	if res := c.Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
+	if res := NewScheduler(c).Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
 		t.Fatalf("q's filter does not see p's booking on node-1: %+v", res)
 	}
 	e.mu.Lock()
@@ -513,7 +513,7 @@ func TestBindTimeoutBookingExpires(t *testing.T) {
 	for _, n := range names { // the device plugins kept renewing meanwhile
 		c.OnLease(testLease(n, e.clock.Now()))
 	}
-	if res := c.Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
+	if res := NewScheduler(c).Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
 		t.Fatalf("filter after the TTL: %+v", res)
 	}
 }
@@ -528,12 +528,12 @@ func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
 	e.waitNodes(names...)
 	c := e.ext.cache
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "100", 0))
-	c.Filter(p, names)
+	NewScheduler(c).Filter(p, names)
 	n, st, _ := c.PodState(device.RefOf(p))
 	if st != "reserved" {
 		t.Fatalf("no reservation: %q", st)
 	}
-	pl := c.Prioritize(p, names)
+	pl := NewScheduler(c).Prioritize(p, names)
 	for _, h := range pl {
 		switch {
 		case h.Host == n && h.Score != 10:

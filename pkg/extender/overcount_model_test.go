@@ -297,7 +297,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 		switch r := rng.Intn(10); {
 		case r < 3 && len(pending) > 0: // schedule one pod: Filter, Bind, then informer and FinishBind in either order
 			p := pending[0]
-			res := c.Filter(p, nodes)
+			res := NewScheduler(c).Filter(p, nodes)
 			if len(*res.NodeNames) == 0 {
 				check("filter " + p.Name)
 				pending = append(pending[1:], p)
@@ -309,7 +309,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, _, err := c.BookForBind(context.Background(), device.RefOf(p), req, "node-1")
+			a, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1")
 			if err != nil {
 				t.Fatalf("seed %d: bind of %s: %v", seed, p.Name, err)
 			}
@@ -324,13 +324,13 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			b.Annotations[device.AnnoPlanned] = enc
 			b = m.stored(b)
 			if rng.Intn(2) == 0 {
-				c.FinishBind(device.RefOf(p), "node-1", outcomeBound)
+				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
 				check("finish " + p.Name)
 				c.OnPod(b)
 			} else {
 				c.OnPod(b)
 				check("informer " + p.Name)
-				c.FinishBind(device.RefOf(p), "node-1", outcomeBound)
+				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
 			}
 			m.bound(b)
 			check("bound " + p.Name)

@@ -119,7 +119,7 @@ func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
 
 	// The Filter reason a pending pod reads shows the GPU as it is: 10/10, never 11/10.
 	r := podtest.Pending("burst", "r", podtest.GPU("main", 2, "1000", 0))
-	res := c.Filter(r, []string{"node-1"})
+	res := NewScheduler(c).Filter(r, []string{"node-1"})
 	why := res.FailedNodes["node-1"]
 	if !strings.Contains(why, "GPU-0 10/10 slices used") || strings.Contains(why, "11/10") {
 		t.Fatalf("Filter reason %q, want GPU-0 10/10 slices used", why)

@@ -14,7 +14,8 @@ import (
 // lets the pod fit, with the fewest GPU victims that suffice (victims that hold no GPU were chosen
 // for other resources and are kept). Other nodes are dropped. Pods that are not the extender's
 // keep kube-scheduler's proposal.
-func (c *Cache) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
+func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
+	c := s.c
 	proposal := map[string]*extenderv1.MetaVictims{}
 	for n, v := range args.NodeNameToMetaVictims {
 		proposal[n] = v

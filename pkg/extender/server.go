@@ -69,7 +69,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 				names = append(names, args.Nodes.Items[i].Name)
 			}
 		}
-		res := e.cache.Filter(args.Pod, names)
+		res := e.sched.Filter(args.Pod, names)
 		reply(w, res)
 		if len(*res.NodeNames) == 0 {
 			return "refused"
@@ -86,7 +86,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 			return "bad_request"
 		}
 		all := scorePool.Get().(*extenderv1.HostPriorityList)
-		*all = e.cache.PrioritizeInto(*all, args.Pod, *args.NodeNames)
+		*all = e.sched.PrioritizeInto(*all, args.Pod, *args.NodeNames)
 		reply(w, scoredOnly(*all))
 		clear(*all) // drop the node names until the next call
 		scorePool.Put(all)
@@ -114,7 +114,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 		if !decode(w, r, &args) {
 			return "bad_request"
 		}
-		reply(w, e.cache.Preempt(&args))
+		reply(w, e.sched.Preempt(&args))
 		return "ok"
 	}))
 }

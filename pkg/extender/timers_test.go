@@ -65,12 +65,12 @@ func TestGoneTTLIsItsOwnTimer(t *testing.T) {
 	c.Release(device.RefOf(p))
 	clk.Step(59 * time.Minute) // far past 10 × ReservationTTL
 	c.Sweep()
-	if _, _, err := c.BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err == nil || !strings.Contains(err.Error(), "was deleted or has ended") {
+	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err == nil || !strings.Contains(err.Error(), "was deleted or has ended") {
 		t.Fatalf("bind of a released pod within GoneTTL: %v, want a refusal", err)
 	}
 	clk.Step(2 * time.Minute)
 	c.Sweep()
-	if _, _, err := c.BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err != nil {
+	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err != nil {
 		t.Fatalf("bind after GoneTTL: %v", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestReservationTTLIsItsOwnTimer(t *testing.T) {
 	cfg.SlotMoveTTL = time.Hour
 	c, clk := cacheWith(t, cfg, testInventory("node-1", 1, 24576, 4))
 	p := podtest.Pending("ns", "p", podtest.GPU("main", 1, "1000", 0))
-	if res := c.Filter(p, []string{"node-1"}); len(*res.NodeNames) != 1 {
+	if res := NewScheduler(c).Filter(p, []string{"node-1"}); len(*res.NodeNames) != 1 {
 		t.Fatalf("filter: %+v", res)
 	}
 	if n, st, _ := c.PodState(device.RefOf(p)); n != "node-1" || st != "reserved" {

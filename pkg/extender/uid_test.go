@@ -119,7 +119,7 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 		t.Errorf("after the relist: GPU usage %+v, want 20000 MiB, 1 sharer", u)
 	}
 	later := podtest.Pending("a", "later", podtest.GPU("main", 1, "61920", 0))
-	if res := e.ext.cache.Filter(later, names); len(*res.NodeNames) != 1 {
+	if res := e.ext.sched.Filter(later, names); len(*res.NodeNames) != 1 {
 		t.Errorf("a pod asking the 61920 MiB left does not fit: %v", res.FailedNodes)
 	}
 	code, body = scrape(t, e)
