@@ -366,10 +366,12 @@ func TestAllocateBadInput(t *testing.T) {
 		"GPU-A::4":          "slice 4 is not below the split count 4",
 		"GPU-A::1,GPU-A::1": `"GPU-A::1" appears twice`,
 	} {
-		_, err := alloc(t, p, strings.Split(ids, ",")...)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Allocate(%s) = %v, want %q", ids, err, want)
-		}
+		t.Run(ids, func(t *testing.T) {
+			_, err := alloc(t, p, strings.Split(ids, ",")...)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Allocate(%s) = %v, want %q", ids, err, want)
+			}
+		})
 	}
 	bad := testPod("bad", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
 	bad.Annotations[device.AnnoPlanned] = `{"version":"v9"}`

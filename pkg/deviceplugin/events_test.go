@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
 	"github.com/hami-go/hami-go/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,9 +124,11 @@ func TestTruncateMessage(t *testing.T) {
 		{"abcdefghijk", 10, "abcdefg…"},
 		{"ééééé", 8, "éé…"}, // never splits a rune (é is 2 bytes, … is 3)
 	} {
-		if got := truncateMessage(c.in, c.n); got != c.want || len(got) > c.n {
-			t.Errorf("truncateMessage(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%s/%d", c.in, c.n), func(t *testing.T) {
+			if got := truncateMessage(c.in, c.n); got != c.want || len(got) > c.n {
+				t.Errorf("truncateMessage(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+			}
+		})
 	}
 }
 
