@@ -13,6 +13,8 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/ledger"
+	"reflect"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -44,7 +46,7 @@ func TestAllocateC18(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := sliceGPUs(pr.ContainerResponses[0].DeviceIDs)
+	got := ledger.SliceGPUs(pr.ContainerResponses[0].DeviceIDs)
 	if len(pr.ContainerResponses[0].DeviceIDs) != 8 || strings.Join(got, ",") != strings.Join(planned, ",") {
 		t.Fatalf("preferred = %v, want one slice on each of %v", pr.ContainerResponses[0].DeviceIDs, planned)
 	}
@@ -85,16 +87,84 @@ func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string
 	return out
 }
 
-// case C19: limits follow the physical GPU whatever order the kubelet lists the slices in.
-func TestAllocateC19(t *testing.T) {
-	b := newTestBackend(2, 20000)
-	b.gpus[1].MemoryMiB = 60000 // 50% is 10000 MiB on GPU-A, 30000 on GPU-B
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
-	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "main", gpus: []string{"GPU-A", "GPU-B"}, pct: 50, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 30000}}))
-	r := mustAlloc(t, p, "GPU-B::3", "GPU-A::0")
-	got := positional(t, r)
-	if got["GPU-A"] != "10000m" || got["GPU-B"] != "30000m" || len(got) != 2 {
-		t.Fatalf("pairs = %v, want GPU-A=10000m GPU-B=30000m", got)
+// One pod, the kubelet's Allocate calls for it in order (one per GPU container), and the env
+// each call answers: limits follow the planned GPUs, never the kubelet's IDs.
+func TestAllocateEnvs(t *testing.T) {
+	type call struct {
+		ids []string
+		// env are variables the response must carry; pairs, when set, are the GPU → memory
+		// limit pairs of the response, by position (each GPU once).
+		env   map[string]string
+		pairs map[string]string
+	}
+	for _, tc := range []struct {
+		name  string
+		gpus  int
+		memOf map[int]int64 // GPU index → MiB (default 81559)
+		split int           // 0: the default split count
+		pod   []ctr
+		calls []call
+	}{{
+		// case C19: limits follow the physical GPU whatever order the kubelet lists the slices in.
+		name: "C19 limits follow the physical GPU", gpus: 2, memOf: map[int]int64{0: 20000, 1: 60000}, // 50% is 10000 MiB on GPU-A, 30000 on GPU-B
+		pod:   []ctr{{name: "main", gpus: []string{"GPU-A", "GPU-B"}, pct: 50, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 30000}}},
+		calls: []call{{ids: []string{"GPU-B::3", "GPU-A::0"}, pairs: map[string]string{"GPU-A": "10000m", "GPU-B": "30000m"}}},
+	}, {
+		// case C21: one Allocate per container: C1 (1 slice) then C2 (2 slices) of one pod both
+		// succeed with their own limits.
+		name: "C21 one call per container", gpus: 3,
+		pod: []ctr{{name: "c1", mem: 1000, gpus: []string{"GPU-A"}}, {name: "c2", mem: 2000, cores: 30, gpus: []string{"GPU-B", "GPU-C"}}},
+		calls: []call{
+			{ids: []string{"GPU-C::0"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-A", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m"}},
+			{ids: []string{"GPU-A::4", "GPU-B::2"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-B,GPU-C", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m", gpuenv.EnvHAMiSMLimit: "30"}},
+		},
+	}, {
+		// case C21: a pod with one GPU and one non-GPU container works.
+		name: "C21 one GPU container beside one without", gpus: 1,
+		pod:   []ctr{{name: "sidecar"}, {name: "gpu", mem: 5000, gpus: []string{"GPU-A"}}},
+		calls: []call{{ids: []string{"GPU-A::7"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "5000m"}}},
+	}, {
+		// case C22: the kubelet's IDs name several slices of one GPU: each physical GPU once,
+		// from the recorded allocation (split count 100 makes long lists).
+		name: "C22 several slices of one GPU", gpus: 4, split: 100,
+		pod: []ctr{{name: "c", mem: 7000, gpus: []string{"GPU-C", "GPU-D", "GPU-A"}}},
+		calls: []call{{ids: []string{"GPU-B::97", "GPU-B::98", "GPU-B::99"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-C,GPU-D,GPU-A"},
+			pairs: map[string]string{"GPU-C": "7000m", "GPU-D": "7000m", "GPU-A": "7000m"}}},
+	}, {
+		// Init containers: the kubelet calls Allocate for init containers first and may reuse an
+		// init container's devices for the next container; both get their own limits.
+		name: "init container's devices reused", gpus: 2,
+		pod: []ctr{{name: "init", kind: device.KindInit, mem: 9000, gpus: []string{"GPU-A"}}, {name: "app", mem: 4000, gpus: []string{"GPU-A"}}},
+		calls: []call{
+			{ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "9000m"}},
+			{ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "4000m"}}, // reused
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			if tc.split > 0 {
+				cfg.SplitCount = tc.split
+			}
+			b := newTestBackend(tc.gpus, 81559)
+			for i, m := range tc.memOf {
+				b.gpus[i].MemoryMiB = m
+			}
+			p, _ := newTestPlugin(t, cfg, b)
+			p.Ledger().UpsertPod(testPod("p", t0, testNode, tc.pod...))
+			for i, c := range tc.calls {
+				r := mustAlloc(t, p, c.ids...)
+				for k, v := range c.env {
+					if r.Envs[k] != v {
+						t.Fatalf("call %d (%v): %s = %q, want %q (env %v)", i, c.ids, k, r.Envs[k], v, r.Envs)
+					}
+				}
+				if c.pairs != nil {
+					if got := positional(t, r); !reflect.DeepEqual(got, c.pairs) {
+						t.Fatalf("call %d (%v): pairs = %v, want %v", i, c.ids, got, c.pairs)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -178,44 +248,6 @@ func TestAllocateC20(t *testing.T) {
 	}
 }
 
-// case C21: one Allocate per container: C1 (1 slice) then C2 (2 slices) of one pod both succeed
-// with their own limits; a pod with one GPU and one non-GPU container works.
-func TestAllocateC21(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(3, 81559))
-	p.Ledger().UpsertPod(testPod("multi", t0, testNode,
-		ctr{name: "c1", mem: 1000, gpus: []string{"GPU-A"}},
-		ctr{name: "c2", mem: 2000, cores: 30, gpus: []string{"GPU-B", "GPU-C"}}))
-	r1 := mustAlloc(t, p, "GPU-C::0")
-	r2 := mustAlloc(t, p, "GPU-A::4", "GPU-B::2")
-	if r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
-		t.Fatalf("c1 = %v", r1.Envs)
-	}
-	if r2.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-C" || r2.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "2000m" || r2.Envs[gpuenv.EnvHAMiSMLimit] != "30" {
-		t.Fatalf("c2 = %v", r2.Envs)
-	}
-	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
-	p2.Ledger().UpsertPod(testPod("mixed", t0, testNode, ctr{name: "sidecar"}, ctr{name: "gpu", mem: 5000, gpus: []string{"GPU-A"}}))
-	if r := mustAlloc(t, p2, "GPU-A::7"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "5000m" {
-		t.Fatalf("mixed = %v", r.Envs)
-	}
-}
-
-// case C22: the kubelet's IDs name several slices of one GPU: each physical GPU once, from the
-// recorded allocation (split count 100 makes long lists).
-func TestAllocateC22(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	cfg.SplitCount = 100
-	p, _ := newTestPlugin(t, cfg, newTestBackend(4, 81559))
-	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 7000, gpus: []string{"GPU-C", "GPU-D", "GPU-A"}}))
-	r := mustAlloc(t, p, "GPU-B::97", "GPU-B::98", "GPU-B::99")
-	if r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-C,GPU-D,GPU-A" {
-		t.Fatalf("visible = %q", r.Envs[gpuenv.EnvCUDAVisibleDevices])
-	}
-	if len(positional(t, r)) != 3 {
-		t.Fatal("not three GPUs")
-	}
-}
-
 // A repeat call (kubelet at container start) gets the same answer; Allocate without
 // GetPreferredAllocation works (all tests above call it without), and with it too.
 func TestAllocateRepeatAndPreferred(t *testing.T) {
@@ -237,26 +269,11 @@ func TestAllocateRepeatAndPreferred(t *testing.T) {
 	}
 }
 
-// Init containers: the kubelet calls Allocate for init containers first and may reuse an init
-// container's devices for the next container; both get their own limits.
-func TestAllocateInitReuse(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.Ledger().UpsertPod(testPod("p", t0, testNode,
-		ctr{name: "init", kind: device.KindInit, mem: 9000, gpus: []string{"GPU-A"}},
-		ctr{name: "app", mem: 4000, gpus: []string{"GPU-A"}}))
-	ri := mustAlloc(t, p, "GPU-B::1")
-	ra := mustAlloc(t, p, "GPU-B::1") // reused
-	if ri.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "9000m" || ra.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4000m" {
-		t.Fatalf("init %v app %v", ri.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"], ra.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"])
-	}
-}
-
 // Interchangeable pods (same signature) may take each other's slots; PodResources reconcile
 // rewrites the claimed records to the truth and the other pod gets the remaining slot.
 func TestAllocateInterchangeableReconcile(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = func(r PodRef) { dirty = append(dirty, r.Name) }
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(a)
@@ -277,7 +294,7 @@ func TestAllocateInterchangeableReconcile(t *testing.T) {
 	p2.Ledger().UpsertPod(c)
 	p2.Ledger().UpsertPod(d)
 	mustAlloc(t, p2, "GPU-B::3") // really d
-	changed := p2.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-B::3"}}})
+	changed := p2.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-B::3"}}})
 	if len(changed) != 2 {
 		t.Fatalf("reconcile changed %v, want c and d", changed)
 	}
@@ -321,7 +338,7 @@ func TestAllocateRestart(t *testing.T) {
 	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	p2.Ledger().UpsertPod(a)
 	p2.Ledger().UpsertPod(b)
-	p2.Ledger().Reconcile([]ObservedContainer{
+	p2.Ledger().Reconcile([]ledger.ObservedContainer{
 		{Namespace: "default", Pod: "b", Container: "c", IDs: []string{"GPU-B::0"}},
 		{Namespace: "default", Pod: "b", Container: "d", IDs: []string{"GPU-A::1"}},
 		{Namespace: "default", Pod: "a", Container: "c", IDs: []string{"GPU-A::0"}},
@@ -349,10 +366,12 @@ func TestAllocateBadInput(t *testing.T) {
 		"GPU-A::4":          "slice 4 is not below the split count 4",
 		"GPU-A::1,GPU-A::1": `"GPU-A::1" appears twice`,
 	} {
-		_, err := alloc(t, p, strings.Split(ids, ",")...)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Allocate(%s) = %v, want %q", ids, err, want)
-		}
+		t.Run(ids, func(t *testing.T) {
+			_, err := alloc(t, p, strings.Split(ids, ",")...)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Allocate(%s) = %v, want %q", ids, err, want)
+			}
+		})
 	}
 	bad := testPod("bad", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
 	bad.Annotations[device.AnnoPlanned] = `{"version":"v9"}`
@@ -501,8 +520,7 @@ func BenchmarkAllocate(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		if i%200 == 0 {
-			p.ledger = NewLedger(testNode, cfg.Resources, p.opts.Clock, nil)
-			p.ledger.gpuMiB = p.inventoryMiB
+			p.ledger = ledger.New(ledger.Config{Node: testNode, Names: cfg.Resources, Clock: p.opts.Clock, GPUMemory: p.inventoryMiB})
 			for j := 0; j < 200; j++ {
 				u := fmt.Sprintf("GPU-%c", 'A'+j%8)
 				p.ledger.UpsertPod(testPod(fmt.Sprintf("p%d", j), t0.Add(time.Duration(j)), testNode, ctr{name: "c", mem: 300, gpus: []string{u}}))

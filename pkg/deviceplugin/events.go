@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -29,7 +30,7 @@ const maxEventMessage = 1024
 // podRefusal is an Allocate error that names the pods it concerns.
 type podRefusal interface {
 	error
-	Concerns() []PodRef
+	Concerns() []device.PodRef
 }
 
 // NewEventRecorder returns a recorder that sends Events through client's core/v1 Events API as
@@ -41,7 +42,7 @@ func NewEventRecorder(ctx context.Context, client kubernetes.Interface, node str
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: node}), b.Shutdown
 }
 
-func podObjectRef(r PodRef) *corev1.ObjectReference {
+func podObjectRef(r device.PodRef) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Namespace, Name: r.Name, UID: r.UID}
 }
 
@@ -62,7 +63,7 @@ func (p *Plugin) recordRefusal(err error) {
 
 // redactOtherNamespaces replaces the names of pods outside namespace ns with "a pod in another
 // namespace": an Event lives in its pod's namespace, and its readers may not see the others.
-func redactOtherNamespaces(msg, ns string, pods []PodRef) string {
+func redactOtherNamespaces(msg, ns string, pods []device.PodRef) string {
 	for _, o := range pods {
 		if o.Namespace != ns {
 			msg = strings.ReplaceAll(msg, o.String(), "a pod in another namespace")

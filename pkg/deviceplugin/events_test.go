@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+	"github.com/hami-go/hami-go/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -122,15 +124,17 @@ func TestTruncateMessage(t *testing.T) {
 		{"abcdefghijk", 10, "abcdefg…"},
 		{"ééééé", 8, "éé…"}, // never splits a rune (é is 2 bytes, … is 3)
 	} {
-		if got := truncateMessage(c.in, c.n); got != c.want || len(got) > c.n {
-			t.Errorf("truncateMessage(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%s/%d", c.in, c.n), func(t *testing.T) {
+			if got := truncateMessage(c.in, c.n); got != c.want || len(got) > c.n {
+				t.Errorf("truncateMessage(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+			}
+		})
 	}
 }
 
 // An Event lives in its pod's namespace: it names pods of that namespace only.
 func TestRedactOtherNamespaces(t *testing.T) {
-	pods := []PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
+	pods := []device.PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
 	msg := "cannot tell team-a/big and team-b/small apart"
 	if got, want := redactOtherNamespaces(msg, "team-a", pods), "cannot tell team-a/big and a pod in another namespace apart"; got != want {
 		t.Errorf("team-a sees %q, want %q", got, want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -76,30 +76,22 @@ type ctr struct {
 
 var podSeq int
 
-// testPod builds a pod placed by the extender on node with the given containers.
+// testPod builds a pod placed by the extender on node with the given containers: the shared
+// test pod (podtest.Pending) with a unique UID, bound to node, its AnnoPlanned the plan of cs.
 func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod {
 	podSeq++
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default", Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%d", name, podSeq)),
-			CreationTimestamp: metav1.NewTime(created), Annotations: map[string]string{},
-		},
-		Spec: corev1.PodSpec{NodeName: node, SchedulerName: device.SchedulerName},
-	}
+	var ctrs []podtest.Ctr
 	plan := device.Allocation{Node: node}
-	names := device.DefaultResourceNames()
 	for _, c := range cs {
-		k := corev1.Container{Name: c.name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+		pc := podtest.Ctr{Name: c.name, Kind: c.kind, NoGPU: len(c.gpus) == 0}
 		if len(c.gpus) > 0 {
-			k.Resources.Limits[corev1.ResourceName(names.Count)] = *resource.NewQuantity(int64(len(c.gpus)), resource.DecimalSI)
+			pc.Count = int64(len(c.gpus))
 			if c.pct > 0 {
-				k.Resources.Limits[corev1.ResourceName(names.MemoryPercent)] = *resource.NewQuantity(int64(c.pct), resource.DecimalSI)
+				pc.Pct = int64(c.pct)
 			} else {
-				k.Resources.Limits[corev1.ResourceName(names.Memory)] = *resource.NewQuantity(c.mem, resource.DecimalSI)
+				pc.Mem = strconv.FormatInt(c.mem, 10)
 			}
-			if c.cores > 0 {
-				k.Resources.Limits[corev1.ResourceName(names.Cores)] = *resource.NewQuantity(int64(c.cores), resource.DecimalSI)
-			}
+			pc.Cores = int64(c.cores)
 			ca := device.ContainerAllocation{Name: c.name, Kind: c.kind}
 			if ca.Kind == "" {
 				ca.Kind = device.KindApp
@@ -113,8 +105,12 @@ func testPod(name string, created time.Time, node string, cs ...ctr) *corev1.Pod
 			}
 			plan.Containers = append(plan.Containers, ca)
 		}
-		podtest.AddContainer(p, c.kind, k)
+		ctrs = append(ctrs, pc)
 	}
+	p := podtest.Pending("default", name, ctrs...)
+	p.UID = types.UID(fmt.Sprintf("uid-%s-%d", name, podSeq))
+	p.CreationTimestamp = metav1.NewTime(created)
+	p.Spec.NodeName = node
 	if len(plan.Containers) > 0 {
 		s, err := device.EncodeAllocation(plan)
 		if err != nil {
@@ -135,8 +131,14 @@ func testConfig(dir string) Config {
 
 func newTestPlugin(t testing.TB, cfg Config, b *testBackend) (*Plugin, *clocktesting.FakeClock) {
 	t.Helper()
+	return newTestPluginDirty(t, cfg, b, nil)
+}
+
+// newTestPluginDirty is newTestPlugin whose ledger queues the pods to write on dirty.
+func newTestPluginDirty(t testing.TB, cfg Config, b *testBackend, dirty func(device.PodRef)) (*Plugin, *clocktesting.FakeClock) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, nil)
+	p, err := New(cfg, b, Options{Clock: clk, WatchInterval: 20 * time.Millisecond, FileExists: func(string) bool { return false }}, dirty)
 	if err != nil {
 		t.Fatal(err)
 	}

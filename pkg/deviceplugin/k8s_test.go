@@ -43,8 +43,7 @@ func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourc
 func startPodSync(t *testing.T, client kubernetes.Interface, pr *fakePodResources) (*Plugin, *PodSync, context.Context) {
 	t.Helper()
 	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = sync.Dirty
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), sync.Dirty)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := sync.Start(ctx, p.Ledger()); err != nil {

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // Interchangeable pods are matched in the order the plugin saw them placed (the order the
@@ -13,8 +15,7 @@ import (
 // plan. d gets its own slot, so Reconcile swaps nothing and no record is written twice.
 func TestInterchangeableMatchedInSeenOrder(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(3, 81559))
-	p.ledger.dirty = func(r PodRef) { dirty = append(dirty, r.Name) }
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(3, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	c := testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
 	d := testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(d) // bound first
@@ -30,7 +31,7 @@ func TestInterchangeableMatchedInSeenOrder(t *testing.T) {
 	if rd, _ := p.Ledger().ClaimedRecord(d.UID); len(rd.Containers) != 1 || rd.Containers[0].SliceIDs[0] != "GPU-C::0" {
 		t.Fatalf("d's record %v, want the call's GPU-C::0", rd)
 	}
-	if changed := p.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-C::0"}}}); len(changed) != 0 {
+	if changed := p.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-C::0"}}}); len(changed) != 0 {
 		t.Fatalf("reconcile rewrote %v, want nothing (the claim was d's already)", changed)
 	}
 	if r := mustAlloc(t, p, "GPU-C::1"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" {

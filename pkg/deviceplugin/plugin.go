@@ -18,6 +18,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // Options are the injectable parts of a Plugin (tests replace them).
@@ -48,7 +49,7 @@ type Plugin struct {
 	gpus    []device.GPU
 	byUUID  map[string]device.GPU
 	health  *gpuhealth.Health
-	ledger  *Ledger
+	ledger  *ledger.Ledger
 	resp    responder
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
@@ -62,7 +63,7 @@ type Plugin struct {
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
 // be (re)written (nil: none). It fails when the config is invalid or discovery fails.
-func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (*Plugin, error) {
+func New(cfg Config, backend device.Backend, opts Options, dirty func(device.PodRef)) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,14 +102,13 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(PodRef)) (
 		uuids = append(uuids, g.UUID)
 	}
 	p.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
-	p.ledger = NewLedger(cfg.NodeName, cfg.Resources, opts.Clock, dirty)
-	p.ledger.gpuMiB = p.inventoryMiB
+	p.ledger = ledger.New(ledger.Config{Node: cfg.NodeName, Names: cfg.Resources, Clock: opts.Clock, Dirty: dirty, GPUMemory: p.inventoryMiB})
 	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
 	return p, nil
 }
 
 // Ledger returns the plugin's pod ledger (fed by the pod informer).
-func (p *Plugin) Ledger() *Ledger { return p.ledger }
+func (p *Plugin) Ledger() *ledger.Ledger { return p.ledger }
 
 // Health returns the plugin's health state machine.
 func (p *Plugin) Health() *gpuhealth.Health { return p.health }

@@ -22,6 +22,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
@@ -40,14 +41,14 @@ func DialPodResources(socket string) (PodResourcesLister, func(), error) {
 }
 
 // Observe lists what the kubelet holds of the count resource, per container.
-func Observe(ctx context.Context, l PodResourcesLister, resource string) ([]ObservedContainer, error) {
+func Observe(ctx context.Context, l PodResourcesLister, resource string) ([]ledger.ObservedContainer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	r, err := l.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet PodResources List: %w", err)
 	}
-	var out []ObservedContainer
+	var out []ledger.ObservedContainer
 	for _, p := range r.PodResources {
 		for _, c := range p.Containers {
 			var ids []string
@@ -57,7 +58,7 @@ func Observe(ctx context.Context, l PodResourcesLister, resource string) ([]Obse
 				}
 			}
 			if len(ids) > 0 {
-				out = append(out, ObservedContainer{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, IDs: ids})
+				out = append(out, ledger.ObservedContainer{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, IDs: ids})
 			}
 		}
 	}
@@ -73,11 +74,11 @@ const claimWriters = 4
 // (AnnoClaimed) with retries, and reconciles claims from the kubelet's PodResources API shortly
 // after every claim and every ReconcileEvery.
 type PodSync struct {
-	ledger     *Ledger
+	ledger     *ledger.Ledger
 	client     kubernetes.Interface
 	lister     corelisters.PodLister
 	factory    informers.SharedInformerFactory
-	queue      workqueue.TypedRateLimitingInterface[PodRef]
+	queue      workqueue.TypedRateLimitingInterface[device.PodRef]
 	podRes     PodResourcesLister
 	resource   string
 	soon       chan struct{}
@@ -99,7 +100,7 @@ func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodRe
 	}))
 	return &PodSync{
 		client: client, factory: f, lister: f.Core().V1().Pods().Lister(), podRes: podRes, resource: resource,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[PodRef]()),
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[device.PodRef]()),
 		soon:       make(chan struct{}, 1),
 		reconcileE: 30 * time.Second,
 		written:    map[types.UID]map[string]*string{},
@@ -107,7 +108,7 @@ func NewPodSync(client kubernetes.Interface, node, resource string, podRes PodRe
 }
 
 // Dirty queues a pod's claimed record for writing and asks for a reconcile soon.
-func (s *PodSync) Dirty(r PodRef) {
+func (s *PodSync) Dirty(r device.PodRef) {
 	s.queue.Add(r)
 	select {
 	case s.soon <- struct{}{}:
@@ -117,7 +118,7 @@ func (s *PodSync) Dirty(r PodRef) {
 
 // Start attaches the ledger, starts the informer and waits for its sync, then reconciles once
 // from PodResources (restart: nothing lost) before returning. Workers run until ctx ends.
-func (s *PodSync) Start(ctx context.Context, l *Ledger) error {
+func (s *PodSync) Start(ctx context.Context, l *ledger.Ledger) error {
 	s.ledger = l
 	inf := s.factory.Core().V1().Pods().Informer()
 	// A pod re-created under the same name arrives after a relist as one update across UIDs:
@@ -168,7 +169,7 @@ func (s *PodSync) reassert(oldObj, newObj any) {
 	if ov == nv && oh == nh {
 		return
 	}
-	r := PodRef{Namespace: n.Namespace, Name: n.Name, UID: n.UID}
+	r := device.RefOf(n)
 	if _, known := s.ledger.ClaimedRecord(n.UID); !known {
 		return
 	}
@@ -236,7 +237,7 @@ func (s *PodSync) writeLoop(ctx context.Context) {
 
 // write makes the pod's AnnoClaimed equal the ledger's record (absent when nothing is claimed)
 // and, when the ledger republishes the pod's plan (publish.go), its AnnoPlanned too, in one patch.
-func (s *PodSync) write(ctx context.Context, r PodRef) error {
+func (s *PodSync) write(ctx context.Context, r device.PodRef) error {
 	rec, ok := s.ledger.ClaimedRecord(r.UID)
 	if !ok {
 		return nil // pod gone or ended
@@ -281,7 +282,7 @@ func (s *PodSync) write(ctx context.Context, r PodRef) error {
 
 // current reports whether the pod's annotation anno already has value (nil: absent): as this
 // plugin last patched it, else as the lister has it; false when neither knows the pod.
-func (s *PodSync) current(r PodRef, anno string, value *string) bool {
+func (s *PodSync) current(r device.PodRef, anno string, value *string) bool {
 	same := func(cur *string) bool { return (cur == nil) == (value == nil) && (cur == nil || *cur == *value) }
 	s.mu.Lock()
 	last, ok := s.written[r.UID][anno]
@@ -302,7 +303,7 @@ func (s *PodSync) current(r PodRef, anno string, value *string) bool {
 // PatchRecords sets (or, with nil, removes) the pod's AnnoClaimed and, when planned is not nil,
 // sets its AnnoPlanned, by one merge patch that carries the pod's UID as a precondition (a
 // re-created pod of the same name is never touched).
-func PatchRecords(ctx context.Context, c kubernetes.Interface, r PodRef, planned, claimed *string) error {
+func PatchRecords(ctx context.Context, c kubernetes.Interface, r device.PodRef, planned, claimed *string) error {
 	annos := map[string]any{device.AnnoClaimed: claimed}
 	if planned != nil {
 		annos[device.AnnoPlanned] = *planned

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // case C04: interchangeable pods c (planned on GPU-A) and d (planned on GPU-B): the kubelet admits d with
@@ -90,8 +91,7 @@ func TestRepublishPlanAfterSwappedPodLeaves(t *testing.T) {
 // the kept slot; a pod that leaves on its own plan republishes nothing.
 func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 	var dirty []string
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = func(r PodRef) { dirty = append(dirty, r.Name) }
+	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
 	l := p.Ledger()
 	e := testPod("e", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}}) // first seen, on GPU-A, stays
 	c := testPod("c", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
@@ -107,7 +107,7 @@ func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 	mustAlloc(t, p, "GPU-A::0") // e
 	mustAlloc(t, p, "GPU-A::1") // c
 	// The kubelet gave c's call to d: swap c and d.
-	l.Reconcile([]ObservedContainer{
+	l.Reconcile([]ledger.ObservedContainer{
 		{Namespace: "default", Pod: "e", Container: "x", IDs: []string{"GPU-A::0"}},
 		{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-A::1"}},
 	})
@@ -130,14 +130,13 @@ func TestRepublishPicksTheMemberThatRunsOnTheKeptSlot(t *testing.T) {
 func swappedPair(t *testing.T) (p *Plugin, c, d *corev1.Pod, dirty *[]string) {
 	t.Helper()
 	dirty = &[]string{}
-	p, _ = newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.ledger.dirty = func(r PodRef) { *dirty = append(*dirty, r.Name) }
+	p, _ = newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { *dirty = append(*dirty, r.Name) })
 	c = testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
 	d = testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-B"}})
 	p.Ledger().UpsertPod(c)
 	p.Ledger().UpsertPod(d)
 	mustAlloc(t, p, "GPU-A::0") // matched to c, the kubelet's call was d's
-	p.Ledger().Reconcile([]ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-A::0"}}})
+	p.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-A::0"}}})
 	*dirty = nil
 	return p, c, d, dirty
 }

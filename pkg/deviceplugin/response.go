@@ -5,6 +5,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // The plugin's CDI kind. (The env names and enforcement modes are pkg/gpuenv's.)
@@ -34,7 +35,7 @@ func (c *Config) envConfig() gpuenv.Config {
 // build answers one container from its claim: one ordered list of physical GPUs (the claimed
 // container's devices, each once) gives every positional value (cases C19, C22), through the
 // builder the DRA driver shares (gpuenv.Build).
-func (r *responder) build(cl Claim) *pluginapi.ContainerAllocateResponse {
+func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse {
 	devs := cl.Container.Devices
 	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: string(cl.Pod.UID) + "_" + cl.Container.Name}
 	for i, d := range devs {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/podevents/podeventstest"
 )
 
@@ -178,7 +179,7 @@ func TestC34ReconcileLeavesNameOfTwoPodsAlone(t *testing.T) {
 	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920))
 	fresh := testPod("p", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-A"}})
 	p.Ledger().UpsertPod(fresh)
-	two := []ObservedContainer{
+	two := []ledger.ObservedContainer{
 		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-B::5"}},
 		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-A::2"}},
 	}

@@ -20,7 +20,7 @@ func refuse(format string, a ...any) error { return &BindRefusal{Reason: fmt.Spr
 // confusableLocked returns an in-flight pod on ns that the device plugin could confuse with a
 // pod of call key key and signature sig (same call key, different signature; case C20), or nil.
 // Caller holds mu.
-func confusableLocked(ns *nodeState, k PodKey, key device.CallKey, sig device.Signature) *booking {
+func confusableLocked(ns *nodeState, k device.PodRef, key device.CallKey, sig device.Signature) *booking {
 	for _, m := range ns.members {
 		if m.key != k && m.inFlight() && m.hasKey && m.callKey == key && m.sig != sig {
 			return m
@@ -34,7 +34,8 @@ func confusableLocked(ns *nodeState, k PodKey, key device.CallKey, sig device.Si
 // in-flight pod the device plugin could confuse with this one, it waits (in memory, woken at
 // once by every pod event, at most cfg.BindWait) and then refuses. already is true when the pod
 // is already bound to node with a plan (a repeated bind). Refusals are *BindRefusal.
-func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodRequest, node string) (a *device.Allocation, already bool, err error) {
+func (s *Scheduler) BookForBind(ctx context.Context, k device.PodRef, req *device.PodRequest, node string) (a *device.Allocation, already bool, err error) {
+	c := s.c
 	deadline := c.clock.Now().Add(c.cfg.BindWait)
 	key, hasKey := device.KeyOf(req, c.cfg.Resources)
 	sig := device.SignatureOf(req)
@@ -42,7 +43,7 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 		c.mu.Lock()
 		if _, gone := c.gone[k]; gone {
 			c.mu.Unlock()
-			return nil, false, refuse("pod %s was deleted or has ended", k)
+			return nil, false, refuse("pod %s was deleted or has ended", k.Exact())
 		}
 		b := c.pods[k]
 		if b != nil && b.stage != stageReserved {
@@ -50,9 +51,9 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 			c.mu.Unlock()
 			switch {
 			case bn != node:
-				return nil, false, refuse("pod %s is already bound (or being bound) to node %s", k, bn)
+				return nil, false, refuse("pod %s is already bound (or being bound) to node %s", k.Exact(), bn)
 			case st == stageBinding:
-				return nil, false, refuse("a bind of pod %s to node %s is already in progress", k, node)
+				return nil, false, refuse("a bind of pod %s to node %s is already in progress", k.Exact(), node)
 			}
 			return p, true, nil
 		}
@@ -72,7 +73,7 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 				case <-t.C():
 				case <-ctx.Done():
 					t.Stop()
-					return nil, false, refuse("bind of pod %s to node %s: %v", k, node, ctx.Err())
+					return nil, false, refuse("bind of pod %s to node %s: %v", k.Exact(), node, ctx.Err())
 				}
 				t.Stop()
 				continue
@@ -82,14 +83,14 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 			c.setStageLocked(b, stageBinding)
 			p := b.planned
 			c.mu.Unlock()
-			klog.V(4).InfoS("Bind confirms the reservation", "pod", k.String(), "node", node)
+			klog.V(4).InfoS("Bind confirms the reservation", "pod", k.Exact(), "node", node)
 			return p, false, nil
 		}
 		if b != nil && b.maybeBound {
 			bn := b.node
 			c.mu.Unlock()
 			return nil, false, refuse("pod %s: its bind to node %s timed out and may still be committed there; it stays booked on %s until the API shows the outcome (at most %s)",
-				k, bn, bn, c.cfg.ReservationTTL)
+				k.Exact(), bn, bn, c.cfg.ReservationTTL)
 		}
 		if b != nil {
 			c.removeLocked(b, "")
@@ -110,7 +111,7 @@ func (c *Cache) BookForBind(ctx context.Context, k PodKey, req *device.PodReques
 		nb.planned = &alloc
 		c.putLocked(nb)
 		c.mu.Unlock()
-		klog.V(4).InfoS("Bind booked the pod", "pod", k.String(), "node", node, "movedFrom", movedFrom(b))
+		klog.V(4).InfoS("Bind booked the pod", "pod", k.Exact(), "node", node, "movedFrom", movedFrom(b))
 		return &alloc, false, nil
 	}
 }
@@ -139,7 +140,8 @@ const (
 )
 
 // FinishBind records the outcome of a bind's API calls for a booking made by BookForBind.
-func (c *Cache) FinishBind(k PodKey, node string, o bindOutcome) {
+func (s *Scheduler) FinishBind(k device.PodRef, node string, o bindOutcome) {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]

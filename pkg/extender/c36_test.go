@@ -24,7 +24,7 @@ func TestRebuildC36ChargeNeverBelowRequest(t *testing.T) {
 	if u0, u1 := gpuUse(e.ext.cache, "node-1", 0), gpuUse(e.ext.cache, "node-1", 1); u0.MemoryMiB != 20000 || u0.Sharers != 1 || u1.MemoryMiB != 0 || u1.Sharers != 0 {
 		t.Fatalf("rebuilt usage GPU0 %+v GPU1 %+v; want 20000 MiB/1 sharer and nothing", u0, u1)
 	}
-	if _, st, _ := e.ext.cache.PodState(KeyOfPod(lowered)); st != "claimed" {
+	if _, st, _ := e.ext.cache.PodState(device.RefOf(lowered)); st != "claimed" {
 		t.Fatalf("lowered pod stage %q, want claimed", st)
 	}
 

@@ -5,22 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
-
-// PodKey identifies a pod exactly: namespace, name and UID (case C12). A release for one key
-// never touches another, however similar the names.
-type PodKey struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-}
-
-func (k PodKey) String() string { return k.Namespace + "/" + k.Name + " (" + string(k.UID) + ")" }
 
 // stage is where a booking is in its life.
 type stage int
@@ -43,7 +32,7 @@ func (s stage) String() string {
 // booking is what one pod holds on one node. Guarded by Cache.mu; the node's usage that it
 // contributes to is guarded by that node's nodeState.mu as well.
 type booking struct {
-	key   PodKey
+	key   device.PodRef
 	node  string
 	stage stage
 	// req is the pod's parsed request; nil when it could not be parsed (such a booking is still
@@ -87,14 +76,14 @@ type nodeState struct {
 	leaseTime time.Time
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
-	members map[PodKey]*booking
+	members map[device.PodRef]*booking
 	// released maps a slice ID to when the pod holding it (the latest claimed record naming it)
 	// was released: claimed records older than that are stale (groups.go). Bounded by the
 	// node's slice IDs.
 	released map[string]stamp
 	// moves holds, per signature group, the slots the group's pool gains and loses because a
 	// member that held another member's planned slot went, until the device plugin's
-	// republished annotation carries them or Config.ReservationTTL passes (groups.go, slotMove).
+	// republished annotation carries them or Config.SlotMoveTTL passes (groups.go, slotMove).
 	moves map[device.Signature][]slotMove
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
@@ -137,17 +126,43 @@ func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
 	return nil
 }
 
-// Cache is the extender's state. Lock order: mu, then nodesMu, then one nodeState.mu at a
-// time (never two node locks at once). Readers of one node's usage (Filter, Prioritize) hold only
-// that node's lock, briefly; every writer holds mu and the node's lock. No lock is held across
-// an API call.
+// Cache is the extender's state: what the informers feed (node inventories and Leases: OnNode,
+// OnLease; pods: OnPod, OnPodDelete) and the bookings, one per pod, that the verbs (Scheduler)
+// and the informer move through their stages. Every booking charges its node; the charge of a
+// signature group's members comes from the group's slots (groups.go). A booking's life:
+//
+//	                    Filter (reserve)
+//	   (none) ─────────────────────────────▶ reserved ─── Sweep, ReservationTTL ──▶ (none)
+//	     │                                    │   ▲
+//	     │                     BookForBind    │   │ FinishBind: outcome unknown
+//	     │                                    ▼   │ (maybeBound: pinned to its node)
+//	     │                                  binding ── FinishBind: failed ──▶ (none)
+//	     │                                    │
+//	     │     informer: bound, AnnoPlanned   │ FinishBind: bound, or the informer
+//	     ├───────────────────────────────▶    ▼ shows the pod bound
+//	     │                                  planned
+//	     │     informer: bound, AnnoClaimed   │ informer: AnnoClaimed (the device
+//	     └───────────────────────────────▶    ▼ plugin's Allocate claimed)
+//	                                        claimed
+//
+//	any stage ── Release: the pod is deleted or finished ──▶ (none); its reference is
+//	             remembered for GoneTTL so that no racing verb books it again.
+//
+// BookForBind also books a pod that holds no reservation (none → binding). A reserved booking
+// whose bind may have been committed (maybeBound) moves to planned or claimed when the informer
+// or a late FinishBind shows the pod bound. A pod the informer shows bound elsewhere without a
+// plan loses its booking. Bound bookings are never dropped by a timer (case C14).
+//
+// Lock order: mu, then nodesMu, then one nodeState.mu at a time (never two node locks at
+// once). Readers of one node's usage (Filter, Prioritize) hold only that node's lock, briefly;
+// every writer holds mu and the node's lock. No lock is held across an API call.
 type Cache struct {
 	cfg   Config
 	clock clock.Clock
 
 	mu   sync.Mutex
-	pods map[PodKey]*booking
-	gone map[PodKey]time.Time
+	pods map[device.PodRef]*booking
+	gone map[device.PodRef]time.Time
 	// seq counts claimed records seen and slice releases (stamp.seq).
 	seq     uint64
 	changed chan struct{}
@@ -164,8 +179,8 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 	return &Cache{
 		cfg:      cfg,
 		clock:    clk,
-		pods:     map[PodKey]*booking{},
-		gone:     map[PodKey]time.Time{},
+		pods:     map[device.PodRef]*booking{},
+		gone:     map[device.PodRef]time.Time{},
 		changed:  make(chan struct{}),
 		nodes:    map[string]*nodeState{},
 		memos:    newMemoTable(),
@@ -190,7 +205,7 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 	defer c.nodesMu.Unlock()
 	ns := c.nodes[name]
 	if ns == nil {
-		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[PodKey]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
+		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[device.PodRef]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
 		c.nodes[name] = ns
 		c.nodeCount++
 	}
@@ -295,10 +310,10 @@ func (c *Cache) putLocked(b *booking) {
 // Release drops whatever the pod holds (deleted or ended pod), and its Filter refusal (requeue.go).
 // Only this exact key is touched (case C12; a pod re-created under its name is another key, C34).
 // It remembers the key as gone, so that a racing Filter cannot book it again.
-func (c *Cache) Release(k PodKey) { c.release(k, "") }
+func (c *Cache) Release(k device.PodRef) { c.release(k, "") }
 
 // release is Release for an informer event whose pod had resourceVersion rv ("": unknown).
-func (c *Cache) release(k PodKey, rv string) {
+func (c *Cache) release(k device.PodRef, rv string) {
 	c.refusals.fits(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,8 +326,8 @@ func (c *Cache) release(k PodKey, rv string) {
 }
 
 // Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL, drops slot moves
-// older than that (groups.go expireMovesLocked) and forgets gone pods after ten times that.
-// Bound pods are never dropped by it (case C14).
+// older than cfg.SlotMoveTTL (groups.go expireMovesLocked) and forgets gone pods after
+// cfg.GoneTTL. Bound pods are never dropped by it (case C14).
 func (c *Cache) Sweep() {
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -328,7 +343,7 @@ func (c *Cache) Sweep() {
 	}
 	c.expireMovesLocked(now)
 	for k, t := range c.gone {
-		if now.Sub(t) > 10*c.cfg.ReservationTTL {
+		if now.Sub(t) > c.cfg.GoneTTL {
 			delete(c.gone, k)
 		}
 	}
@@ -349,7 +364,7 @@ func usageExcluding(ns *nodeState, own *booking) allocator.NodeUsage {
 }
 
 // ownBooking returns the pod's booking (read under mu; the pointer is stable).
-func (c *Cache) ownBooking(k PodKey) *booking {
+func (c *Cache) ownBooking(k device.PodRef) *booking {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pods[k]
@@ -357,7 +372,7 @@ func (c *Cache) ownBooking(k PodKey) *booking {
 
 // ownBookingPinned returns the pod's booking and whether it is pinned to its node because its
 // last bind may yet be committed there (booking.maybeBound), both read under mu.
-func (c *Cache) ownBookingPinned(k PodKey) (*booking, bool) {
+func (c *Cache) ownBookingPinned(k device.PodRef) (*booking, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]
@@ -403,7 +418,7 @@ func (c *Cache) NodeNames() []string {
 
 // PodState reports the node and stage of the pod's booking ("" when it holds nothing), and the
 // allocation charged for it.
-func (c *Cache) PodState(k PodKey) (node, stageName string, alloc *device.Allocation) {
+func (c *Cache) PodState(k device.PodRef) (node, stageName string, alloc *device.Allocation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]

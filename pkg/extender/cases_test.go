@@ -103,7 +103,7 @@ func TestC03InitContainers(t *testing.T) {
 		e := newEnv(t, nil, objs...)
 		e.waitNodes(names...)
 		p := podtest.Pending("default", "c", podtest.Ctr{Name: "side", Kind: device.KindSidecar, Count: 1, Pct: 50}, podtest.Ctr{Name: "init", Kind: device.KindInit, Count: 1, Pct: 60})
-		res := e.ext.cache.Filter(p, names)
+		res := e.ext.sched.Filter(p, names)
 		if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["node-1"], "MiB free") {
 			t.Fatalf("want node-1 unresolvable with a memory reason; got %+v", res)
 		}
@@ -227,7 +227,7 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 	eventually(t, "node-bad", func() bool { return e.ext.cache.node("node-bad") != nil })
 
 	four := podtest.Pending("default", "four", podtest.GPU("main", 4, "1000", 0))
-	res := e.ext.cache.Filter(four, names)
+	res := e.ext.sched.Filter(four, names)
 	if len(*res.NodeNames) != 0 {
 		t.Fatalf("gpu:4 fits somewhere: %+v", res)
 	}
@@ -243,12 +243,12 @@ func TestC09ImpossibleRequestsAndStrangeNodes(t *testing.T) {
 		}
 	}
 	huge := podtest.Pending("default", "huge", podtest.GPU("main", 1, "30000", 0))
-	res = e.ext.cache.Filter(huge, names)
+	res = e.ext.sched.Filter(huge, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "24576 of 24576 MiB free") {
 		t.Fatalf("huge: node-1 reason %q", r)
 	}
 	bad1 := podtest.Pending("default", "badq", podtest.GPU("main", 1, "3000M", 0))
-	res = e.ext.cache.Filter(bad1, names)
+	res = e.ext.sched.Filter(bad1, names)
 	if r := res.FailedAndUnresolvableNodes["node-1"]; !strings.Contains(r, "did you mean 3000Mi") || len(res.FailedAndUnresolvableNodes) != 4 {
 		t.Fatalf("unparsable pod: %+v", res)
 	}
@@ -279,8 +279,8 @@ func TestC12ExactIdentity(t *testing.T) {
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
 		t.Fatalf("usage %+v", u)
 	}
-	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc", UID: "uid-ns1-abc-123"}) // wrong UID: nothing
-	e.ext.cache.Release(PodKey{Namespace: "ns1", Name: "abc-12", UID: "uid-ns1-abc-123"})
+	e.ext.cache.Release(device.PodRef{Namespace: "ns1", Name: "abc", UID: "uid-ns1-abc-123"}) // wrong UID: nothing
+	e.ext.cache.Release(device.PodRef{Namespace: "ns1", Name: "abc-12", UID: "uid-ns1-abc-123"})
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
 		t.Fatalf("near-miss releases freed something: %+v", u)
 	}
@@ -288,7 +288,7 @@ func TestC12ExactIdentity(t *testing.T) {
 	eventually(t, "abc released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 6000 })
 	e.deletePod("ns1", "abc-123")
 	eventually(t, "ns1/abc-123 released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 4000 })
-	if n, _, _ := e.ext.cache.PodState(KeyOfPod(pods[2])); n != "node-1" {
+	if n, _, _ := e.ext.cache.PodState(device.RefOf(pods[2])); n != "node-1" {
 		t.Fatalf("ns2/abc-123 lost its booking")
 	}
 }
@@ -300,7 +300,7 @@ func bigSmall() (*corev1.Pod, *corev1.Pod) {
 
 func bindAsync(e *env, p *corev1.Pod, node string) chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- e.ext.Bind(context.Background(), KeyOfPod(p), node) }()
+	go func() { ch <- e.ext.Bind(context.Background(), device.RefOf(p), node) }()
 	return ch
 }
 
@@ -322,6 +322,7 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.BindWait = time.Hour
 			cfg.ReservationTTL = 24 * time.Hour // no sweeper tick during the test
+			cfg.SweepInterval = 24 * time.Hour
 			e := newEnv(t, &cfg, objs...)
 			e.waitNodes(names...)
 			big, small := bigSmall()
@@ -329,7 +330,7 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 			if _, err := e.schedule(big, names); err != nil {
 				t.Fatal(err)
 			}
-			e.ext.cache.Filter(small, names)
+			e.ext.sched.Filter(small, names)
 			ch := bindAndWaitBlocked(t, e, small, "node-1")
 			select {
 			case err := <-ch:
@@ -390,11 +391,11 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 		defer ns.mu.Unlock()
 		return ns.leaseTime.Equal(e.clock.Now())
 	})
-	node, stage, alloc := e.ext.cache.PodState(KeyOfPod(big))
+	node, stage, alloc := e.ext.cache.PodState(device.RefOf(big))
 	if node != "node-1" || stage != "planned" || device.SlotKey(alloc) != device.SlotKey(&before) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}
-	e.ext.cache.Filter(small, names)
+	e.ext.sched.Filter(small, names)
 	ch := bindAndWaitBlocked(t, e, small, "node-1")
 	e.clock.Step(cfg.BindWait + time.Millisecond)
 	err := <-ch
@@ -415,6 +416,7 @@ func TestC20BindSerialization(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.BindWait = time.Hour
 	cfg.ReservationTTL = 24 * time.Hour
+	cfg.SweepInterval = 24 * time.Hour
 	e := newEnv(t, &cfg, objs...)
 	e.waitNodes(names...)
 	big, small := bigSmall()
@@ -430,7 +432,7 @@ func TestC20BindSerialization(t *testing.T) {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
 	}
-	e.ext.cache.Filter(big, names)
+	e.ext.sched.Filter(big, names)
 	ch := bindAndWaitBlocked(t, e, big, "node-1")
 	// big's twin waits behind small too (same key, different signature from small).
 	// The device plugin claims small: big proceeds at once.

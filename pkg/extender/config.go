@@ -30,9 +30,21 @@ type Config struct {
 	BindWait time.Duration
 	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace).
 	LeaseNamespace string
-	// ReservationTTL drops a speculative reservation (made by Filter) that no Bind confirmed
-	// within this time. Bound pods are never dropped by a timer (case C14).
+	// The extender's timers, one job each (none is a flag; DefaultConfig sets them). Bound pods
+	// are never dropped by a timer (case C14).
+	//
+	// ReservationTTL drops a reservation that no Bind confirmed within this time: a speculative
+	// one (made by Filter), or one pinned to its node because its bind's outcome is unknown
+	// (booking.maybeBound, which the informer settles sooner when the pod shows up).
 	ReservationTTL time.Duration
+	// SlotMoveTTL drops a signature group's slot move (groups.go slotMove) that no republished
+	// planned annotation settled within this time; the annotations then stand alone.
+	SlotMoveTTL time.Duration
+	// GoneTTL is how long a released pod's reference is remembered, so that a Filter or a Bind
+	// racing the release cannot book the pod again.
+	GoneTTL time.Duration
+	// SweepInterval is how often Cache.Sweep applies the three above.
+	SweepInterval time.Duration
 	// APITimeout bounds each API call of a bind (the Binding carrying the plan, the reconcile read).
 	APITimeout time.Duration
 }
@@ -48,6 +60,9 @@ func DefaultConfig() Config {
 		BindWait:       2 * time.Second,
 		LeaseNamespace: "kube-node-lease",
 		ReservationTTL: 60 * time.Second,
+		SlotMoveTTL:    60 * time.Second,
+		GoneTTL:        600 * time.Second,
+		SweepInterval:  15 * time.Second,
 		APITimeout:     10 * time.Second,
 	}
 }
@@ -75,8 +90,13 @@ func (c *Config) Validate() error {
 	if c.LeaseNamespace == "" {
 		return fmt.Errorf("lease-namespace is empty")
 	}
-	if c.ReservationTTL <= 0 {
-		return fmt.Errorf("reservation TTL: %v is not positive", c.ReservationTTL)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"reservation TTL", c.ReservationTTL}, {"slot move TTL", c.SlotMoveTTL}, {"gone TTL", c.GoneTTL}, {"sweep interval", c.SweepInterval}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: %v is not positive", d.name, d.v)
+		}
 	}
 	if c.APITimeout <= 0 {
 		return fmt.Errorf("API timeout: %v is not positive", c.APITimeout)

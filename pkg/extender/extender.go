@@ -26,11 +26,13 @@ import (
 	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
-// Extender is the scheduler extender: the cache, the API client it binds with, the event
-// recorder that makes bind refusals visible in `kubectl describe pod`, and its metrics.
+// Extender is the scheduler extender: the cache (state) and the verbs over it (sched), the API
+// client it binds with, the event recorder that makes bind refusals visible in `kubectl
+// describe pod`, and its metrics.
 type Extender struct {
 	cfg      Config
 	cache    *Cache
+	sched    *Scheduler
 	client   kubernetes.Interface
 	recorder record.EventRecorder
 	clock    clock.WithTicker
@@ -53,6 +55,7 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 	}
 	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk, registerer: reg}
 	e.cache = NewCache(cfg, clk)
+	e.sched = NewScheduler(e.cache)
 	m, err := newMetrics(e.cache, reg)
 	if err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func (e *Extender) Run(ctx context.Context) error {
 	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
 	go e.requeueLoop(ctx, c)
-	t := e.clock.NewTicker(e.cfg.ReservationTTL / 4)
+	t := e.clock.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -164,7 +167,7 @@ func (e *Extender) Run(ctx context.Context) error {
 }
 
 // lookupPod returns the pod with exactly key k: from the informer, else from the API.
-func (e *Extender) lookupPod(ctx context.Context, k PodKey) (*corev1.Pod, error) {
+func (e *Extender) lookupPod(ctx context.Context, k device.PodRef) (*corev1.Pod, error) {
 	if l := e.pods.Load(); l != nil {
 		if p, err := (*l).Pods(k.Namespace).Get(k.Name); err == nil && p.UID == k.UID {
 			return p, nil
@@ -182,7 +185,7 @@ func (e *Extender) lookupPod(ctx context.Context, k PodKey) (*corev1.Pod, error)
 	return p, nil
 }
 
-func podRef(k PodKey) *corev1.ObjectReference {
+func podRef(k device.PodRef) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: k.Namespace, Name: k.Name, UID: k.UID}
 }
 
@@ -196,10 +199,10 @@ const EventReasonBindFailed = "GPUBindFailed"
 // pod's UID as precondition (kube-apiserver pkg/registry/core/pod/storage/storage.go,
 // BindingREST.Create → assignPod → setPodHostAndAnnotations). nodeName and plan thus land
 // atomically. On an error it reconciles from the API before answering.
-func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
+func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error {
 	pod, err := e.lookupPod(ctx, k)
 	if err != nil {
-		return e.refused(k, node, fmt.Errorf("pod %s: %v", k, err))
+		return e.refused(k, node, fmt.Errorf("pod %s: %v", k.Exact(), err))
 	}
 	req, ours, err := e.cache.ParseRequest(pod)
 	if err != nil {
@@ -209,7 +212,7 @@ func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 		// Not a GPU pod of ours: bind it as the default binder would.
 		return e.refused(k, node, e.createBinding(ctx, k, node, nil))
 	}
-	alloc, already, err := e.cache.BookForBind(ctx, k, req, node)
+	alloc, already, err := e.sched.BookForBind(ctx, k, req, node)
 	if err != nil {
 		return e.refused(k, node, err)
 	}
@@ -218,17 +221,17 @@ func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 	}
 	enc, err := device.EncodeAllocation(*alloc)
 	if err != nil {
-		e.cache.FinishBind(k, node, outcomeFailed)
+		e.sched.FinishBind(k, node, outcomeFailed)
 		return e.refused(k, node, fmt.Errorf("encoding the planned allocation: %w", err))
 	}
 	err = e.createBinding(ctx, k, node, map[string]string{device.AnnoPlanned: enc})
 	if err == nil {
-		e.cache.FinishBind(k, node, outcomeBound)
+		e.sched.FinishBind(k, node, outcomeBound)
 		klog.V(2).InfoS("Bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node)
 		return nil
 	}
 	o := e.reconcile(ctx, k, node, err)
-	e.cache.FinishBind(k, node, o)
+	e.sched.FinishBind(k, node, o)
 	if o == outcomeBound {
 		klog.InfoS("Bind call failed but the pod is bound", "pod", klog.KRef(k.Namespace, k.Name), "node", node, "err", err)
 		return nil
@@ -237,7 +240,7 @@ func (e *Extender) Bind(ctx context.Context, k PodKey, node string) error {
 }
 
 // refused records a bind failure (Event, log, metrics) and returns it; nil passes through.
-func (e *Extender) refused(k PodKey, node string, err error) error {
+func (e *Extender) refused(k device.PodRef, node string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -250,7 +253,7 @@ func (e *Extender) refused(k PodKey, node string, err error) error {
 
 // createBinding creates the pod's Binding to node (UID precondition k.UID); the API server merges
 // annotations (nil: none) into the pod's in the same write that sets spec.nodeName.
-func (e *Extender) createBinding(ctx context.Context, k PodKey, node string, annotations map[string]string) error {
+func (e *Extender) createBinding(ctx context.Context, k device.PodRef, node string, annotations map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
 	defer cancel()
 	return e.client.CoreV1().Pods(k.Namespace).Bind(ctx, &corev1.Binding{
@@ -263,7 +266,7 @@ func (e *Extender) createBinding(ctx context.Context, k PodKey, node string, ann
 // bound; gone, replaced or bound elsewhere → failed; unbound after an API status error → failed;
 // unbound after a timeout or transport error, or unreadable → unknown (the Binding may still be
 // committed; the informer settles it).
-func (e *Extender) reconcile(ctx context.Context, k PodKey, node string, callErr error) bindOutcome {
+func (e *Extender) reconcile(ctx context.Context, k device.PodRef, node string, callErr error) bindOutcome {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.APITimeout)
 	defer cancel()
 	p, err := e.client.CoreV1().Pods(k.Namespace).Get(rctx, k.Name, metav1.GetOptions{})

@@ -39,7 +39,8 @@ var emptyUsage = allocator.NodeUsage{}
 // preemption would not help. Then the pod is reserved on the best-scoring fitting node, so the
 // next Filter sees it while this pod's Bind is in flight; a new Filter of the same pod replaces
 // its reservation.
-func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+	c := s.c
 	req, ours, err := c.ParseRequest(p)
 	if err != nil {
 		res := extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
@@ -52,7 +53,7 @@ func (c *Cache) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterR
 		all := append([]string(nil), names...)
 		return extenderv1.ExtenderFilterResult{NodeNames: &all}
 	}
-	k := KeyOfPod(p)
+	k := device.RefOf(p)
 	own, pinned := c.ownBookingPinned(k)
 	ownNS := c.bookedNode(own)
 	now := c.clock.Now()
@@ -178,7 +179,7 @@ func byScore(states []*nodeState, scores []int8, count *[maxScore + 1]int) iter.
 // may have filled the best one since Fit), replacing its previous reservation. A pod that is
 // already being bound or is bound keeps its booking, and so does one whose last bind may yet
 // be committed (booking.maybeBound); a pod known to be gone is not booked.
-func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
+func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -216,11 +217,11 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeS
 		ns.mu.Lock()
 		memo.followOwnChange(ns, before)
 		ns.mu.Unlock()
-		klog.V(5).InfoS("Reserved speculatively", "pod", k.String(), "node", ns.name)
+		klog.V(5).InfoS("Reserved speculatively", "pod", k.Exact(), "node", ns.name)
 		return
 	}
 	if tried > 0 {
-		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.String())
+		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.Exact())
 	}
 }
 
@@ -229,13 +230,14 @@ func (c *Cache) reserve(k PodKey, req *device.PodRequest, ranked iter.Seq[*nodeS
 // reservation, which Filter chose as the best, scores 10 and every other node at most 9, so that
 // kube-scheduler binds where the capacity is already booked. Pods that are not the extender's
 // score 0.
-func (c *Cache) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
-	return c.PrioritizeInto(nil, p, names)
+func (s *Scheduler) Prioritize(p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	return s.PrioritizeInto(nil, p, names)
 }
 
 // PrioritizeInto is Prioritize writing into dst's array when it holds len(names) entries (a
 // new one otherwise), so that a caller can reuse one list across calls.
-func (c *Cache) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+func (s *Scheduler) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, names []string) extenderv1.HostPriorityList {
+	c := s.c
 	out := dst[:0]
 	if cap(out) < len(names) {
 		out = make(extenderv1.HostPriorityList, len(names))
@@ -248,7 +250,7 @@ func (c *Cache) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Pod, n
 	if err != nil || !ours {
 		return out
 	}
-	own := c.ownBooking(KeyOfPod(p))
+	own := c.ownBooking(device.RefOf(p))
 	ownNS := c.bookedNode(own)
 	ownNode := ""
 	c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
 // Signature groups (docs/design.md "Matching Allocate to a pod"): pods bound to one node with equal
@@ -52,36 +53,25 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 		if !members[i].since.Equal(members[j].since) {
 			return members[i].since.Before(members[j].since)
 		}
-		return members[i].key.String() < members[j].key.String()
+		return members[i].key.Exact() < members[j].key.Exact()
 	})
 	stale := staleClaims(ns, members)
-	pool := map[string][]*device.Allocation{}
-	take := func(k string) *device.Allocation {
-		l := pool[k]
-		if len(l) == 0 {
-			return nil
-		}
-		pool[k] = l[1:]
-		return l[0]
-	}
+	var pool ledger.Slots // the group's slots (ledger.Slots: the invariant both sides keep)
 	for _, b := range members {
 		s := b.planned
 		if s == nil && !stale[b] {
 			s = b.claimed
 		}
 		if s != nil {
-			k := device.SlotKey(s)
-			pool[k] = append(pool[k], s)
+			pool.Add(s)
 		}
 	}
 	moves := ns.moves[changed.sig]
 	for _, m := range moves {
-		pool[m.keptKey] = append(pool[m.keptKey], m.kept)
+		pool.Add(m.kept)
 	}
 	for _, m := range moves {
-		if l := pool[m.lostKey]; len(l) > 0 {
-			pool[m.lostKey] = l[:len(l)-1]
-		}
+		pool.Drop(m.lostKey)
 	}
 	var unclaimed []*booking
 	for _, b := range members {
@@ -89,8 +79,8 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			unclaimed = append(unclaimed, b)
 			continue
 		}
-		if take(device.SlotKey(b.claimed)) == nil && b.planned != nil {
-			take(device.SlotKey(b.planned))
+		if pool.Take(device.SlotKey(b.claimed)) == nil && b.planned != nil {
+			pool.Take(device.SlotKey(b.planned))
 		}
 		setAlloc(b, b.claimed)
 	}
@@ -102,26 +92,14 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 			}
 			continue
 		}
-		if s := take(device.SlotKey(b.planned)); s != nil {
+		if s := pool.Take(device.SlotKey(b.planned)); s != nil {
 			setAlloc(b, b.planned)
 		} else {
 			homeless = append(homeless, b)
 		}
 	}
-	keys := make([]string, 0, len(pool))
-	for k, l := range pool {
-		if len(l) > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
 	for _, b := range homeless {
-		var s *device.Allocation
-		for len(keys) > 0 && s == nil {
-			if s = take(keys[0]); s == nil {
-				keys = keys[1:]
-			}
-		}
+		s := pool.TakeLowest()
 		if s == nil {
 			setAlloc(b, b.planned) // only when moves removed more slots than remained: charge its own
 			continue
@@ -140,7 +118,7 @@ func (c *Cache) normalizeLocked(ns *nodeState, changed *booking) {
 // more and lost once less. Moves are kept one per release, not netted per slot, so that each
 // republished annotation settles the very move it carries (republishedLocked). A move is a
 // stopgap for the milliseconds until the plugin's rewrite lands: one that no rewrite settled
-// within Config.ReservationTTL (the rewrite's target went first, or a plugin that does not
+// within Config.SlotMoveTTL (the rewrite's target went first, or a plugin that does not
 // republish) is dropped, and the annotations, which the plugin keeps adding up, stand alone.
 type slotMove struct {
 	kept, lost       *device.Allocation
@@ -159,7 +137,7 @@ func (ns *nodeState) addMove(sig device.Signature, kept, lost *device.Allocation
 	})
 }
 
-// expireMovesLocked drops the moves made more than Config.ReservationTTL before now and charges
+// expireMovesLocked drops the moves made more than Config.SlotMoveTTL before now and charges
 // their groups again. Caller holds Cache.mu.
 func (c *Cache) expireMovesLocked(now time.Time) {
 	c.nodesMu.RLock()
@@ -174,7 +152,7 @@ func (c *Cache) expireMovesLocked(now time.Time) {
 		for sig, moves := range ns.moves {
 			left := moves[:0:0]
 			for _, m := range moves {
-				if now.Sub(m.at) <= c.cfg.ReservationTTL {
+				if now.Sub(m.at) <= c.cfg.SlotMoveTTL {
 					left = append(left, m)
 				}
 			}

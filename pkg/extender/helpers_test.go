@@ -225,18 +225,18 @@ func (e *env) waitNodes(names ...string) {
 
 // schedule runs Filter then Bind on the first fitting node, as kube-scheduler would.
 func (e *env) schedule(p *corev1.Pod, nodes []string) (string, error) {
-	res := e.ext.cache.Filter(p, nodes)
+	res := e.ext.sched.Filter(p, nodes)
 	if len(*res.NodeNames) == 0 {
 		return "", fmt.Errorf("no node fits: %v %v", res.FailedNodes, res.FailedAndUnresolvableNodes)
 	}
-	scores := e.ext.cache.Prioritize(p, *res.NodeNames)
+	scores := e.ext.sched.Prioritize(p, *res.NodeNames)
 	best := scores[0]
 	for _, s := range scores {
 		if s.Score > best.Score {
 			best = s
 		}
 	}
-	return best.Host, e.ext.Bind(context.Background(), KeyOfPod(p), best.Host)
+	return best.Host, e.ext.Bind(context.Background(), device.RefOf(p), best.Host)
 }
 
 // checkInvariants asserts that no GPU exceeds its split count, memory × scaling or 100% cores,
@@ -309,7 +309,7 @@ func (e *env) claim(ns, name string) {
 	p.Annotations[device.AnnoClaimed] = p.Annotations[device.AnnoPlanned]
 	e.updatePod(p)
 	eventually(e.t, "claim of "+name, func() bool {
-		_, st, _ := e.ext.cache.PodState(KeyOfPod(p))
+		_, st, _ := e.ext.cache.PodState(device.RefOf(p))
 		return st == "claimed"
 	})
 }

@@ -182,7 +182,7 @@ func TestPreempt(t *testing.T) {
 		}
 		return mv
 	}
-	res := c.Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+	res := NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
 		"node-1": meta(string(v1.UID), string(v2.UID), "uid-cpu"),
 		"node-2": meta(string(v3.UID)), // 2000 freed of 20000 used: 4576+2000 < 14000
 	}})
@@ -194,7 +194,7 @@ func TestPreempt(t *testing.T) {
 		t.Fatalf("node-1 victims %+v", got)
 	}
 	// Full victims (nodeCacheCapable false) answer the same way.
-	res = c.Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToVictims: map[string]*extenderv1.Victims{
+	res = NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToVictims: map[string]*extenderv1.Victims{
 		"node-2": {Pods: []*corev1.Pod{v3, v4}},
 	}})
 	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {

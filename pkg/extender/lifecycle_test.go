@@ -55,7 +55,7 @@ func TestRestartRebuildsFromAPI(t *testing.T) {
 	if u0, u1 := gpuUse(e.ext.cache, "node-1", 0), gpuUse(e.ext.cache, "node-1", 1); u0.MemoryMiB != 2000 || u1.MemoryMiB != 4000 || u0.Sharers != 1 || u1.Sharers != 2 {
 		t.Fatalf("rebuilt usage GPU0 %+v GPU1 %+v; want 2000 MiB/1 and 4000 MiB/2", u0, u1)
 	}
-	if _, st, _ := e.ext.cache.PodState(KeyOfPod(claimedElsewhere)); st != "claimed" {
+	if _, st, _ := e.ext.cache.PodState(device.RefOf(claimedElsewhere)); st != "claimed" {
 		t.Fatalf("moved pod stage %q", st)
 	}
 	_ = names
@@ -172,7 +172,7 @@ func TestGroupReleasesUnclaimedSlot(t *testing.T) {
 	if u0, u1 := gpuUse(c, "node-1", 0), gpuUse(c, "node-1", 1); u0.MemoryMiB != 8000 || u1.MemoryMiB != 8000 {
 		t.Fatalf("after the swap: GPU0 %+v GPU1 %+v; want 8000 each", u0, u1)
 	}
-	_, _, ya := c.PodState(KeyOfPod(y))
+	_, _, ya := c.PodState(device.RefOf(y))
 	if ya.Containers[0].Devices[0].UUID != g0 {
 		t.Fatalf("Y now holds %+v, want X's unclaimed slot on GPU 0", ya)
 	}
@@ -191,15 +191,15 @@ func TestBindFailureReconcile(t *testing.T) {
 	e.waitNodes(names...)
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.create(p)
-	e.ext.cache.Filter(p, names)
+	e.ext.sched.Filter(p, names)
 	e.mu.Lock()
 	e.bindErr = apierrors.NewForbidden(corev1.Resource("pods/binding"), "p", errors.New("denied"))
 	e.mu.Unlock()
-	err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1")
+	err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1")
 	if err == nil || !strings.Contains(err.Error(), "denied") {
 		t.Fatalf("bind error %v", err)
 	}
-	if n, _, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "" || gpuUse(e.ext.cache, "node-1", 0).MemoryMiB != 0 {
+	if n, _, _ := e.ext.cache.PodState(device.RefOf(p)); n != "" || gpuUse(e.ext.cache, "node-1", 0).MemoryMiB != 0 {
 		t.Fatalf("definite failure kept the booking on %q", n)
 	}
 	if ev := <-e.rec.Events; !strings.HasPrefix(ev, "Warning "+EventReasonBindFailed) || !strings.Contains(ev, "denied") {
@@ -209,10 +209,10 @@ func TestBindFailureReconcile(t *testing.T) {
 	e.mu.Lock()
 	e.bindErr, e.bindCommits = context.DeadlineExceeded, true
 	e.mu.Unlock()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
 		t.Fatalf("bind that committed before timing out: %v", err)
 	}
-	if n, st, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "node-1" || (st != "planned" && st != "claimed") {
+	if n, st, _ := e.ext.cache.PodState(device.RefOf(p)); n != "node-1" || (st != "planned" && st != "claimed") {
 		t.Fatalf("after reconcile: %q %q", n, st)
 	}
 	if gpuUse(e.ext.cache, "node-1", 0).MemoryMiB != 1000 {
@@ -231,10 +231,10 @@ func TestBindTimeoutKeepsReservation(t *testing.T) {
 	e.mu.Lock()
 	e.bindErr = context.DeadlineExceeded
 	e.mu.Unlock()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err == nil {
 		t.Fatal("bind succeeded")
 	}
-	if n, st, _ := e.ext.cache.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+	if n, st, _ := e.ext.cache.PodState(device.RefOf(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after timeout: %q %q", n, st)
 	}
 	// The Binding was committed after all: the informer shows the pod bound with its plan (one
@@ -243,7 +243,7 @@ func TestBindTimeoutKeepsReservation(t *testing.T) {
 	if _, ok := got.Annotations[device.AnnoPlanned]; ok {
 		t.Fatal("the plan reached the pod without the Binding")
 	}
-	_, _, a := e.ext.cache.PodState(KeyOfPod(p))
+	_, _, a := e.ext.cache.PodState(device.RefOf(p))
 	enc, err := device.EncodeAllocation(*a)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestBindTimeoutKeepsReservation(t *testing.T) {
 	got.Spec.NodeName = "node-1"
 	got.Annotations[device.AnnoPlanned] = enc
 	e.updatePod(got)
-	eventually(t, "informer confirms", func() bool { _, st, _ := e.ext.cache.PodState(KeyOfPod(p)); return st == "planned" })
+	eventually(t, "informer confirms", func() bool { _, st, _ := e.ext.cache.PodState(device.RefOf(p)); return st == "planned" })
 }
 
 // Reservations: a second Filter replaces the first; an unconfirmed one expires; a bound pod's
@@ -263,27 +263,27 @@ func TestReservationLifecycle(t *testing.T) {
 	c := e.ext.cache
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "20000", 0))
 	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
-	c.Filter(p, names)
-	n1, st, _ := c.PodState(KeyOfPod(p))
+	NewScheduler(c).Filter(p, names)
+	n1, st, _ := c.PodState(device.RefOf(p))
 	if st != "reserved" {
 		t.Fatalf("no reservation: %q", st)
 	}
-	res := c.Filter(q, names) // sees p's reservation
+	res := NewScheduler(c).Filter(q, names) // sees p's reservation
 	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] == n1 || !strings.Contains(res.FailedNodes[n1], "4576 of 24576 MiB free") {
 		t.Fatalf("second pod's filter ignores the reservation: %+v", res)
 	}
-	c.Filter(p, []string{other(n1)}) // re-filter where q holds the GPU: nothing fits, old one dropped
-	if n, _, _ := c.PodState(KeyOfPod(p)); n != "" {
+	NewScheduler(c).Filter(p, []string{other(n1)}) // re-filter where q holds the GPU: nothing fits, old one dropped
+	if n, _, _ := c.PodState(device.RefOf(p)); n != "" {
 		t.Fatalf("reservation not dropped by a re-filter: %q", n)
 	}
 	c.OnPodDelete(q, nil)
-	c.Filter(p, []string{other(n1)}) // re-filter: replaces
-	if n, _, _ := c.PodState(KeyOfPod(p)); n != other(n1) {
+	NewScheduler(c).Filter(p, []string{other(n1)}) // re-filter: replaces
+	if n, _, _ := c.PodState(device.RefOf(p)); n != other(n1) {
 		t.Fatalf("reservation not moved by a re-filter: %q", n)
 	}
 	e.clock.Step(DefaultConfig().ReservationTTL + time.Second)
 	c.Sweep()
-	if n, _, _ := c.PodState(KeyOfPod(p)); n != "" {
+	if n, _, _ := c.PodState(device.RefOf(p)); n != "" {
 		t.Fatalf("stale reservation kept on %q", n)
 	}
 }
@@ -303,7 +303,7 @@ func TestStaleAndMissingLease(t *testing.T) {
 	eventually(t, "node-2", func() bool { return e.ext.cache.node("node-2") != nil })
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
 	e.clock.Step(61 * time.Second)
-	res := e.ext.cache.Filter(p, []string{"node-1", "node-2"})
+	res := e.ext.sched.Filter(p, []string{"node-1", "node-2"})
 	if r := res.FailedAndUnresolvableNodes["node-1"]; r != "inventory stale since 2026-03-01T12:00:00Z (device plugin Lease not renewed for 1m0s)" {
 		t.Fatalf("stale reason %q", r)
 	}
@@ -320,14 +320,14 @@ func TestOtherSchedulerPassesThrough(t *testing.T) {
 	p := podtest.Pending("default", "other", podtest.GPU("main", 1, "99999", 0))
 	p.Spec.SchedulerName = "default-scheduler"
 	e.create(p)
-	res := e.ext.cache.Filter(p, []string{"node-1", "nowhere"})
+	res := e.ext.sched.Filter(p, []string{"node-1", "nowhere"})
 	if len(*res.NodeNames) != 2 {
 		t.Fatalf("filter %+v", res)
 	}
-	if s := e.ext.cache.Prioritize(p, names); s[0].Score != 0 {
+	if s := e.ext.sched.Prioritize(p, names); s[0].Score != 0 {
 		t.Fatalf("score %+v", s)
 	}
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	got := e.getPod("default", "other")
@@ -355,7 +355,7 @@ func TestNodePolicyDefaultAndAnnotation(t *testing.T) {
 			if tc.anno != "" {
 				p.Annotations[device.AnnoNodePolicy] = tc.anno
 			}
-			s := e.ext.cache.Prioritize(p, names)
+			s := e.ext.sched.Prioritize(p, names)
 			best := s[0]
 			if s[1].Score > best.Score {
 				best = s[1]
@@ -403,9 +403,9 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 	e.waitNodes(names...)
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "3000", 20))
 	e.create(p)
-	e.ext.cache.Filter(p, names)
+	e.ext.sched.Filter(p, names)
 	e.client.ClearActions()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	var writes []string
@@ -439,7 +439,7 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 		a.Containers[0].Devices[0].MemoryMiB != 3000 || a.Containers[0].Devices[0].CoresPercent != 20 {
 		t.Fatalf("planned allocation %+v", a)
 	}
-	if _, _, ca := e.ext.cache.PodState(KeyOfPod(p)); ca == nil || ca.Containers[0].Devices[0].UUID != a.Containers[0].Devices[0].UUID {
+	if _, _, ca := e.ext.cache.PodState(device.RefOf(p)); ca == nil || ca.Containers[0].Devices[0].UUID != a.Containers[0].Devices[0].UUID {
 		t.Fatalf("cache charges %+v, the pod's plan is %+v", ca, a)
 	}
 }
@@ -453,41 +453,41 @@ func TestBindIsOneAPIWrite(t *testing.T) {
 func TestBindTimeoutBookingStaysOnItsNode(t *testing.T) {
 	e, p, _ := timedOutBind(t)
 	c := e.ext.cache
-	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+	if n, st, _ := c.PodState(device.RefOf(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after the timeout: %q %q, want node-1 reserved", n, st)
 	}
 	// kube-scheduler retries the pod; node-2 comes first among equally scored nodes. Only
 	// node-1 passes: node-2 is refused with a reason (no bind there could succeed meanwhile).
-	res := c.Filter(p, []string{"node-2", "node-1"})
+	res := NewScheduler(c).Filter(p, []string{"node-2", "node-1"})
 	if len(*res.NodeNames) != 1 || (*res.NodeNames)[0] != "node-1" ||
 		!strings.Contains(res.FailedAndUnresolvableNodes["node-2"], "the pod's bind to node node-1 timed out and may still be committed there") {
 		t.Fatalf("retry filter: %+v", res)
 	}
-	if n, _, _ := c.PodState(KeyOfPod(p)); n != "node-1" {
+	if n, _, _ := c.PodState(device.RefOf(p)); n != "node-1" {
 		t.Fatalf("the retry's Filter moved the booking to %s; the timed-out Binding may hold node-1", n)
 	}
-	pl := c.Prioritize(p, []string{"node-2", "node-1"})
+	pl := NewScheduler(c).Prioritize(p, []string{"node-2", "node-1"})
 	if pl[1].Host != "node-1" || pl[1].Score != 10 || pl[0].Score > 9 {
 		t.Fatalf("prioritize %+v, want node-1 at 10 and node-2 below", pl)
 	}
 	q := podtest.Pending("default", "q", podtest.GPU("main", 1, "20000", 0))
-	if res := c.Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
+	if res := NewScheduler(c).Filter(q, []string{"node-1"}); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "4576 of 24576 MiB free") {
 		t.Fatalf("q's filter does not see p's booking on node-1: %+v", res)
 	}
 	e.mu.Lock()
 	e.bindErr = nil
 	e.mu.Unlock()
-	err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-2")
+	err := e.ext.Bind(context.Background(), device.RefOf(p), "node-2")
 	if err == nil || !strings.Contains(err.Error(), "its bind to node node-1 timed out and may still be committed there") {
 		t.Fatalf("bind to node-2: %v, want a refusal naming node-1", err)
 	}
-	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+	if n, st, _ := c.PodState(device.RefOf(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("after the refused bind: %q %q", n, st)
 	}
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err != nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err != nil {
 		t.Fatalf("bind to node-1 again: %v", err)
 	}
-	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "planned" {
+	if n, st, _ := c.PodState(device.RefOf(p)); n != "node-1" || st != "planned" {
 		t.Fatalf("after the second bind: %q %q, want node-1 planned", n, st)
 	}
 }
@@ -499,12 +499,12 @@ func TestBindTimeoutBookingExpires(t *testing.T) {
 	c := e.ext.cache
 	e.clock.Step(c.cfg.ReservationTTL / 2)
 	c.Sweep()
-	if n, st, _ := c.PodState(KeyOfPod(p)); n != "node-1" || st != "reserved" {
+	if n, st, _ := c.PodState(device.RefOf(p)); n != "node-1" || st != "reserved" {
 		t.Fatalf("half a TTL later: %q %q, want still node-1 reserved", n, st)
 	}
 	e.clock.Step(c.cfg.ReservationTTL)
 	c.Sweep()
-	if n, st, _ := c.PodState(KeyOfPod(p)); n != "" || st != "" {
+	if n, st, _ := c.PodState(device.RefOf(p)); n != "" || st != "" {
 		t.Fatalf("after the TTL: %q %q, want no booking", n, st)
 	}
 	if u := gpuUse(c, "node-1", 0); u.MemoryMiB != 0 || u.Sharers != 0 {
@@ -513,7 +513,7 @@ func TestBindTimeoutBookingExpires(t *testing.T) {
 	for _, n := range names { // the device plugins kept renewing meanwhile
 		c.OnLease(testLease(n, e.clock.Now()))
 	}
-	if res := c.Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
+	if res := NewScheduler(c).Filter(p, []string{"node-2", "node-1"}); len(*res.NodeNames) != 2 {
 		t.Fatalf("filter after the TTL: %+v", res)
 	}
 }
@@ -528,12 +528,12 @@ func TestPrioritizeTopsReservedNodeScoredZero(t *testing.T) {
 	e.waitNodes(names...)
 	c := e.ext.cache
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "100", 0))
-	c.Filter(p, names)
-	n, st, _ := c.PodState(KeyOfPod(p))
+	NewScheduler(c).Filter(p, names)
+	n, st, _ := c.PodState(device.RefOf(p))
 	if st != "reserved" {
 		t.Fatalf("no reservation: %q", st)
 	}
-	pl := c.Prioritize(p, names)
+	pl := NewScheduler(c).Prioritize(p, names)
 	for _, h := range pl {
 		switch {
 		case h.Host == n && h.Score != 10:
@@ -556,7 +556,7 @@ func timedOutBind(t *testing.T) (e *env, p *corev1.Pod, names []string) {
 	e.mu.Lock()
 	e.bindErr = context.DeadlineExceeded
 	e.mu.Unlock()
-	if err := e.ext.Bind(context.Background(), KeyOfPod(p), "node-1"); err == nil {
+	if err := e.ext.Bind(context.Background(), device.RefOf(p), "node-1"); err == nil {
 		t.Fatal("bind succeeded")
 	}
 	return e, p, names

@@ -49,7 +49,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	names := []string{"node-1", "node-2"}
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "2000", 0))
 	p.ResourceVersion = "7"
-	if res := c.Filter(p, names); len(*res.NodeNames) != 2 {
+	if res := NewScheduler(c).Filter(p, names); len(*res.NodeNames) != 2 {
 		t.Fatalf("filter %+v", res)
 	}
 	m := c.memos.take(p.UID, "7")
@@ -68,8 +68,8 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	c.memos.publish(m)
 	// Binpack, both empty: 2000 of 10000 MiB (200‰) + 1 of 10 slices (100‰) → 150‰ → 2 (rounded
 	// half up: (150+50)/100). The reserved node scores 10, the other at most 9.
-	got := scoresOf(c.Prioritize(p, names))
-	reserved, _, _ := c.PodState(KeyOfPod(p))
+	got := scoresOf(NewScheduler(c).Prioritize(p, names))
+	reserved, _, _ := c.PodState(device.RefOf(p))
 	other := "node-2"
 	if reserved == "node-2" {
 		other = "node-1"
@@ -84,10 +84,10 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.BookForBind(context.Background(), KeyOfPod(q), qr, other); err != nil {
+	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(q), qr, other); err != nil {
 		t.Fatal(err)
 	}
-	got = scoresOf(c.Prioritize(p, names))
+	got = scoresOf(NewScheduler(c).Prioritize(p, names))
 	if got[reserved] != 10 || got[other] != 5 {
 		t.Fatalf("after another pod booked %s: %v; want %s 10, %s 5", other, got, reserved, other)
 	}
@@ -97,7 +97,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	if m := c.memos.take(p2.UID, "8"); m != nil {
 		t.Fatal("memo served for another resourceVersion")
 	}
-	if got2 := scoresOf(c.Prioritize(p2, names)); got2[reserved] != 10 || got2[other] != 5 {
+	if got2 := scoresOf(NewScheduler(c).Prioritize(p2, names)); got2[reserved] != 10 || got2[other] != 5 {
 		t.Fatalf("fresh prioritize %v", got2)
 	}
 }
@@ -158,20 +158,20 @@ func TestPrioritizeIntoReuses(t *testing.T) {
 	c := memoCache(t, testInventory("node-1", 1, 10000, 10), testInventory("node-2", 1, 10000, 10))
 	names := []string{"node-1", "node-2"}
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "2000", 0))
-	c.Filter(p, names)
-	want := c.Prioritize(p, names)
+	NewScheduler(c).Filter(p, names)
+	want := NewScheduler(c).Prioritize(p, names)
 	dst := make(extenderv1.HostPriorityList, 2, 8)
 	dst[0], dst[1] = extenderv1.HostPriority{Host: "stale", Score: 7}, extenderv1.HostPriority{Host: "stale", Score: 7}
-	got := c.PrioritizeInto(dst, p, names)
+	got := NewScheduler(c).PrioritizeInto(dst, p, names)
 	if &got[0] != &dst[0] || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("into a reusable list: %+v, want %+v in the same array", got, want)
 	}
 	other := podtest.Pending("default", "o", podtest.GPU("main", 1, "2000", 0))
 	other.Spec.SchedulerName = "default-scheduler"
-	if got := c.PrioritizeInto(got, other, names); got[0].Score != 0 || got[1].Score != 0 || got[1].Host != "node-2" {
+	if got := NewScheduler(c).PrioritizeInto(got, other, names); got[0].Score != 0 || got[1].Score != 0 || got[1].Host != "node-2" {
 		t.Fatalf("a pod that is not the extender's kept old scores: %+v", got)
 	}
-	if got := c.PrioritizeInto(make(extenderv1.HostPriorityList, 0, 1), p, names); len(got) != 2 || got[0] != want[0] {
+	if got := NewScheduler(c).PrioritizeInto(make(extenderv1.HostPriorityList, 0, 1), p, names); len(got) != 2 || got[0] != want[0] {
 		t.Fatalf("into a short list: %+v", got)
 	}
 }

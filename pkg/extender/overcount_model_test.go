@@ -13,42 +13,46 @@ import (
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
-// pluginModel plays the device plugin's ledger and the kubelet for interchangeable one-slice
-// pods on one node (unit tests only): the kubelet admits pods in its own order and takes a slice
-// of the GPU the plugin prefers (the first-seen unclaimed pod's plan; Ledger.Prefer); the plugin
-// records the claim on the first-seen unclaimed pod whose plan is on that GPU (Ledger.match); its
-// Reconcile later moves a claim to the pod the kubelet reports it under by swapping the two pods'
-// records (Ledger.Reconcile); when a pod whose plan was swapped goes, the plugin republishes a
-// remaining pod's planned annotation (deviceplugin publish.go); changed records are written to
-// the pods one pod at a time, in any
-// order, each write carrying the pod's latest record (the annotation writer's queue). It also
-// keeps each pod as the API server has it, with a resourceVersion per write, for an extender
-// restart (the informer's list, by name).
+// pluginModel is the device plugin's real ledger (pkg/ledger) with the kubelet and the API
+// server modelled around it, for interchangeable one-slice pods on one node (unit tests only):
+// the kubelet admits pods in its own order, takes the slice the ledger prefers
+// (Ledger.Prefer) from its free ones, and the ledger claims it for a pod (Ledger.TryAllocate);
+// Reconcile reports what the kubelet holds (Ledger.Reconcile, which swaps records); a deleted
+// pod leaves the ledger (Ledger.DeletePod, which republishes); the pods the ledger queues are
+// written one pod at a time, in any order, each write carrying the pod's latest record and
+// republished plan (as PodSync writes them) and delivered back to the ledger (its informer).
+// It keeps each pod as the API server has it, with a resourceVersion per write, for an
+// extender restart (the informer's list, by name).
 type pluginModel struct {
-	order []string                      // bound pods in the order the plugin saw them
-	plan  map[string]*device.Allocation // effective plan (swapped by Reconcile)
-	claim map[string]string             // slice ID the pod's record claims ("" none)
-	holds map[string]string             // slice ID the kubelet gave the pod ("" not admitted)
-	free  map[string][]string           // free slice IDs per GPU UUID
-	dirty map[string]bool               // a write is due (claimed record or republished plan)
-	// claimDirty: the pod's claimed record is not written yet.
-	claimDirty map[string]bool
-	pods       map[string]*corev1.Pod        // as bound (planned annotation set), planned as republished
-	repub      map[string]*device.Allocation // planned annotation to write (publish.go)
-	api        map[string]*corev1.Pod        // latest write of each pod, resourceVersion set
-	rv         int                           // the API server's last resourceVersion
+	l     *ledger.Ledger
+	gpus  []string               // GPU UUIDs in index order
+	holds map[string]string      // slice ID the kubelet gave the pod ("" not admitted)
+	free  map[string][]string    // free slice IDs per GPU UUID
+	dirty map[string]bool        // queued by the ledger for writing
+	pods  map[string]*corev1.Pod // as the plugin's informer last delivered them
+	api   map[string]*corev1.Pod // latest write of each pod, resourceVersion set
+	rv    int                    // the API server's last resourceVersion
 }
 
 func newPluginModel(inv device.Inventory) *pluginModel {
-	m := &pluginModel{plan: map[string]*device.Allocation{}, claim: map[string]string{}, holds: map[string]string{},
-		free: map[string][]string{}, dirty: map[string]bool{}, claimDirty: map[string]bool{}, pods: map[string]*corev1.Pod{}, api: map[string]*corev1.Pod{}, repub: map[string]*device.Allocation{}}
+	m := &pluginModel{holds: map[string]string{}, free: map[string][]string{}, dirty: map[string]bool{},
+		pods: map[string]*corev1.Pod{}, api: map[string]*corev1.Pod{}}
+	mib := map[string]int64{}
 	for _, g := range inv.GPUs {
+		m.gpus = append(m.gpus, g.UUID)
+		mib[g.UUID] = g.MemoryMiB
 		for i := 0; i < inv.SplitCount; i++ {
 			m.free[g.UUID] = append(m.free[g.UUID], device.SliceID(g.UUID, i))
 		}
 	}
+	m.l = ledger.New(ledger.Config{
+		Node: inv.Node, Names: device.DefaultResourceNames(), Clock: clocktesting.NewFakeClock(t0),
+		Dirty:     func(r device.PodRef) { m.dirty[r.Name] = true },
+		GPUMemory: func(u string) (int64, bool) { v, ok := mib[u]; return v, ok },
+	})
 	return m
 }
 
@@ -57,6 +61,51 @@ func gpuOf(a *device.Allocation) string { return a.Containers[0].Devices[0].UUID
 func plannedPtr(t testing.TB, p *corev1.Pod) *device.Allocation {
 	a := plannedOf(t, p)
 	return &a
+}
+
+// plan is the ledger's effective plan of pod n (swapped by Reconcile); nil when it has none.
+func (m *pluginModel) plan(n string) *device.Allocation {
+	p := m.pods[n]
+	if p == nil {
+		return nil
+	}
+	a, ok := m.l.Plan(p.UID)
+	if !ok {
+		return nil
+	}
+	return &a
+}
+
+// claim is the slice ID the ledger's claimed record of pod n names ("" none).
+func (m *pluginModel) claim(n string) string {
+	if p := m.pods[n]; p != nil {
+		if rec, ok := m.l.ClaimedRecord(p.UID); ok && len(rec.Containers) > 0 {
+			return rec.Containers[0].SliceIDs[0]
+		}
+	}
+	return ""
+}
+
+// claims are the ledger's claimed records by pod name (for the test's history).
+func (m *pluginModel) claims() map[string]string {
+	out := map[string]string{}
+	for n := range m.pods {
+		out[n] = m.claim(n)
+	}
+	return out
+}
+
+// claimWritten is the slice ID pod n's AnnoClaimed names in the API ("" none).
+func (m *pluginModel) claimWritten(t testing.TB, n string) string {
+	raw, ok := m.api[n].Annotations[device.AnnoClaimed]
+	if !ok {
+		return ""
+	}
+	a, err := device.DecodeAllocation(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Containers[0].SliceIDs[0]
 }
 
 // stored is p as the API server stores a write of it: with the next resourceVersion.
@@ -77,162 +126,96 @@ func (m *pluginModel) list() []*corev1.Pod {
 	return out
 }
 
-// bound records a pod the informer delivered bound with its plan.
-func (m *pluginModel) bound(t testing.TB, p *corev1.Pod) {
-	a := plannedOf(t, p)
-	m.order = append(m.order, p.Name)
-	m.plan[p.Name] = &a
+// bound delivers a pod bound with its plan to the ledger.
+func (m *pluginModel) bound(p *corev1.Pod) {
 	m.pods[p.Name] = p
+	m.l.UpsertPod(p)
 }
 
-// admit: the kubelet admits pod q (Prefer, Allocate, claim on the matched record).
+// admit: the kubelet admits pod q: GetPreferredAllocation over its free slices, then Allocate
+// with the slice preferred. When the ledger finds no pod for the call (every record claims a
+// slice, one of them the slice of a pod deleted before Reconcile moved it), the kubelet fails
+// the admission and the slice stays free.
 func (m *pluginModel) admit(q string) {
-	var first string
-	for _, n := range m.order {
-		if m.claim[n] == "" {
-			first = n
-			break
-		}
+	var avail []string
+	for _, u := range m.gpus {
+		avail = append(avail, m.free[u]...)
 	}
-	if first == "" {
-		// Every record claims a slice (one claims the slice of a pod deleted before Reconcile
-		// moved it): the plugin finds no pod for the call and the kubelet fails the admission.
+	ids := m.l.Prefer(avail, nil, 1)
+	if len(ids) != 1 {
 		return
 	}
-	g := gpuOf(m.plan[first])
-	if len(m.free[g]) == 0 { // preferred GPU has no free slice: any other
-		for _, n := range m.order {
-			if u := gpuOf(m.plan[n]); len(m.free[u]) > 0 {
-				g = u
-				break
-			}
-		}
+	if _, err := m.l.TryAllocate(ids); err != nil {
+		return
 	}
-	id := m.free[g][0]
-	m.free[g] = m.free[g][1:]
-	m.holds[q] = id
-	owner := first
-	for _, n := range m.order {
-		if m.claim[n] == "" && gpuOf(m.plan[n]) == g {
-			owner = n
+	u, _, _ := device.ParseSliceID(ids[0])
+	for i, id := range m.free[u] {
+		if id == ids[0] {
+			m.free[u] = append(m.free[u][:i:i], m.free[u][i+1:]...)
 			break
 		}
 	}
-	m.claim[owner] = id
-	m.dirty[owner], m.claimDirty[owner] = true, true
+	m.holds[q] = ids[0]
 }
 
-// reconcile moves every claim to the pod the kubelet reports it under (swapping records).
+// reconcile reports to the ledger what the kubelet holds (PodResources).
 func (m *pluginModel) reconcile() {
-	names := append([]string(nil), m.order...)
-	sort.Strings(names)
-	for _, q := range names {
-		id := m.holds[q]
-		if id == "" || m.claim[q] == id {
-			continue
-		}
-		for _, e := range m.order {
-			if m.claim[e] == id {
-				m.plan[e], m.plan[q] = m.plan[q], m.plan[e]
-				m.claim[e], m.claim[q] = m.claim[q], m.claim[e]
-				m.dirty[e], m.dirty[q] = true, true
-				m.claimDirty[e], m.claimDirty[q] = true, true
-				break
-			}
+	var obs []ledger.ObservedContainer
+	for q, id := range m.holds {
+		if id != "" {
+			obs = append(obs, ledger.ObservedContainer{Namespace: m.pods[q].Namespace, Pod: q, Container: "main", IDs: []string{id}})
 		}
 	}
+	m.l.Reconcile(obs)
 }
 
-// published is the planned annotation of pod n once its pending write lands.
-func (m *pluginModel) published(t testing.TB, n string) *device.Allocation {
-	if a := m.repub[n]; a != nil {
-		return a
-	}
-	return plannedPtr(t, m.pods[n])
-}
-
-// write returns pod n as the plugin's patch of its claimed record (and republished plan) leaves it.
+// write returns pod n as the plugin's patch of its claimed record (and republished plan) leaves
+// it, and delivers it back to the ledger.
 func (m *pluginModel) write(t testing.TB, n string) *corev1.Pod {
 	delete(m.dirty, n)
-	delete(m.claimDirty, n)
-	if a := m.repub[n]; a != nil {
+	p := m.pods[n]
+	if a := m.l.PlannedRewrite(p.UID); a != nil {
 		enc, err := device.EncodeAllocation(*a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := m.pods[n].DeepCopy()
+		p = p.DeepCopy()
 		p.Annotations[device.AnnoPlanned] = enc
-		m.pods[n] = p
-		delete(m.repub, n)
 	}
-	if m.claim[n] == "" {
-		return m.stored(withClaim(t, m.pods[n], nil))
+	var q *corev1.Pod
+	if rec, _ := m.l.ClaimedRecord(p.UID); len(rec.Containers) == 0 {
+		q = m.stored(withClaim(t, p, nil))
+	} else {
+		q = m.stored(withClaim(t, p, &rec))
 	}
-	a := *m.plan[n]
-	a.Containers = []device.ContainerAllocation{m.plan[n].Containers[0]}
-	a.Containers[0].SliceIDs = []string{m.claim[n]}
-	return m.stored(withClaim(t, m.pods[n], &a))
+	m.pods[n] = q
+	m.l.UpsertPod(q)
+	return q
 }
 
-// remove forgets a deleted pod (its slice back to the kubelet's free list) and republishes.
-func (m *pluginModel) remove(t testing.TB, n string) {
-	defer m.republish(t)
+// remove: pod n is deleted; its slice goes back to the kubelet's free list and the ledger
+// forgets it (and republishes its group).
+func (m *pluginModel) remove(n string) {
 	if id := m.holds[n]; id != "" {
 		u, _, _ := device.ParseSliceID(id)
 		m.free[u] = append(m.free[u], id)
 	}
-	for i, x := range m.order {
-		if x == n {
-			m.order = append(m.order[:i], m.order[i+1:]...)
-			break
-		}
-	}
-	delete(m.plan, n)
-	delete(m.claim, n)
+	uid := m.pods[n].UID
 	delete(m.holds, n)
 	delete(m.dirty, n)
-	delete(m.claimDirty, n)
 	delete(m.pods, n)
 	delete(m.api, n)
-	delete(m.repub, n)
+	m.l.DeletePod(uid)
 }
 
-// republish rewrites remaining pods' planned annotations until they add up to the plans, as
-// Ledger.republishLocked does: each slot held more often than published goes to a pod
-// published on a slot published more often than held, the one whose plan it is first.
-func (m *pluginModel) republish(t testing.TB) {
-	held, published := map[string]int{}, map[string]int{}
-	slot := map[string]*device.Allocation{}
-	for _, x := range m.order {
-		held[device.SlotKey(m.plan[x])]++
-		slot[device.SlotKey(m.plan[x])] = m.plan[x]
-		published[device.SlotKey(m.published(t, x))]++
+// names are the pods the ledger serves, sorted.
+func (m *pluginModel) names() []string {
+	var out []string
+	for n := range m.pods {
+		out = append(out, n)
 	}
-	var short []string
-	for k, n := range held {
-		for i := published[k]; i < n; i++ {
-			short = append(short, k)
-		}
-	}
-	sort.Strings(short)
-	for _, want := range short {
-		pick := ""
-		for _, x := range m.order {
-			if k := device.SlotKey(m.published(t, x)); published[k] <= held[k] {
-				continue
-			}
-			if pick == "" || device.SlotKey(m.plan[x]) == want && device.SlotKey(m.plan[pick]) != want {
-				pick = x
-			}
-		}
-		if pick == "" {
-			continue
-		}
-		published[device.SlotKey(m.published(t, pick))]--
-		published[want]++
-		m.repub[pick] = device.Renamed(slot[want], plannedPtr(t, m.pods[pick]))
-		m.dirty[pick] = true
-	}
+	sort.Strings(out)
+	return out
 }
 
 // case C04: a burst of interchangeable one-slice pods through Filter, Bind, the informer and the
@@ -278,8 +261,8 @@ func burstWithSwaps(t *testing.T, seed int64) {
 				if b.alloc != nil {
 					row += " charged=" + gpuOf(b.alloc)
 				}
-				if x := m.plan[k.Name]; x != nil {
-					row += fmt.Sprintf(" | plugin plan=%s claim=%s holds=%s", gpuOf(x), m.claim[k.Name], m.holds[k.Name])
+				if x := m.plan(k.Name); x != nil {
+					row += fmt.Sprintf(" | plugin plan=%s claim=%s holds=%s", gpuOf(x), m.claim(k.Name), m.holds[k.Name])
 				}
 				rows = append(rows, row)
 			}
@@ -314,7 +297,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 		switch r := rng.Intn(10); {
 		case r < 3 && len(pending) > 0: // schedule one pod: Filter, Bind, then informer and FinishBind in either order
 			p := pending[0]
-			res := c.Filter(p, nodes)
+			res := NewScheduler(c).Filter(p, nodes)
 			if len(*res.NodeNames) == 0 {
 				check("filter " + p.Name)
 				pending = append(pending[1:], p)
@@ -326,7 +309,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, _, err := c.BookForBind(context.Background(), KeyOfPod(p), req, "node-1")
+			a, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1")
 			if err != nil {
 				t.Fatalf("seed %d: bind of %s: %v", seed, p.Name, err)
 			}
@@ -341,19 +324,19 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			b.Annotations[device.AnnoPlanned] = enc
 			b = m.stored(b)
 			if rng.Intn(2) == 0 {
-				c.FinishBind(KeyOfPod(p), "node-1", outcomeBound)
+				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
 				check("finish " + p.Name)
 				c.OnPod(b)
 			} else {
 				c.OnPod(b)
 				check("informer " + p.Name)
-				c.FinishBind(KeyOfPod(p), "node-1", outcomeBound)
+				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
 			}
-			m.bound(t, b)
+			m.bound(b)
 			check("bound " + p.Name)
 		case r < 5: // the kubelet admits a random bound pod
 			var waiting []string
-			for _, x := range m.order {
+			for _, x := range m.names() {
 				if m.holds[x] == "" {
 					waiting = append(waiting, x)
 				}
@@ -361,11 +344,11 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			if len(waiting) > 0 {
 				q := waiting[rng.Intn(len(waiting))]
 				m.admit(q)
-				history = append(history, fmt.Sprintf("kubelet admits %s: holds %s; records %v", q, m.holds[q], m.claim))
+				history = append(history, fmt.Sprintf("kubelet admits %s: holds %s; records %v", q, m.holds[q], m.claims()))
 			}
 		case r < 6:
 			m.reconcile()
-			history = append(history, fmt.Sprintf("reconcile: records %v", m.claim))
+			history = append(history, fmt.Sprintf("reconcile: records %v", m.claims()))
 		case r < 9 && len(m.dirty) > 0: // one pod's claimed record is written
 			var names []string
 			for x := range m.dirty {
@@ -382,10 +365,11 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			// claimed record is not written yet; the plugin then frees a plan the cache cannot
 			// know until that write lands (milliseconds).
 			var running []string
-			for _, x := range m.order {
-				settled := m.holds[x] != "" && m.claim[x] == m.holds[x]
-				waitingOwn := m.holds[x] == "" && m.claim[x] == "" && device.SlotKey(m.plan[x]) == device.SlotKey(plannedPtr(t, m.pods[x]))
-				if (settled || waitingOwn) && !m.claimDirty[x] {
+			for _, x := range m.names() {
+				settled := m.holds[x] != "" && m.claim(x) == m.holds[x]
+				waitingOwn := m.holds[x] == "" && m.claim(x) == "" && device.SlotKey(m.plan(x)) == device.SlotKey(plannedPtr(t, m.pods[x]))
+				claimWritten := m.claim(x) == m.claimWritten(t, x)
+				if (settled || waitingOwn) && claimWritten {
 					running = append(running, x)
 				}
 			}
@@ -394,11 +378,13 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			}
 			x := running[rng.Intn(len(running))]
 			p := m.stored(m.api[x]) // the deletion's resourceVersion
-			m.remove(t, x)
+			m.remove(x)
 			history = append(history, fmt.Sprintf("republish pending: %v", func() map[string]string {
 				o := map[string]string{}
-				for k, a := range m.repub {
-					o[k] = gpuOf(a)
+				for _, k := range m.names() {
+					if a := m.l.PlannedRewrite(m.pods[k].UID); a != nil {
+						o[k] = gpuOf(a)
+					}
 				}
 				return o
 			}()))
@@ -426,13 +412,13 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			check("final write " + x)
 		}
 	}
-	// At rest: moves no republished annotation settled expire after the reservation TTL; the
+	// At rest: moves no republished annotation settled expire after the slot move TTL; the
 	// cache, and one rebuilt from the API now, then charge what the plugin holds or plans.
-	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().SlotMoveTTL + time.Second)
 	c.Sweep()
 	want := map[string]int{}
-	for _, x := range m.order {
-		want[gpuOf(m.plan[x])]++
+	for _, x := range m.names() {
+		want[gpuOf(m.plan(x))]++
 	}
 	rebuilt := memoCache(t, inv)
 	for _, p := range m.list() {

@@ -86,7 +86,7 @@ func swapSetup(t *testing.T) (c *Cache, pp, qp *corev1.Pod, claimP *device.Alloc
 
 func gpuCharged(t *testing.T, c *Cache, p *corev1.Pod) int {
 	t.Helper()
-	_, _, a := c.PodState(KeyOfPod(p))
+	_, _, a := c.PodState(device.RefOf(p))
 	if a == nil {
 		t.Fatalf("%s charged nothing", p.Name)
 	}
@@ -119,7 +119,7 @@ func TestOvercountReconcileSwapDuplicateClaim(t *testing.T) {
 
 	// The Filter reason a pending pod reads shows the GPU as it is: 10/10, never 11/10.
 	r := podtest.Pending("burst", "r", podtest.GPU("main", 2, "1000", 0))
-	res := c.Filter(r, []string{"node-1"})
+	res := NewScheduler(c).Filter(r, []string{"node-1"})
 	why := res.FailedNodes["node-1"]
 	if !strings.Contains(why, "GPU-0 10/10 slices used") || strings.Contains(why, "11/10") {
 		t.Fatalf("Filter reason %q, want GPU-0 10/10 slices used", why)
@@ -227,7 +227,7 @@ func TestOvercountMoveWithoutRewriteExpires(t *testing.T) {
 	c.OnPod(withClaim(t, pp, claimOf(t, qp, device.SliceID(g1, 0)))) // the swap: P holds Q's slot
 	c.OnPodDelete(pp, nil)
 	c.OnPodDelete(qp, nil)
-	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().ReservationTTL + time.Second)
+	c.clock.(*clocktesting.FakeClock).Step(DefaultConfig().SlotMoveTTL + time.Second)
 	c.Sweep()
 	checkInvariants(t, c)
 	if got := sharersOf(c, "node-1"); fmt.Sprint(got) != "[0 1]" {

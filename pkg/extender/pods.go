@@ -11,19 +11,8 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// KeyOfPod returns the pod's exact identity.
-func KeyOfPod(p *corev1.Pod) PodKey {
-	return PodKey{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-}
-
-// podEnded reports a pod that will never run again (phase Succeeded or Failed, which includes
-// the kubelet's admission rejection UnexpectedAdmissionError, case C13).
-func podEnded(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
 // newBooking fills the request-derived fields of a booking.
-func (c *Cache) newBooking(k PodKey, node string, st stage, req *device.PodRequest) *booking {
+func (c *Cache) newBooking(k device.PodRef, node string, st stage, req *device.PodRequest) *booking {
 	b := &booking{key: k, node: node, stage: st, req: req, since: c.clock.Now()}
 	if req != nil {
 		b.callKey, b.hasKey = device.KeyOf(req, c.cfg.Resources)
@@ -55,8 +44,8 @@ func decodeAnno(p *corev1.Pod, anno, node string) *device.Allocation {
 // wins over planned; a pod that ended releases its usage; a terminating pod keeps it; a pod that
 // lost its annotations keeps what was booked for its key.
 func (c *Cache) OnPod(p *corev1.Pod) {
-	k := KeyOfPod(p)
-	if podEnded(p) {
+	k := device.RefOf(p)
+	if device.PodFinished(p) {
 		c.mu.Lock()
 		b := c.pods[k]
 		c.mu.Unlock()
@@ -245,7 +234,7 @@ func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bo
 				live, hasLive = exists(ns, name)
 			}
 			c.mu.Lock()
-			var keys []PodKey
+			var keys []device.PodRef
 			for k := range c.pods {
 				if k.Namespace == ns && k.Name == name && (!hasLive || k.UID != live) {
 					keys = append(keys, k)
@@ -264,5 +253,5 @@ func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bo
 		return
 	}
 	klog.V(4).InfoS("Pod deleted; releasing its GPUs", "pod", klog.KObj(p), "uid", p.UID)
-	c.release(KeyOfPod(p), p.ResourceVersion)
+	c.release(device.RefOf(p), p.ResourceVersion)
 }

@@ -14,7 +14,8 @@ import (
 // lets the pod fit, with the fewest GPU victims that suffice (victims that hold no GPU were chosen
 // for other resources and are kept). Other nodes are dropped. Pods that are not the extender's
 // keep kube-scheduler's proposal.
-func (c *Cache) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
+func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
+	c := s.c
 	proposal := map[string]*extenderv1.MetaVictims{}
 	for n, v := range args.NodeNameToMetaVictims {
 		proposal[n] = v
@@ -41,7 +42,7 @@ func (c *Cache) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.Exte
 		res.NodeNameToMetaVictims = proposal
 		return res
 	}
-	own := c.ownBooking(KeyOfPod(args.Pod))
+	own := c.ownBooking(device.RefOf(args.Pod))
 	now := c.clock.Now()
 	for n, mv := range proposal {
 		if mv == nil {

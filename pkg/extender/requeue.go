@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"github.com/hami-go/hami-go/pkg/device"
 	"sync"
 	"time"
 )
@@ -27,23 +28,23 @@ const requeueWindow = 2 * time.Second
 // refusals records the pods Filter refused on every node, and the releases since.
 type refusals struct {
 	mu      sync.Mutex
-	at      map[PodKey]time.Time // pod -> when Filter last refused it everywhere
-	freed   time.Time            // the latest release of GPUs
-	pending chan struct{}        // signalled (capacity 1) after a release
+	at      map[device.PodRef]time.Time // pod -> when Filter last refused it everywhere
+	freed   time.Time                   // the latest release of GPUs
+	pending chan struct{}               // signalled (capacity 1) after a release
 }
 
 func newRefusals() *refusals {
-	return &refusals{at: map[PodKey]time.Time{}, pending: make(chan struct{}, 1)}
+	return &refusals{at: map[device.PodRef]time.Time{}, pending: make(chan struct{}, 1)}
 }
 
 // refused records that Filter refused k on every node at now; fits forgets k.
-func (r *refusals) refused(k PodKey, now time.Time) {
+func (r *refusals) refused(k device.PodRef, now time.Time) {
 	r.mu.Lock()
 	r.at[k] = now
 	r.mu.Unlock()
 }
 
-func (r *refusals) fits(k PodKey) {
+func (r *refusals) fits(k device.PodRef) {
 	r.mu.Lock()
 	delete(r.at, k)
 	r.mu.Unlock()
@@ -67,11 +68,11 @@ func (c *Cache) Released() <-chan struct{} { return c.refusals.pending }
 // RefusedBeforeRelease returns the pods Filter refused on every node within requeueWindow before
 // the latest release and not since, and forgets them (each is handed out once per refusal), and
 // the release time. Refusals older than the window are forgotten too.
-func (c *Cache) RefusedBeforeRelease() ([]PodKey, time.Time) {
+func (c *Cache) RefusedBeforeRelease() ([]device.PodRef, time.Time) {
 	r := c.refusals
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []PodKey
+	var out []device.PodRef
 	for k, at := range r.at {
 		switch {
 		case at.After(r.freed):

@@ -38,7 +38,7 @@ func (e *Extender) requeueLoop(ctx context.Context, c *Cache) {
 
 // requeue sets AnnoRequeue on pod k (merge patch with its UID as a precondition); a pod gone or
 // re-created meanwhile is left alone.
-func (e *Extender) requeue(ctx context.Context, k PodKey, freed time.Time) error {
+func (e *Extender) requeue(ctx context.Context, k device.PodRef, freed time.Time) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         k.UID,
 		"annotations": map[string]string{device.AnnoRequeue: freed.UTC().Format(time.RFC3339Nano)},

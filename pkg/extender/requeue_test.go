@@ -18,7 +18,9 @@ import (
 func TestRefusedBeforeRelease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	c := NewCache(DefaultConfig(), clk)
-	key := func(n string) PodKey { return PodKey{Namespace: "r", Name: n, UID: types.UID("uid-" + n)} }
+	key := func(n string) device.PodRef {
+		return device.PodRef{Namespace: "r", Name: n, UID: types.UID("uid-" + n)}
+	}
 	c.refusals.refused(key("old"), t0)
 	c.refusals.refused(key("recent"), t0.Add(2*time.Second))
 	c.refusals.refused(key("again"), t0.Add(2*time.Second))
@@ -54,7 +56,7 @@ func TestRequeueAfterReleaseUpdatesTheRefusedPod(t *testing.T) {
 	waiter := podtest.Pending("r", "waiter", podtest.GPU("main", 1, "40960", 0))
 	e.create(holder, waiter)
 	eventually(t, "the holder charged", func() bool { return gpuUse(c, "node-1", 0).MemoryMiB == 81920 })
-	if res := c.Filter(waiter, []string{"node-1"}); len(*res.NodeNames) != 0 {
+	if res := NewScheduler(c).Filter(waiter, []string{"node-1"}); len(*res.NodeNames) != 0 {
 		t.Fatalf("waiter fits beside the holder: %v", *res.NodeNames)
 	}
 	if err := e.client.CoreV1().Pods("r").Delete(context.Background(), "holder", metav1.DeleteOptions{}); err != nil {

@@ -231,7 +231,7 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			b.ReportMetric(f.cacheMiB, "cache-MiB")
 			b.ReportMetric(f.objectsMiB, "objects-MiB")
 			for i := 0; i < b.N; i++ {
-				res := c.Filter(probe, f.names)
+				res := NewScheduler(c).Filter(probe, f.names)
 				if len(*res.NodeNames) != nodes {
 					b.Fatalf("filter: %d of %d nodes fit; failed %v", len(*res.NodeNames), nodes, res.FailedNodes)
 				}
@@ -240,7 +240,7 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 		b.Run("prioritize", func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				out := c.Prioritize(probe, f.names)
+				out := NewScheduler(c).Prioritize(probe, f.names)
 				if len(out) != nodes || out[nodes-1].Host != f.names[nodes-1] || out[0].Score < 0 || out[0].Score > extenderv1.MaxExtenderPriority {
 					b.Fatalf("prioritize: %d scores, first %+v", len(out), out[0])
 				}
@@ -251,18 +251,18 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				seq++
-				k := PodKey{Namespace: "bench", Name: "bind-" + strconv.Itoa(seq), UID: types.UID("uid-bind-" + strconv.Itoa(seq))}
+				k := device.PodRef{Namespace: "bench", Name: "bind-" + strconv.Itoa(seq), UID: types.UID("uid-bind-" + strconv.Itoa(seq))}
 				node := f.names[i%nodes]
-				a, _, err := c.BookForBind(ctx, k, req, node)
+				a, _, err := NewScheduler(c).BookForBind(ctx, k, req, node)
 				if err != nil || a == nil || a.Node != node {
 					b.Fatalf("BookForBind on %s: %v, %+v", node, err, a)
 				}
-				c.FinishBind(k, node, outcomeBound)
+				NewScheduler(c).FinishBind(k, node, outcomeBound)
 				c.Release(k)
 			}
 		})
 		b.Run("prioritize-client-decode", func(b *testing.B) {
-			reply, err := json.Marshal(c.Prioritize(probe, f.names))
+			reply, err := json.Marshal(NewScheduler(c).Prioritize(probe, f.names))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -279,7 +279,7 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 				// filter answers every node (all fit); prioritize lists the nodes scored above 0.
 				want := nodes
 				if verb == "prioritize" {
-					want = len(scoredOnly(c.Prioritize(probe, f.names)))
+					want = len(scoredOnly(NewScheduler(c).Prioritize(probe, f.names)))
 					b.ReportMetric(float64(want), "hosts-listed")
 				}
 				benchScaleHTTP(b, timed, srv.URL+"/"+verb, verb, bodyFile, want)

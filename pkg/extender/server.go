@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
@@ -68,7 +69,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 				names = append(names, args.Nodes.Items[i].Name)
 			}
 		}
-		res := e.cache.Filter(args.Pod, names)
+		res := e.sched.Filter(args.Pod, names)
 		reply(w, res)
 		if len(*res.NodeNames) == 0 {
 			return "refused"
@@ -85,7 +86,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 			return "bad_request"
 		}
 		all := scorePool.Get().(*extenderv1.HostPriorityList)
-		*all = e.cache.PrioritizeInto(*all, args.Pod, *args.NodeNames)
+		*all = e.sched.PrioritizeInto(*all, args.Pod, *args.NodeNames)
 		reply(w, scoredOnly(*all))
 		clear(*all) // drop the node names until the next call
 		scorePool.Put(all)
@@ -100,7 +101,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 			http.Error(w, fmt.Sprintf("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node; got %q, %q, %q, %q", args.PodName, args.PodNamespace, args.PodUID, args.Node), http.StatusBadRequest)
 			return "bad_request"
 		}
-		err := e.Bind(r.Context(), PodKey{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
+		err := e.Bind(r.Context(), device.PodRef{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
 		if err != nil {
 			reply(w, extenderv1.ExtenderBindingResult{Error: err.Error()})
 			return "refused"
@@ -113,7 +114,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 		if !decode(w, r, &args) {
 			return "bad_request"
 		}
-		reply(w, e.cache.Preempt(&args))
+		reply(w, e.sched.Preempt(&args))
 		return "ok"
 	}))
 }

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/internal/podtest"
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/podevents/podeventstest"
 )
 
@@ -81,7 +82,7 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 	if node, err := e.schedule(fresh, names); err != nil || node != "node-1" {
 		t.Fatalf("scheduling the re-created pod: node %q, %v", node, err)
 	}
-	if _, st, _ := e.ext.cache.PodState(KeyOfPod(old)); st != "claimed" {
+	if _, st, _ := e.ext.cache.PodState(device.RefOf(old)); st != "claimed" {
 		t.Fatalf("the deaf watch delivered the delete: old pod's stage %q", st)
 	}
 
@@ -106,19 +107,19 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 	expired := time.Now()
 	gate.Expire()
 	eventually(t, "the relist to release the old pod's booking", func() bool {
-		_, st, _ := e.ext.cache.PodState(KeyOfPod(old))
+		_, st, _ := e.ext.cache.PodState(device.RefOf(old))
 		return st == ""
 	})
 	t.Logf("relisted %v after the 410", time.Since(expired))
 	eventually(t, "a new watch after the relist", func() bool { return gate.Watches() > watches })
-	if _, st, _ := e.ext.cache.PodState(KeyOfPod(fresh)); st != "planned" {
+	if _, st, _ := e.ext.cache.PodState(device.RefOf(fresh)); st != "planned" {
 		t.Errorf("the re-created pod's stage is %q, want planned", st)
 	}
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 20000 || u.Sharers != 1 {
 		t.Errorf("after the relist: GPU usage %+v, want 20000 MiB, 1 sharer", u)
 	}
 	later := podtest.Pending("a", "later", podtest.GPU("main", 1, "61920", 0))
-	if res := e.ext.cache.Filter(later, names); len(*res.NodeNames) != 1 {
+	if res := e.ext.sched.Filter(later, names); len(*res.NodeNames) != 1 {
 		t.Errorf("a pod asking the 61920 MiB left does not fit: %v", res.FailedNodes)
 	}
 	code, body = scrape(t, e)
@@ -134,13 +135,13 @@ func TestC34RelistReleasesPodRecreatedUnderSameName(t *testing.T) {
 func TestC34ReleaseForgetsRefusal(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	c := NewCache(DefaultConfig(), clk)
-	gone := PodKey{Namespace: "r", Name: "p", UID: "uid-old"}
+	gone := device.PodRef{Namespace: "r", Name: "p", UID: "uid-old"}
 	c.refusals.refused(gone, t0)
 	c.Release(gone)
 	b := boundPod(t, "r", "holder", "node-1", "GPU-0", 1000, true)
 	c.OnPod(b)
 	clk.Step(time.Second)
-	c.Release(KeyOfPod(b))
+	c.Release(device.RefOf(b))
 	if got, _ := c.RefusedBeforeRelease(); len(got) != 0 {
 		t.Fatalf("handed out %v for a requeue after their pods were released", got)
 	}

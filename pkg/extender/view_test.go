@@ -18,12 +18,12 @@ func TestFilterViewFollowsInventoryAndBookings(t *testing.T) {
 	c := memoCache(t, inv)
 	names := []string{"node-1"}
 	a := podtest.Pending("default", "a", podtest.GPU("main", 1, "1000", 0))
-	if res := c.Filter(a, names); len(*res.NodeNames) != 1 {
+	if res := NewScheduler(c).Filter(a, names); len(*res.NodeNames) != 1 {
 		t.Fatalf("a: %+v", res)
 	}
 	// a's reservation is on one GPU; a second pod sees it through the view.
 	b := podtest.Pending("default", "b", podtest.GPU("main", 2, "9500", 0))
-	if res := c.Filter(b, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "9000 of 10000 MiB free") {
+	if res := NewScheduler(c).Filter(b, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "9000 of 10000 MiB free") {
 		t.Fatalf("b does not see a's reservation: %+v", res)
 	}
 	update := func(inv device.Inventory) {
@@ -37,11 +37,11 @@ func TestFilterViewFollowsInventoryAndBookings(t *testing.T) {
 	sick.GPUs[0].Healthy, sick.GPUs[1].Healthy = false, false
 	update(sick)
 	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "100", 0))
-	if res := c.Filter(p, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"]+res.FailedAndUnresolvableNodes["node-1"], "unhealthy") {
+	if res := NewScheduler(c).Filter(p, names); len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"]+res.FailedAndUnresolvableNodes["node-1"], "unhealthy") {
 		t.Fatalf("after both GPUs turned unhealthy: %+v", res)
 	}
 	update(inv)
-	if res := c.Filter(p, names); len(*res.NodeNames) != 1 {
+	if res := NewScheduler(c).Filter(p, names); len(*res.NodeNames) != 1 {
 		t.Fatalf("after recovery: %+v", res)
 	}
 }

@@ -79,7 +79,7 @@ func TestReasonsMatchExtenderFilter(t *testing.T) {
 					}
 				}
 			}
-			res := c.Filter(p, names)
+			res := extender.NewScheduler(c).Filter(p, names)
 			e := Explain(p, objs, nil, DefaultConfig(), t0)
 			if len(e.Nodes) != len(names) {
 				t.Fatalf("explanation has %d nodes, want %d: %+v", len(e.Nodes), len(names), e)

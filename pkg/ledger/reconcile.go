@@ -1,4 +1,4 @@
-package deviceplugin
+package ledger
 
 import (
 	"sort"
@@ -26,7 +26,7 @@ type ObservedContainer struct {
 // does not report yet (admission in flight) are kept. A container the kubelet reports that has
 // no claim (plugin restarted before its record was written) is claimed from the pod's plan.
 // It returns the pods whose records changed.
-func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
+func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 	l.mu.Lock()
 	// PodResources names pods by namespace/name only (no UID). A name that stands for two pods
 	// (a pod force-deleted and re-created under its name while the kubelet still runs the old
@@ -47,7 +47,7 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 		}
 		seen[k] = true
 	}
-	changed := map[PodRef]bool{}
+	changed := map[device.PodRef]bool{}
 	sort.Slice(obs, func(i, j int) bool {
 		if obs[i].Namespace+"/"+obs[i].Pod != obs[j].Namespace+"/"+obs[j].Pod {
 			return obs[i].Namespace+"/"+obs[i].Pod < obs[j].Namespace+"/"+obs[j].Pod
@@ -94,7 +94,7 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []PodRef {
 			klog.InfoS("The kubelet reports devices claimed by a pod with a different request; keeping the claimed record", "pod", e.ref.String(), "container", o.Container, "claimedBy", owner.ref.String())
 		}
 	}
-	var out []PodRef
+	var out []device.PodRef
 	for r := range changed {
 		out = append(out, r)
 	}
@@ -125,7 +125,7 @@ func (l *Ledger) findClaim(ids []string) (*podEntry, string) {
 
 // SliceView is one claimed slice (container × GPU) for metrics.
 type SliceView struct {
-	Pod       PodRef
+	Pod       device.PodRef
 	Container string
 	Grant     device.DeviceGrant
 }
@@ -184,6 +184,6 @@ func (l *Ledger) Charged() allocator.NodeUsage {
 
 // SliceOwner is the pod and container a runtime container ID belongs to.
 type SliceOwner struct {
-	Pod       PodRef
+	Pod       device.PodRef
 	Container string
 }

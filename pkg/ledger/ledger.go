@@ -1,4 +1,12 @@
-package deviceplugin
+// Package ledger is the device plugin's side of the slot protocol, kept apart from the gRPC
+// server and the API clients (as NVIDIA's k8s-device-plugin keeps device state, internal/rm,
+// apart from its server, internal/plugin): the pods the extender placed on one node (from their
+// planned annotation), the containers Allocate claimed, the matching of an Allocate call to a
+// pod, Reconcile against the kubelet's PodResources report, and the planned annotations a
+// signature group must republish (design.md "Matching Allocate to a pod"). It is pure: no
+// client, no I/O; the caller feeds it pods, calls and reports, and writes what it says must be
+// written (Config.Dirty). Time comes from an injected clock.
+package ledger
 
 import (
 	"fmt"
@@ -15,18 +23,9 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// PodRef names a pod exactly: namespace + name + UID (case C12).
-type PodRef struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-}
-
-func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
-
 // podEntry is one pod the extender placed on this node and that has not ended.
 type podEntry struct {
-	ref     PodRef
+	ref     device.PodRef
 	created time.Time
 	// seen orders pods by when the ledger first saw them placed here: the order in which the
 	// pod watch delivered their binding to this node, which is the order in which the kubelet,
@@ -61,48 +60,6 @@ func (e *podEntry) nextUnclaimed() *device.ContainerAllocation {
 	return nil
 }
 
-// unplacedPod is a pod on this node that asks for the count resource but cannot be served.
-type unplacedPod struct {
-	ref PodRef
-	why string
-}
-
-// Claim is the result of a successful Allocate match: the pod and the container whose slot
-// the call took, with the devices it gets (never derived from the kubelet's IDs: C18, C19, C22).
-type Claim struct {
-	Pod PodRef
-	// Container is a copy of the claimed container allocation; SliceIDs are the kubelet's IDs.
-	Container device.ContainerAllocation
-	// Repeat is true when the call repeated an earlier one (kubelet at container start).
-	Repeat bool
-}
-
-// ErrNoPod is returned by Ledger.TryAllocate when no pod waits for the call yet: the caller may
-// wait for the informer and try again. Pods are the pods on this node that ask for the count
-// resource but cannot be served (not placed by hami-go, or a malformed plan): the call is most
-// likely one of theirs.
-type ErrNoPod struct {
-	Reason string
-	Pods   []PodRef
-}
-
-func (e *ErrNoPod) Error() string { return e.Reason }
-
-// Concerns returns the pods the refusal names.
-func (e *ErrNoPod) Concerns() []PodRef { return e.Pods }
-
-// ErrConfusable is the refusal of an Allocate call that could serve any of several pods with
-// different requests (case C20). Pods are those pods, in the order the plugin saw them.
-type ErrConfusable struct {
-	Reason string
-	Pods   []PodRef
-}
-
-func (e *ErrConfusable) Error() string { return e.Reason }
-
-// Concerns returns the pods the refusal names.
-func (e *ErrConfusable) Concerns() []PodRef { return e.Pods }
-
 // Ledger is the device plugin's in-memory record of the pods the extender placed on this node
 // (from AnnoPlanned) and of the containers Allocate has claimed. Every Allocate match and claim
 // happens under one mutex, without API calls. It is safe for concurrent use.
@@ -117,36 +74,47 @@ type Ledger struct {
 	leaving  map[types.UID]*podEntry   // terminating pods: matched no more, still charged by the extender until gone (publish.go)
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
 	changed  chan struct{}             // closed and replaced on every change
-	dirty    func(PodRef)              // called (outside mu) when a pod's claimed record must be written
+	dirty    func(device.PodRef)       // called (outside mu) when a pod's claimed record must be written
 	// gpuMiB gives the memory of each GPU of this node as its published inventory says (the base
 	// of a percentage request): a plan or claimed record is served only if it grants exactly what
 	// the pod asks (device.CheckAllocation, case C36). nil: no GPU is known, nothing is served.
 	gpuMiB  device.GPUMemory
-	toWrite []PodRef // pods to pass to dirty once mu is released (update)
+	toWrite []device.PodRef // pods to pass to dirty once mu is released (update)
 }
 
-// NewLedger returns an empty ledger for node. dirty, when not nil, is called with every pod
-// whose claimed record changed (the annotation writer's queue).
-func NewLedger(node string, names device.ResourceNames, clk clock.PassiveClock, dirty func(PodRef)) *Ledger {
+// Config is what a Ledger is built with.
+type Config struct {
+	// Node is the node the ledger serves: pods planned on other nodes are not its own.
+	Node string
+	// Names are the extended-resource names pods ask for slices with.
+	Names device.ResourceNames
+	// Clock orders claims (the most recently claimed pod is the one being admitted); the real
+	// clock when nil.
+	Clock clock.PassiveClock
+	// Dirty, when not nil, is called (outside the ledger's lock) with every pod whose claimed
+	// record or planned annotation must be written: the annotation writer's queue.
+	Dirty func(device.PodRef)
+	// GPUMemory gives the memory, MiB, of each GPU of the node as its published inventory says
+	// (the base of a percentage request): a plan or claimed record is served only if it grants
+	// exactly what the pod asks (device.CheckAllocation, case C36). nil: no GPU is known,
+	// nothing is served.
+	GPUMemory device.GPUMemory
+}
+
+// New returns an empty ledger.
+func New(cfg Config) *Ledger {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Ledger{
-		node: node, names: names, clock: clk,
+		node: cfg.Node, names: cfg.Names, clock: cfg.Clock,
 		pods:     map[types.UID]*podEntry{},
 		leaving:  map[types.UID]*podEntry{},
 		unplaced: map[types.UID]unplacedPod{},
 		changed:  make(chan struct{}),
-		dirty:    dirty,
+		dirty:    cfg.Dirty,
+		gpuMiB:   cfg.GPUMemory,
 	}
-}
-
-// podEnded reports a pod no Allocate call can be for: terminating or finished.
-func podEnded(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || podFinished(p)
-}
-
-// podFinished reports a pod in phase Succeeded or Failed: the extender releases its slots then
-// (or when the pod is gone), not while it terminates.
-func podFinished(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (l *Ledger) notifyLocked() {
@@ -175,13 +143,17 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 
 // upsertPodLocked is UpsertPod under mu.
 func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
-	ref := PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-	if podEnded(p) {
-		if p.DeletionTimestamp != nil && !podFinished(p) {
-			l.leaveLocked(p.UID)
-		} else {
-			l.forgetLocked(p.UID)
-		}
+	ref := device.RefOf(p)
+	// No Allocate call can be for a pod that finished or terminates. A finished pod is released
+	// by the extender and forgotten here; a terminating one is matched no more but still counts
+	// in its group's sums until it finishes or is gone (publish.go).
+	switch {
+	case device.PodFinished(p):
+		l.forgetLocked(p.UID)
+		delete(l.unplaced, p.UID)
+		return
+	case p.DeletionTimestamp != nil:
+		l.leaveLocked(p.UID)
 		delete(l.unplaced, p.UID)
 		return
 	}
@@ -327,6 +299,23 @@ func (l *Ledger) ClaimedRecord(uid types.UID) (device.Allocation, bool) {
 	return out, true
 }
 
+// Plan returns the pod's effective plan: its planned allocation with the claimed containers as
+// claimed (SliceIDs set) and the swaps Reconcile made; ok is false when the ledger does not
+// serve the pod (unknown, terminating or gone).
+func (l *Ledger) Plan(uid types.UID) (device.Allocation, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.pods[uid]
+	if !ok {
+		return device.Allocation{}, false
+	}
+	out := device.Allocation{Node: e.plan.Node}
+	for i := range e.plan.Containers {
+		out.Containers = append(out.Containers, cloneContainer(&e.plan.Containers[i]))
+	}
+	return out, true
+}
+
 func cloneContainer(c *device.ContainerAllocation) device.ContainerAllocation {
 	out := *c
 	out.Devices = append([]device.DeviceGrant(nil), c.Devices...)
@@ -362,8 +351,8 @@ func overlaps(a, b []string) bool {
 	return false
 }
 
-// sliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
-func sliceGPUs(ids []string) []string {
+// SliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
+func SliceGPUs(ids []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, id := range ids {

@@ -1,4 +1,4 @@
-package deviceplugin
+package ledger
 
 import (
 	"sort"
@@ -55,14 +55,11 @@ func (l *Ledger) forgetLocked(uid types.UID) {
 // member whose plan it is, then the first seen. Terminating members count but are not rewritten.
 // Caller holds mu.
 func (l *Ledger) republishLocked(sig device.Signature) {
-	held, published := map[string]int{}, map[string]int{}
-	slot := map[string]*device.Allocation{}
+	var held, published Slots
 	var live []*podEntry
 	count := func(e *podEntry) {
-		k := device.SlotKey(&e.plan)
-		held[k]++
-		slot[k] = &e.plan
-		published[device.SlotKey(e.published())]++
+		held.Add(&e.plan)
+		published.Add(e.published())
 	}
 	for _, e := range l.pods {
 		if e.sig == sig {
@@ -75,22 +72,16 @@ func (l *Ledger) republishLocked(sig device.Signature) {
 			count(e)
 		}
 	}
-	var short []string
-	for k, n := range held {
-		for i := published[k]; i < n; i++ {
-			short = append(short, k)
-		}
-	}
+	short := held.Minus(&published)
 	if len(short) == 0 {
 		return
 	}
-	sort.Strings(short)
 	sort.Slice(live, func(i, j int) bool { return live[i].seen < live[j].seen })
 	for _, want := range short {
 		var pick *podEntry
 		for _, e := range live {
 			k := device.SlotKey(e.published())
-			if published[k] <= held[k] {
+			if published.Count(k) <= held.Count(k) {
 				continue // its published slot is not one too many
 			}
 			if pick == nil || device.SlotKey(&e.plan) == want && device.SlotKey(&pick.plan) != want {
@@ -101,9 +92,10 @@ func (l *Ledger) republishLocked(sig device.Signature) {
 			klog.InfoS("A signature group's planned annotations do not add up to its plans and no running member can carry the difference", "slot", want)
 			continue
 		}
-		published[device.SlotKey(pick.published())]--
-		published[want]++
-		if r := device.Renamed(slot[want], &pick.anno); device.SlotKey(r) == device.SlotKey(&pick.anno) {
+		published.Drop(device.SlotKey(pick.published()))
+		slot := held.Peek(want)
+		published.Add(slot)
+		if r := device.Renamed(slot, &pick.anno); device.SlotKey(r) == device.SlotKey(&pick.anno) {
 			pick.republish = nil
 		} else {
 			pick.republish = r
@@ -135,7 +127,7 @@ func (l *Ledger) PlannedRewrite(uid types.UID) *device.Allocation {
 
 // update runs f under mu, then queues the pods f collected in toWrite, outside mu.
 func (l *Ledger) update(f func()) {
-	refs := func() []PodRef {
+	refs := func() []device.PodRef {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		f()

@@ -1,4 +1,4 @@
-package deviceplugin
+package ledger
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, ma
 	}
 	if len(sigs) > 1 {
 		var who []string
-		var refs []PodRef
+		var refs []device.PodRef
 		for _, e := range fresh {
 			who = append(who, fmt.Sprintf("%s (%s)", e.ref, describeSig(e)))
 			refs = append(refs, e.ref)
@@ -88,7 +88,7 @@ func (l *Ledger) match(ids []string) (*podEntry, *device.ContainerAllocation, ma
 		return nil, nil, matchNone, &ErrConfusable{Pods: refs, Reason: fmt.Sprintf("refusing to guess: %d pods placed by hami-go on node %s wait for %d device(s) of %s with different requests, and the kubelet does not say which one this call is for: %s; one of them must be deleted or finish first (case C20)",
 			len(fresh), l.node, n, l.names.Count, strings.Join(who, ", "))}
 	}
-	want := sliceGPUs(ids)
+	want := SliceGPUs(ids)
 	for _, e := range fresh {
 		if sameSet(planGPUs(&e.plan.Containers[0]), want) {
 			return e, &e.plan.Containers[0], matchFresh, nil
@@ -113,7 +113,7 @@ func describeSig(e *podEntry) string {
 
 func (l *Ledger) noPodError(n int) error {
 	msg := fmt.Sprintf("no pod placed by hami-go on node %s waits for %d device(s) of %s (pods not scheduled by %s get no slice)", l.node, n, l.names.Count, device.SchedulerName)
-	var refs []PodRef
+	var refs []device.PodRef
 	if len(l.unplaced) > 0 {
 		u := make([]unplacedPod, 0, len(l.unplaced))
 		for _, p := range l.unplaced {
