@@ -365,6 +365,11 @@ func TestDRARefusals(t *testing.T) {
 			t.Errorf("allowed=%v %q, want %q", r.resp.Allowed, r.resp.Result.Message, tc.want)
 		}
 	}
+	// Placement policies cannot be expressed: admitted with a warning naming the annotation.
+	pol := run(t, e.h, admissionv1.Create, "team-a", withAnno(newPod(ctr("main", "nvidia.com/gpu", "1")), device.AnnoGPUPolicy, "spread"))
+	if !pol.resp.Allowed || len(pol.resp.Warnings) != 1 || !strings.Contains(pol.resp.Warnings[0], `metadata.annotations[hami.io/gpu-scheduler-policy]: "spread" has no effect in DRA mode`) {
+		t.Errorf("policy annotation: allowed=%v warnings %q", pol.resp.Allowed, pol.resp.Warnings)
+	}
 	// Non-GPU pods are untouched.
 	if r := run(t, e.h, admissionv1.Create, "team-a", newPod(ctr("main", "cpu", "1"))); !r.resp.Allowed || len(r.resp.Patches) != 0 {
 		t.Errorf("plain pod: %v %v", r.resp.Allowed, r.resp.Patches)

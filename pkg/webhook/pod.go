@@ -118,11 +118,11 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			return admission.Allowed(msg).WithWarnings(msg)
 		}
 		if h.cfg.Mode == ModeDRA {
-			n, err := h.draClaims(ctx, req, pod, &request, spec)
+			n, w, err := h.draClaims(ctx, req, pod, &request, spec)
 			if err != nil {
 				return admission.Denied(err.Error())
 			}
-			notes = append(notes, n...)
+			notes, warnings = append(notes, n...), append(warnings, w...)
 		} else {
 			if pod.Spec.NodeName != "" {
 				// No opt-out is offered here: an opted-out pod that still asks for slices is refused
