@@ -375,3 +375,39 @@ func TestDRARefusals(t *testing.T) {
 		t.Errorf("plain pod: %v %v", r.resp.Allowed, r.resp.Patches)
 	}
 }
+
+// Ray in DRA mode, RayCluster: groups with GPU limits get the same figures as in device-plugin
+// mode; a group whose template carries its own resourceClaims is left as written (device-plugin
+// mode writes num-gpus 0 there).
+func TestDRARayCluster(t *testing.T) {
+	y := rayCluster + `
+  - groupName: claims
+    replicas: 1
+    rayStartParams: {}
+    template:
+      spec:
+        resourceClaims: [{name: gpus, resourceClaimTemplateName: mine}]
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.52.0
+          resources: {claims: [{name: gpus}]}
+`
+	for _, mode := range []Mode{ModeDRA, ModeDevicePlugin} {
+		_, rh, _ := testHandlers(func(c *Config) { c.Mode = mode })
+		r := run(t, rh, admissionv1.Create, "default", clusterJSON(t, y))
+		obj := r.object(t)
+		if got := js(groupOf(obj, 1)["rayStartParams"]); got != `{"num-cpus":"2","num-gpus":"1","resources":"'{\"gpu_memory_mib\":8000}'"}` {
+			t.Errorf("%s: slices group %s", mode, got)
+		}
+		want := `{}`
+		if mode == ModeDevicePlugin {
+			want = `{"num-gpus":"0"}`
+		}
+		if got := js(groupOf(obj, 3)["rayStartParams"]); got != want {
+			t.Errorf("%s: claims group rayStartParams %s, want %s", mode, got, want)
+		}
+		if _, ok := groupOf(obj, 3)["template"]; !ok {
+			t.Errorf("%s: claims group lost its template", mode)
+		}
+	}
+}
