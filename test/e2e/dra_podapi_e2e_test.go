@@ -117,7 +117,7 @@ func TestDRAPodAPIBadQuantities(t *testing.T) {
 	}{
 		{resMemory, "3000M", `spec.containers[main].resources.limits[nvidia.com/gpumem]: 3G (Kubernetes' canonical form; = 3000M = 3000000000) is 3000000000 MiB`},
 		{resCores, "150", `spec.containers[main].resources.limits[nvidia.com/gpucores]: 150 is outside 0..100`},
-		{"nvidia.com/gpumem-percentage", "0", `nvidia.com/gpumem-percentage]: 0 is outside 1..100`},
+		{"nvidia.com/gpumem-percentage", "0", `spec.containers[main].resources.limits[nvidia.com/gpumem-percentage]: 0 is outside 1..100`},
 	} {
 		p := gpuPod(ns, "bad", gpuLimits{count: 1})
 		p.Spec.Containers[0].Resources.Limits[corev1.ResourceName(tc.res)] = resource.MustParse(tc.val)
@@ -205,4 +205,43 @@ func TestDRAPodAPIWebhookDown(t *testing.T) {
 		t.Errorf("GPU pod while the webhook is down: %q, want %q", msg, want)
 	}
 	t.Logf("a GPU pod while the webhook is down: %s", msg)
+}
+
+// TestDRAPodAPIDryRun: a server-side dry run (kubectl --dry-run=server) is admitted with the
+// claims but creates no ResourceClaimTemplate (sideEffects NoneOnDryRun).
+func TestDRAPodAPIDryRun(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	p, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), gpuPod(ns, "dry", gpuLimits{count: 1, memMiB: 3000}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if templates, byC := podClaims(t, p); len(templates) != 1 || byC["main"] == "" {
+		t.Errorf("dry-run pod: claims %v containers %v", templates, byC)
+	}
+	if l, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("templates after a dry run: %v %d", err, len(l.Items))
+	}
+}
+
+// TestDRAPodAPIInitContainer (case C03): a classic init container asking what the app container
+// asks shares its claim (one claim for the pod) and sees the same limit.
+func TestDRAPodAPIInitContainer(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	p := gpuPod(ns, "init", gpuLimits{count: 1, memMiB: 1500})
+	ini := *p.Spec.Containers[0].DeepCopy()
+	ini.Name = "init"
+	p.Spec.InitContainers = []corev1.Container{ini}
+	c.CreatePod(t, p)
+	got := c.WaitForRunning(t, ns, "init", 2*time.Minute)
+	templates, byC := podClaims(t, got)
+	if len(templates) != 1 || byC["init"] != byC["main"] {
+		t.Errorf("claims %v containers %v, want one claim shared by init and main", templates, byC)
+	}
+	for _, ctr := range []string{"init", "main"} {
+		if env := c.containerEnv(t, ns, "init", ctr); env[envMemLimit0] != "1500m" {
+			t.Errorf("container %s: %s = %q, want 1500m", ctr, envMemLimit0, env[envMemLimit0])
+		}
+	}
 }
