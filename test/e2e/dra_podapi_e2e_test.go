@@ -232,6 +232,7 @@ func TestDRAPodAPIInitContainer(t *testing.T) {
 	p := gpuPod(ns, "init", gpuLimits{count: 1, memMiB: 1500})
 	ini := *p.Spec.Containers[0].DeepCopy()
 	ini.Name = "init"
+	ini.Command = []string{"envdump", "--no-wait"} // an init container must end
 	p.Spec.InitContainers = []corev1.Container{ini}
 	c.CreatePod(t, p)
 	got := c.WaitForRunning(t, ns, "init", 2*time.Minute)
