@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -243,6 +245,71 @@ func TestDRAPodAPIInitContainer(t *testing.T) {
 	for _, ctr := range []string{"init", "main"} {
 		if env := c.containerEnv(t, ns, "init", ctr); env[envMemLimit0] != "1500m" {
 			t.Errorf("container %s: %s = %q, want 1500m", ctr, envMemLimit0, env[envMemLimit0])
+		}
+	}
+}
+
+// TestDRAPodAPIKubeRay: the real KubeRay operator makes a head and a worker (1 GPU, 8000 MiB);
+// in DRA mode the worker's limits become a claim and it still gets --num-gpus=1 and the
+// gpu_memory_mib resource (the `ray` stand-in registers GPU=1 gpu_memory_mib=8000), the head
+// --num-gpus=0.
+func TestDRAPodAPIKubeRay(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster("rc", 1, 8000), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create RayCluster: %v", err)
+	}
+	t.Cleanup(func() { _ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{}) })
+	var pods []corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})
+		if err != nil {
+			return false, nil
+		}
+		pods = l.Items
+		running := 0
+		for i := range pods {
+			if allStarted(&pods[i]) {
+				running++
+			}
+		}
+		return running == 2 && len(pods) == 2, nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for i := range pods {
+			b.WriteString(c.describe(ns, pods[i].Name, &pods[i]) + "\n")
+		}
+		t.Fatalf("RayCluster rc: want a running head and worker, have:\n%s", b.String())
+	}
+	for _, p := range pods {
+		kind := p.Labels["ray.io/node-type"]
+		ctr := p.Spec.Containers[0]
+		line := startLine(ctr)
+		m := registeredRE.FindStringSubmatch(c.rayLog(ctx, ns, p.Name, ctr.Name))
+		if m == nil {
+			t.Errorf("%s %s: no registered line; ray start line:\n%s", kind, p.Name, line)
+			continue
+		}
+		t.Logf("%s %s: %s", kind, p.Name, m[0])
+		templates, byC := podClaims(t, &p)
+		switch kind {
+		case "head":
+			if !strings.Contains(line, "--num-gpus=0") || m[2] != "0" || len(templates) != 0 {
+				t.Errorf("head: line %q registered %q claims %v", line, m[0], templates)
+			}
+		case "worker":
+			if !strings.Contains(line, "--num-gpus=1") || m[2] != "1" || !strings.Contains(m[0], " gpu_memory_mib=8000 ") {
+				t.Errorf("worker: line %q registered %q", line, m[0])
+			}
+			if len(templates) != 1 || byC[ctr.Name] == "" {
+				t.Errorf("worker: claims %v containers %v, want one claim", templates, byC)
+			}
 		}
 	}
 }
