@@ -264,7 +264,9 @@ func TestDRAPodAPIKubeRay(t *testing.T) {
 	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster("rc", 1, 8000), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create RayCluster: %v", err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{})
+	})
 	var pods []corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})
