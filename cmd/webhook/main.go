@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -25,6 +27,17 @@ func main() {
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Admission.Mode == webhook.ModeDRA {
+		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			klog.ErrorS(err, "API client", "kubeconfig", cfg.Kubeconfig)
+			os.Exit(1)
+		}
+		if cfg.Client, err = kubernetes.NewForConfig(rc); err != nil {
+			klog.ErrorS(err, "API client")
+			os.Exit(1)
+		}
+	}
 	s, err := webhook.NewServer(cfg)
 	if err != nil {
 		klog.ErrorS(err, "Cannot start")

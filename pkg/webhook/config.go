@@ -34,6 +34,19 @@ const (
 	AnnotationWarn AnnotationPolicy = "warn"
 )
 
+// Mode is the node-side mode the webhook serves (the chart's `mode`, flag --mode).
+type Mode string
+
+const (
+	// ModeDevicePlugin keeps GPU limits as extended resources for hami-go's device plugin and
+	// routes GPU pods to the scheduler extender (default).
+	ModeDevicePlugin Mode = "deviceplugin"
+	// ModeDRA turns GPU limits into ResourceClaims for the DeviceClass gpu.hami-go.io and
+	// removes them, so stock kube-scheduler and the DRA driver serve them (docs/dra.md, "Pod
+	// API in DRA mode").
+	ModeDRA Mode = "dra"
+)
+
 // DefaultScheduler is the name the API server gives a pod that names no scheduler.
 const DefaultScheduler = "default-scheduler"
 
@@ -53,6 +66,8 @@ type Config struct {
 	Namespace string
 	// Ray says how GPUs are counted and shown to Ray (pkg/ray).
 	Ray ray.Config
+	// Mode is deviceplugin (default) or dra.
+	Mode Mode
 }
 
 // DefaultConfig returns the defaults of docs/components.md.
@@ -64,6 +79,7 @@ func DefaultConfig() Config {
 		Privileged:          PrivilegedDeny,
 		ResourceAnnotations: AnnotationDeny,
 		Ray:                 ray.DefaultConfig(n.Count),
+		Mode:                ModeDevicePlugin,
 	}
 }
 
@@ -80,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.ResourceAnnotations != AnnotationDeny && c.ResourceAnnotations != AnnotationWarn {
 		return fmt.Errorf("resource annotations: %q is not deny or warn", c.ResourceAnnotations)
+	}
+	if c.Mode != ModeDevicePlugin && c.Mode != ModeDRA {
+		return fmt.Errorf("mode: %q is not deviceplugin or dra", c.Mode)
 	}
 	return c.Ray.Validate(c.Names)
 }

@@ -31,20 +31,33 @@ import (
 // For a KubeRay pod (label ray.io/node-type), GPU or not, it rewrites the Ray container's
 // `ray start` line (pkg/ray; cases C31-C33). A pod that uses no slices and is not a Ray pod, a
 // pod labelled hami-go.io/ignore=true, and a pod in Config.Namespace get no patch at all.
+//
+// In DRA mode (Config.Mode) a GPU pod instead gets ResourceClaims for the DeviceClass
+// gpu.hami-go.io in place of its GPU limits (dra_claims.go; docs/dra.md, "Pod API in DRA
+// mode"); its scheduler is left alone (stock kube-scheduler allocates claims).
 type PodHandler struct {
-	cfg Config
-	m   *Metrics
+	cfg   Config
+	m     *Metrics
+	store TemplateStore // DRA mode only
+	fleet Fleet         // DRA mode only
 }
 
 // NewPodHandler returns the pod handler; cfg must be valid (Config.Validate), m may be nil.
+// In DRA mode use NewDRAPodHandler.
 func NewPodHandler(cfg Config, m *Metrics) *PodHandler { return &PodHandler{cfg: cfg, m: m} }
 
-// Handle implements admission.Handler.
-func (h *PodHandler) Handle(_ context.Context, req admission.Request) admission.Response {
-	return review(h.m, "pods", req, func() admission.Response { return h.handle(req) })
+// NewDRAPodHandler returns the pod handler of DRA mode (cfg.Mode ModeDRA): store creates the
+// claim templates, fleet lists the published GPU kinds (for percentages and exclusive GPUs).
+func NewDRAPodHandler(cfg Config, m *Metrics, store TemplateStore, fleet Fleet) *PodHandler {
+	return &PodHandler{cfg: cfg, m: m, store: store, fleet: fleet}
 }
 
-func (h *PodHandler) handle(req admission.Request) admission.Response {
+// Handle implements admission.Handler.
+func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return review(h.m, "pods", req, func() admission.Response { return h.handle(ctx, req) })
+}
+
+func (h *PodHandler) handle(ctx context.Context, req admission.Request) admission.Response {
 	if isEphemeralUpdate(req) {
 		if h.cfg.Namespace != "" && req.Namespace == h.cfg.Namespace {
 			return admission.Allowed("hami-go's own namespace")
@@ -73,12 +86,12 @@ func (h *PodHandler) handle(req admission.Request) admission.Response {
 	if len(misplaced) > 0 && h.cfg.ResourceAnnotations == AnnotationDeny {
 		return admission.Denied(strings.Join(misplaced, "; "))
 	}
-	resp := h.create(req, &pod)
+	resp := h.create(ctx, req, &pod)
 	return resp.WithWarnings(misplaced...)
 }
 
 // create reviews a new pod that is not opted out and sets no protected env.
-func (h *PodHandler) create(req admission.Request, pod *corev1.Pod) admission.Response {
+func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *corev1.Pod) admission.Response {
 	request, err := device.ParsePodRequest(pod, h.cfg.Names)
 	if err != nil {
 		return admission.Denied(err.Error())
@@ -104,20 +117,26 @@ func (h *PodHandler) create(req admission.Request, pod *corev1.Pod) admission.Re
 			msg := fmt.Sprintf("%s: true; hami-go leaves this GPU pod untouched (webhook --privileged=ignore): it is not scheduled by %s and gets no slice from hami-go's device plugin", f, h.cfg.SchedulerName)
 			return admission.Allowed(msg).WithWarnings(msg)
 		}
-		if pod.Spec.NodeName != "" {
-			// No opt-out is offered here: an opted-out pod that still asks for slices is refused
-			// by the device plugin at Allocate (it was not placed by the extender).
-			return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, h.cfg.SchedulerName, pod.Spec.NodeName))
+		if h.cfg.Mode == ModeDRA {
+			n, w, err := h.draClaims(ctx, req, pod, &request, spec)
+			if err != nil {
+				return admission.Denied(err.Error())
+			}
+			notes, warnings = append(notes, n...), append(warnings, w...)
+		} else {
+			if pod.Spec.NodeName != "" {
+				// No opt-out is offered here: an opted-out pod that still asks for slices is refused
+				// by the device plugin at Allocate (it was not placed by the extender).
+				return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, h.cfg.SchedulerName, pod.Spec.NodeName))
+			}
+			n, w := h.routeToExtender(pod, spec)
+			notes, warnings = append(notes, n...), append(warnings, w...)
 		}
-		switch pod.Spec.SchedulerName {
-		case "", DefaultScheduler:
-			spec["schedulerName"] = h.cfg.SchedulerName
-			notes = append(notes, "spec.schedulerName="+h.cfg.SchedulerName)
-		case h.cfg.SchedulerName:
-		default: // case C27: a third-party scheduler is left alone, but the user is told the cost
-			warnings = append(warnings, fmt.Sprintf("spec.schedulerName: %q is kept; hami-go's device plugin gives GPU slices only to pods placed by %s, so unless %q delegates to hami-go's extender this pod's GPU allocation will be refused", pod.Spec.SchedulerName, h.cfg.SchedulerName, pod.Spec.SchedulerName))
-		}
-		notes = append(notes, h.defaultCounts(pod, spec)...)
+	}
+	if isRay && h.cfg.Mode == ModeDRA && len(pod.Spec.ResourceClaims) > 0 {
+		// The pod's own claims give it GPUs the limits do not show: its `ray start` is the user's.
+		notes = append(notes, "Ray start line left as written (the pod carries its own resourceClaims)")
+		isRay = false
 	}
 	if isRay {
 		n, w, err := h.rayStart(pod, spec, request)
@@ -135,6 +154,20 @@ func (h *PodHandler) create(req admission.Request, pod *corev1.Pod) admission.Re
 		return admission.Allowed(msg).WithWarnings(warnings...)
 	}
 	return admission.Patched(msg, ops...).WithWarnings(warnings...)
+}
+
+// routeToExtender sets spec.schedulerName (device-plugin mode, case C27) and the count
+// default (defaultCounts).
+func (h *PodHandler) routeToExtender(pod *corev1.Pod, spec map[string]any) (notes, warnings []string) {
+	switch pod.Spec.SchedulerName {
+	case "", DefaultScheduler:
+		spec["schedulerName"] = h.cfg.SchedulerName
+		notes = append(notes, "spec.schedulerName="+h.cfg.SchedulerName)
+	case h.cfg.SchedulerName:
+	default: // case C27: a third-party scheduler is left alone, but the user is told the cost
+		warnings = append(warnings, fmt.Sprintf("spec.schedulerName: %q is kept; hami-go's device plugin gives GPU slices only to pods placed by %s, so unless %q delegates to hami-go's extender this pod's GPU allocation will be refused", pod.Spec.SchedulerName, h.cfg.SchedulerName, pod.Spec.SchedulerName))
+	}
+	return append(notes, h.defaultCounts(pod, spec)...), warnings
 }
 
 // defaultCounts adds the count resource (1) where a container gives only memory or cores: to

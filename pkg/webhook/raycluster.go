@@ -14,7 +14,8 @@ import (
 // CREATE and UPDATE): it writes each group's GPU count and GPU memory where the Ray autoscaler
 // reads them (ray.Config.MutateCluster), and denies a group template whose GPU request is
 // invalid, naming the group and field. A RayCluster labelled hami-go.io/ignore=true or in
-// Config.Namespace gets no patch.
+// Config.Namespace gets no patch. In DRA mode a group whose pod template already carries
+// spec.resourceClaims is left as written (hideClaimGroups).
 type RayClusterHandler struct {
 	cfg Config
 	m   *Metrics
@@ -46,7 +47,12 @@ func (h *RayClusterHandler) handle(req admission.Request) admission.Response {
 			return admission.Allowed("opted out (" + device.LabelOptOut + "=true)")
 		}
 	}
+	restore := func() {}
+	if h.cfg.Mode == ModeDRA {
+		restore = hideClaimGroups(obj)
+	}
 	res, err := h.cfg.Ray.MutateCluster(obj, h.cfg.Names)
+	restore()
 	if err != nil {
 		return admission.Denied(err.Error())
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -37,6 +38,13 @@ type ServerConfig struct {
 	MetricsAddress string
 	// Admission configures the handlers.
 	Admission Config
+	// Kubeconfig is the kubeconfig path the command builds Client from ("" = in-cluster).
+	Kubeconfig string
+	// Client is the API client of DRA mode (Admission.Mode ModeDRA: templates are created and
+	// ResourceSlices read through it); unused in device-plugin mode.
+	Client kubernetes.Interface
+	// CacheSyncTimeout bounds the wait for DRA mode's caches at Start (0: 60 s).
+	CacheSyncTimeout time.Duration
 }
 
 // Server is the running webhook: the TLS admission server and the plain-HTTP health and
@@ -48,6 +56,7 @@ type Server struct {
 	health   net.Listener
 	metrics  net.Listener
 	handlers map[string]http.Handler
+	dra      *DRABackend // DRA mode only
 }
 
 // NewServer validates cfg, registers the handlers and opens the health and metrics listeners
@@ -62,8 +71,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	s := &Server{cfg: cfg, reg: reg, hook: webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir})}
+	pods := NewPodHandler(cfg.Admission, m)
+	if cfg.Admission.Mode == ModeDRA {
+		if cfg.Client == nil {
+			return nil, fmt.Errorf("mode dra: no API client")
+		}
+		s.dra = NewDRABackend(cfg.Client)
+		pods = NewDRAPodHandler(cfg.Admission, m, s.dra, s.dra)
+	}
 	s.handlers = map[string]http.Handler{
-		PathPods:        &admission.Webhook{Handler: NewPodHandler(cfg.Admission, m)},
+		PathPods:        &admission.Webhook{Handler: pods},
 		PathRayClusters: &admission.Webhook{Handler: NewRayClusterHandler(cfg.Admission, m)},
 	}
 	for p, h := range s.handlers {
@@ -88,6 +105,15 @@ func (s *Server) MetricsAddr() string { return s.metrics.Addr().String() }
 func (s *Server) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.dra != nil {
+		timeout := s.cfg.CacheSyncTimeout
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		if err := s.dra.Start(ctx, timeout); err != nil {
+			return err
+		}
+	}
 	ready := s.hook.StartedChecker()
 	hmux := http.NewServeMux()
 	hmux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -116,7 +142,7 @@ func (s *Server) Start(ctx context.Context) error {
 			errs <- nil
 		}()
 	}
-	klog.InfoS("Webhook serving", "port", s.cfg.Port, "certDir", s.cfg.CertDir, "health", s.HealthAddr(), "metrics", s.MetricsAddr())
+	klog.InfoS("Webhook serving", "mode", s.cfg.Admission.Mode, "port", s.cfg.Port, "certDir", s.cfg.CertDir, "health", s.HealthAddr(), "metrics", s.MetricsAddr())
 	var first error
 	select {
 	case <-ctx.Done():

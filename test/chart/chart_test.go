@@ -263,7 +263,7 @@ func TestWebhookDeploymentAndConfiguration(t *testing.T) {
 		t.Errorf("replicas %d, want 2", *d.Spec.Replicas)
 	}
 	want := map[string]string{
-		"--port": "9443", "--cert-dir": "/etc/hami-go/tls", "--health-address": ":8081", "--metrics-address": ":8080",
+		"--mode": "deviceplugin", "--port": "9443", "--cert-dir": "/etc/hami-go/tls", "--health-address": ":8081", "--metrics-address": ":8080",
 		"--scheduler-name": "hami-go-scheduler", "--privileged": "deny", "--resource-annotations": "deny", "--ray-memory-resource": "gpu_memory_mib",
 		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -130,6 +132,58 @@ func TestModeInvalid(t *testing.T) {
 	} {
 		if _, err := renderFiles(t, sets(t, set)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", set, err, want)
+		}
+	}
+}
+
+// The webhook follows mode: --mode=<mode>; in dra mode an API token, RBAC to create and read
+// ResourceClaimTemplates and read ResourceSlices, and sideEffects NoneOnDryRun on the pod
+// webhook (it creates templates, never on a dry run); in deviceplugin mode no API access.
+func TestModeWebhook(t *testing.T) {
+	const cr, crb = "ClusterRole/hami-go-webhook", "ClusterRoleBinding/hami-go-webhook"
+	for _, mode := range []string{"deviceplugin", "dra"} {
+		r := renderChart(t, sets(t, "mode="+mode))
+		if got := flags(container(t, deployment(t, r, webhookDep).Spec.Template.Spec, "webhook"))["--mode"]; got != mode {
+			t.Errorf("%s: --mode=%q", mode, got)
+		}
+		sa := typedAs[*corev1.ServiceAccount](t, r, "ServiceAccount/hami-go-webhook")
+		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken != (mode == "dra") {
+			t.Errorf("%s: automountServiceAccountToken %v", mode, sa.AutomountServiceAccountToken)
+		}
+		side := map[string]admissionv1.SideEffectClass{}
+		for _, w := range mwc(t, r).Webhooks {
+			side[w.Name] = *w.SideEffects
+		}
+		wantPods := admissionv1.SideEffectClassNone
+		if mode == "dra" {
+			wantPods = admissionv1.SideEffectClassNoneOnDryRun
+		}
+		if side["gpu-pods.hami-go.io"] != wantPods || side["gpu-rayclusters.hami-go.io"] != admissionv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects %v", mode, side)
+		}
+		if mode == "deviceplugin" {
+			if r.has(cr) || r.has(crb) {
+				t.Errorf("webhook RBAC rendered in deviceplugin mode")
+			}
+			continue
+		}
+		got := ruleSet(typedAs[*rbacv1.ClusterRole](t, r, cr).Rules)
+		want := []string{
+			"resource.k8s.io|resourceclaimtemplates|get", "resource.k8s.io|resourceclaimtemplates|list", "resource.k8s.io|resourceclaimtemplates|watch",
+			"resource.k8s.io|resourceclaimtemplates|create",
+			"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
+		}
+		if len(got) != len(want) {
+			t.Errorf("rules = %v, want %v", got, want)
+		}
+		for _, w := range want {
+			if !got[w] {
+				t.Errorf("missing rule %s", w)
+			}
+		}
+		b := typedAs[*rbacv1.ClusterRoleBinding](t, r, crb)
+		if b.RoleRef.Name != "hami-go-webhook" || len(b.Subjects) != 1 || b.Subjects[0].Name != "hami-go-webhook" || b.Subjects[0].Namespace != "hami-go-system" {
+			t.Errorf("binding %+v", b)
 		}
 	}
 }
