@@ -14,6 +14,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // CDIClass is the CDI class of the claim specs: ids are "gpu.hami-go.io/claim=<claim UID>".
@@ -61,6 +62,8 @@ type Config struct {
 	ProbeInterval time.Duration
 	// MetricsAddress serves /metrics and /healthz.
 	MetricsAddress string
+	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
+	NRISocket string
 }
 
 // Defaults returns the defaults of docs/components.md.
@@ -78,6 +81,7 @@ func Defaults() Config {
 		RecoveryProbes:  3,
 		ProbeInterval:   5 * time.Second,
 		MetricsAddress:  ":9400",
+		NRISocket:       nri.DefaultSocket,
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 const (
 	PluginName  = "hami-go-env-guard"
 	PluginIndex = "90"
+	// DefaultSocket is NRI's default socket, /var/run/nri/nri.sock (containerd 2.x, CRI-O).
+	DefaultSocket = api.DefaultSocketPath
 )
 
 // MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the device
