@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -29,9 +28,6 @@ type Deps struct {
 	// PIDResolver maps GPU processes to containers for per-slice memory use; nil = none.
 	PIDResolver PIDResolver
 }
-
-// NRIRetry is how often the NRI env guard tries to (re)connect to the runtime's NRI socket.
-const NRIRetry = 10 * time.Second
 
 // Run runs the device plugin until ctx ends: it records Allocate refusals as Events on the pods
 // they name (Options.Recorder, else one on Deps.Client), discovers the GPUs, writes the CDI spec (cdi
@@ -73,7 +69,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// case C37: the env guard starts once the ledger has its pods and claims back (informer
 	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
 	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile)), NRIRetry)
+		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile)), nri.DefaultRetry)
 	}
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

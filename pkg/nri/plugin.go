@@ -24,6 +24,8 @@ const (
 	PluginIndex = "90"
 	// DefaultSocket is NRI's default socket, /var/run/nri/nri.sock (containerd 2.x, CRI-O).
 	DefaultSocket = api.DefaultSocketPath
+	// DefaultRetry is how often the node agents' guard tries to (re)connect to the socket.
+	DefaultRetry = 10 * time.Second
 )
 
 // MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the device
