@@ -69,6 +69,8 @@ type Config struct {
 	FakeFaultInjection bool
 	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
 	NRISocket string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	NRIExemptNamespaces []string
 }
 
 // SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.

@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// case C37: the env guard starts once the ledger has its pods and claims back (informer
 	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
 	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile)), nri.DefaultRetry)
+		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...), nri.DefaultRetry)
 	}
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

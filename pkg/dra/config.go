@@ -64,6 +64,8 @@ type Config struct {
 	MetricsAddress string
 	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
 	NRISocket string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	NRIExemptNamespaces []string
 }
 
 // Defaults returns the defaults of docs/components.md.

@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	// case C37: the env guard answers from the prepared claims (restored from the checkpoint).
 	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(d), nri.DefaultRetry)
+		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(d, cfg.NRIExemptNamespaces...), nri.DefaultRetry)
 	}
 	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))

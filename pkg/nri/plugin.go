@@ -68,18 +68,31 @@ type Source interface {
 // env (device.IsProtectedEnv) against what hami-go allocated (Source) with PlanEnv, refuses the
 // container when a value hami-go did not give would reach the process, and otherwise returns
 // PlanEnv's adjustment. A container whose env holds no protected name is let through without
-// asking the Source, so pods without GPUs and without such env never depend on hami-go.
+// asking the Source, so pods without GPUs and without such env never depend on hami-go. Pods in
+// an exempt namespace are let through unchanged: the namespaces the webhook does not see either
+// (hami-go's own, whose MPS control daemon and NVML-mode agents set NVIDIA_VISIBLE_DEVICES=all,
+// and kube-system); namespaces are the cluster admin's, unlike pod labels.
 type Guard struct {
-	src Source
+	src    Source
+	exempt map[string]bool
 }
 
-// NewGuard returns a guard over src.
-func NewGuard(src Source) *Guard { return &Guard{src: src} }
+// NewGuard returns a guard over src that lets pods in the exempt namespaces through.
+func NewGuard(src Source, exempt ...string) *Guard {
+	g := &Guard{src: src, exempt: map[string]bool{}}
+	for _, ns := range exempt {
+		g.exempt[ns] = true
+	}
+	return g
+}
 
 // Decide is the guard's whole decision for one container: the env adjustment (nil: none), or an
 // error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
 // env is the container's OCI env at CreateContainer (see PlanEnv).
 func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes []EnvChange, err error) {
+	if g.exempt[c.PodNamespace] {
+		return nil, nil
+	}
 	protected := false
 	marked := false
 	for _, e := range env {

@@ -134,6 +134,23 @@ func TestGuardDecide(t *testing.T) {
 	}
 }
 
+// case C37: pods in an exempt namespace (hami-go's own, kube-system: those the webhook does not
+// see) are let through unchanged, even with env the guard refuses elsewhere.
+func TestGuardExemptNamespaces(t *testing.T) {
+	src := &standInSource{}
+	g := NewGuard(src, "hami-go-system", "kube-system")
+	env := []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=all"}
+	for ns, refused := range map[string]bool{"hami-go-system": false, "kube-system": false, "tenant": true} {
+		ch, err := g.Decide(context.Background(), Container{PodNamespace: ns, PodName: "p", Name: "main"}, env)
+		if (err != nil) != refused || ch != nil {
+			t.Errorf("namespace %s: %+v, %v; want refused=%v and no changes", ns, ch, err, refused)
+		}
+	}
+	if got := src.calls(); len(got) != 1 || got[0].PodNamespace != "tenant" {
+		t.Errorf("Source asked %+v, want only for the tenant's pod", got)
+	}
+}
+
 // case C37: CreateContainer passes the pod's identity and the CDI devices to the Source and
 // turns the changes into NRI env adjustments.
 func TestGuardCreateContainer(t *testing.T) {

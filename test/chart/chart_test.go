@@ -69,7 +69,7 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--pod-resources-socket": "/var/lib/kubelet/pod-resources/kubelet.sock", "--lease-namespace": "kube-node-lease",
 		"--metrics-address": ":9400", "--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
-		"--nri-socket": "/var/run/nri/nri.sock",
+		"--nri-socket": "/var/run/nri/nri.sock", "--nri-exempt-namespaces": "hami-go-system,kube-system",
 	}
 	if got := flags(c); !mapsEqual(got, wantFlags) {
 		t.Errorf("flags %v\nwant %v", got, wantFlags)

@@ -49,6 +49,7 @@ func TestModeDRA(t *testing.T) {
 		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "2048,GPU-a=4Gi,3=0", "--enforcement": "hami-core",
 		"--cdi-dir": "/etc/cdi", "--plugin-data-dir": "/k/plugins/gpu.hami-go.io", "--registrar-dir": "/k/plugins_registry",
 		"--metrics-address": ":9400", "--fake-fault-injection": "true", "--nri-socket": "/run/nri/x.sock",
+		"--nri-exempt-namespaces": "hami-go-system,kube-system",
 	}
 	for k, v := range want {
 		if f[k] != v {

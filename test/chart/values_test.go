@@ -274,6 +274,8 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"webhook.excludeNamespaces={ops,kube-system}"}, webhookField(func(w webhookView) string {
 			return strings.Join(w.w.NamespaceSelector.MatchExpressions[0].Values, ",")
 		}), "hami-go-system,ops,kube-system;hami-go-system,ops,kube-system"},
+		// case C37: the NRI env guard exempts the namespaces the webhook does not see.
+		{[]string{"webhook.excludeNamespaces={ops,kube-system}"}, dpFlag("--nri-exempt-namespaces"), "hami-go-system,ops,kube-system"},
 		{[]string{"webhook.podOperations={CREATE,UPDATE}"}, webhookField(func(w webhookView) string { return words(w.w.Rules[0].Operations) }), "[CREATE UPDATE];[CREATE UPDATE]"},
 		{[]string{"webhook.rayCluster.enabled=false"}, webhookField(func(w webhookView) string { return w.name }), "gpu-pods.hami-go.io"},
 		{[]string{"webhook.rayCluster.operations={CREATE}"}, webhookField(func(w webhookView) string { return words(w.w.Rules[0].Operations) }), "[CREATE];[CREATE]"},
