@@ -247,8 +247,12 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 					return true
 				}
 			}
-			return false
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		})
+		if got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed {
+			t.Errorf("%s ran (phase %s) and saw: %s", p.Name, got.Status.Phase, strings.TrimSpace(c.Logs(t, ns, p.Name, "main")))
+			continue
+		}
 		s := got.Status.ContainerStatuses[0]
 		t.Logf("%s: phase %s, container %s: %s: %s", p.Name, got.Status.Phase, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
 		if got.Status.Phase != corev1.PodPending || s.State.Running != nil || s.State.Terminated != nil || s.LastTerminationState.Terminated != nil || s.RestartCount != 0 {
