@@ -20,7 +20,10 @@ var _ nri.Source = (*Driver)(nil)
 // each prepared claim; for a name two claims set, the later device's value, as the runtime
 // applies the edits in order). A container without such a device has no GPUs from hami-go. A
 // device naming a claim this driver has not prepared is an error (the guard refuses the
-// container; the kubelet retries).
+// container; the kubelet retries). With Config.ToolkitCDI, NVIDIA_VISIBLE_DEVICES is left out:
+// the NVIDIA Container Toolkit's CDI spec, applied after the claim's, sets it to "void" (its
+// spec-level edits: the devices come as CDI device nodes, not through that variable), so the
+// guard empties it instead of refusing every GPU container.
 func (d *Driver) Allocated(_ context.Context, c nri.Container) (nri.Allocated, error) {
 	var out nri.Allocated
 	for _, name := range c.CDIDevices {
@@ -40,6 +43,9 @@ func (d *Driver) Allocated(_ context.Context, c nri.Container) (nri.Allocated, e
 		}
 		for k, v := range gpuenv.Build(d.cfg.envConfig(), envRequest(uid, p.Grants), d.opts.FileExists).Env {
 			out.Env[k] = v
+		}
+		if d.cfg.ToolkitCDI {
+			delete(out.Env, gpuenv.EnvNVIDIAVisibleDevices)
 		}
 	}
 	return out, nil

@@ -51,3 +51,39 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 		t.Errorf("a later 81920m: %v; want refused with 4000m allocated", err)
 	}
 }
+
+// case C37: with the NVIDIA Container Toolkit's CDI devices (real GPUs), whose spec sets
+// NVIDIA_VISIBLE_DEVICES=void after the claim's value, the guard does not want the claim's
+// NVIDIA_VISIBLE_DEVICES: it empties the toolkit's "void" instead of refusing the container.
+func TestNRISourceToolkitCDI(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.ToolkitCDI = true
+	d, _ := newTestDriver(t, cfg, "dgxh100")
+	c := testClaim("a", 4000, 0, result{device: "gpu-0", memMiB: 4000})
+	if res := prepare(t, d, c)[c.UID]; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	spec := specEnv(readSpec(t, d, c.UID))
+	uuid := d.GPUs()[0].GPU.UUID
+	ctr := nri.Container{PodNamespace: "default", PodName: "pod-a", Name: "main", CDIDevices: []string{ClaimCDIDevice(c.UID), "nvidia.com/gpu=" + uuid}}
+	got, err := d.Allocated(bg, ctr)
+	if _, has := got.Env["NVIDIA_VISIBLE_DEVICES"]; err != nil || !got.GPU || has || got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4000m" {
+		t.Fatalf("Allocated = %+v, %v; want the claim's env without NVIDIA_VISIBLE_DEVICES", got, err)
+	}
+	var env []string
+	for k, v := range spec {
+		if k == "NVIDIA_VISIBLE_DEVICES" {
+			v = "void" // the toolkit's spec-level edit, applied after the claim's
+		}
+		env = append(env, k+"="+v)
+	}
+	ch, err := nri.NewGuard(d).Decide(bg, ctr, env)
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	for _, e := range ch {
+		if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.Value != "" {
+			t.Errorf("NVIDIA_VISIBLE_DEVICES set to %q, want emptied", e.Value)
+		}
+	}
+}
