@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestDefaults(t *testing.T) {
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
 		c.AllocateWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
 		c.PodResourcesSocket != "/var/lib/kubelet/pod-resources/kubelet.sock" || c.LeaseNamespace != "kube-node-lease" ||
-		c.MetricsAddress != ":9400" || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Node.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
+		c.MetricsAddress != ":9400" || c.NRISocket != "/var/run/nri/nri.sock" || len(c.NRIExemptNamespaces) != 0 || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Node.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -34,6 +35,7 @@ func TestEveryFlag(t *testing.T) {
 		"--probe-interval=2s", "--allocate-wait=3s", "--device-plugin-dir=/d", "--pod-resources-socket=/p.sock",
 		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
 		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4", "--reserved-memory=2048,GPU-a=1Gi,3=0",
+		"--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
@@ -43,9 +45,9 @@ func TestEveryFlag(t *testing.T) {
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
 		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, cliflags.JoinXIDs(c.ApplicationXIDs),
 		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.PodResourcesSocket, c.LeaseNamespace, c.MetricsAddress,
-		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String()}
+		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String(), c.NRISocket, strings.Join(c.NRIExemptNamespaces, ",")}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
-		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024"}
+		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024", "/n.sock", "sys,kube-system"}
 	flagtest.Fields(t, got, want)
 }
 

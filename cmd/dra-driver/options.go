@@ -29,6 +29,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	n.NodeName, n.SplitCount, n.MemoryScaling, n.ReservedMemory = &c.NodeName, &c.SplitCount, &c.MemoryScaling, &c.ReservedMemory
 	n.Enforcement, n.HAMiCoreLibrary, n.MPSPipeDir = &c.Enforcement, &c.HAMiCoreLibrary, &c.MPSPipeDir
 	n.ApplicationXIDs, n.RecoveryProbes, n.ProbeInterval, n.MetricsAddress = &c.ApplicationXIDs, &c.RecoveryProbes, &c.ProbeInterval, &c.MetricsAddress
+	n.NRISocket, n.NRIExemptNamespaces = &c.NRISocket, &c.NRIExemptNamespaces
 	fs := pflag.NewFlagSet("dra-driver", pflag.ContinueOnError)
 	cliflags.AddNodeFlags(fs, n, getenv)
 	fs.StringVar(&c.CDIDir, "cdi-dir", c.CDIDir, "the container runtime's CDI directory, where claim specs are written")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestDefaults(t *testing.T) {
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "index" || c.RepublishDelay != time.Second {
+		c.MetricsAddress != ":9400" || c.NRISocket != "/var/run/nri/nri.sock" || len(c.NRIExemptNamespaces) != 0 || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "index" || c.RepublishDelay != time.Second {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -30,7 +31,7 @@ func TestEveryFlag(t *testing.T) {
 		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
 		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=2048,GPU-a=4Gi,3=0", "--enforcement=mps", "--hami-core-library=/l.so",
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
-		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "--fake-fault-injection", "-v=4",
+		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "--fake-fault-injection", "-v=4", "--nri-socket=", "--nri-exempt-namespaces=sys",
 		"--device-order=spread", "--republish-delay=250ms",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
@@ -40,10 +41,10 @@ func TestEveryFlag(t *testing.T) {
 	c := o.Driver
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
-		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection,
+		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection, c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","),
 		string(c.DeviceOrder), c.RepublishDelay}
 	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
-		"13,79", 5, 2 * time.Second, ":1", true, "spread", 250 * time.Millisecond}
+		"13,79", 5, 2 * time.Second, ":1", true, "", "sys", "spread", 250 * time.Millisecond}
 	flagtest.Fields(t, got, want)
 }
 

@@ -44,6 +44,11 @@ type NodeOptions struct {
 	RecoveryProbes  *int
 	ProbeInterval   *time.Duration
 	MetricsAddress  *string
+	// NRISocket is the container runtime's NRI socket the env guard (pkg/nri, case C37)
+	// connects to; "" = no guard.
+	NRISocket *string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	NRIExemptNamespaces *[]string
 
 	// reserved and xids are the raw flag values, parsed by Validate.
 	reserved, xids string
@@ -73,6 +78,8 @@ func AddNodeFlags(fs *pflag.FlagSet, o *NodeOptions, getenv func(string) string)
 	fs.IntVar(o.RecoveryProbes, "recovery-probes", *o.RecoveryProbes, "consecutive successful probes that return an unhealthy GPU to healthy")
 	fs.DurationVar(o.ProbeInterval, "probe-interval", *o.ProbeInterval, "probe period for unhealthy GPUs")
 	fs.StringVar(o.MetricsAddress, "metrics-address", *o.MetricsAddress, "address of /metrics and /healthz")
+	fs.StringSliceVar(o.NRIExemptNamespaces, "nri-exempt-namespaces", *o.NRIExemptNamespaces, "namespaces whose pods the NRI env guard lets through unchanged (comma-separated; the chart passes its own namespace and the webhook's excluded ones)")
+	fs.StringVar(o.NRISocket, "nri-socket", *o.NRISocket, "the container runtime's NRI socket: the env guard connects there and refuses containers whose env would widen a GPU slice (case C37); it retries while the socket is missing; empty = no guard")
 }
 
 // Validate parses --reserved-memory and --application-xids into their fields and checks

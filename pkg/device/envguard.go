@@ -43,9 +43,9 @@ func ProtectedEnvPrefixes() []string {
 
 // IsProtectedEnv reports whether a container may not set the environment variable name itself
 // (ProtectedEnvExact, ProtectedEnvPrefixes). Names are compared exactly (environment variable
-// names are case-sensitive on Linux). This is the one rule the webhook, the device plugin and an
-// NRI guard share; the chart's matchConditions (charts/hami-go, webhook-admission.yaml) render
-// the same lists.
+// names are case-sensitive on Linux). This is the one rule the webhook, the device plugin and
+// the NRI env guard (pkg/nri) share; the chart's matchConditions (charts/hami-go,
+// webhook-admission.yaml) render the same lists.
 func IsProtectedEnv(name string) bool {
 	for _, n := range ProtectedEnvExact() {
 		if name == n {

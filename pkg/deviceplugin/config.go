@@ -13,6 +13,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // Device-list strategies (--device-list-strategy).
@@ -66,6 +67,10 @@ type Config struct {
 	MetricsAddress string
 	// FakeFaultInjection serves POST /debug/fake/xid and /debug/fake/recover (fake backend only).
 	FakeFaultInjection bool
+	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
+	NRISocket string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	NRIExemptNamespaces []string
 }
 
 // SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.
@@ -90,6 +95,7 @@ func Defaults() Config {
 		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
 		LeaseNamespace:     "kube-node-lease",
 		MetricsAddress:     ":9400",
+		NRISocket:          nri.DefaultSocket,
 	}
 }
 

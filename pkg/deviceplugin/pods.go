@@ -83,6 +83,9 @@ type PodSync struct {
 	resource   string
 	soon       chan struct{}
 	reconcileE time.Duration
+	// reconcileMu makes each reconcile (observe, then apply) whole: the loop and the NRI env
+	// guard both reconcile, and an older observation must not be applied after a newer one.
+	reconcileMu sync.Mutex
 
 	// mu guards written: per pod, the annotation values this plugin last patched. The writer
 	// compares with them before the lister: the informer may not have delivered the plugin's
@@ -189,6 +192,8 @@ func (s *PodSync) reconcile(ctx context.Context) {
 	if s.podRes == nil {
 		return
 	}
+	s.reconcileMu.Lock()
+	defer s.reconcileMu.Unlock()
 	obs, err := Observe(ctx, s.podRes, s.resource)
 	if err != nil {
 		klog.ErrorS(err, "Cannot reconcile claims from the kubelet")

@@ -10,6 +10,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // Deps are the plugin's connections to the world, made by cmd/device-plugin.
@@ -32,7 +33,8 @@ type Deps struct {
 // they name (Options.Recorder, else one on Deps.Client), discovers the GPUs, writes the CDI spec (cdi
 // strategy), syncs pods and rebuilds claims (AnnoClaimed + PodResources) before serving the
 // kubelet, watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
-// inventory and labels on change and renews the Lease every 10 s, and serves metrics.
+// inventory and labels on change and renews the Lease every 10 s, serves metrics, and (with
+// Config.NRISocket) runs the NRI env guard (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, d Deps) error {
 	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, d.PodResources)
 	opts := d.Options
@@ -63,6 +65,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 
 	if err := sync.Start(ctx, p.Ledger()); err != nil {
 		return err
+	}
+	// case C37: the env guard starts once the ledger has its pods and claims back (informer
+	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
+	if cfg.NRISocket != "" {
+		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...), nri.DefaultRetry)
 	}
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // CDIClass is the CDI class of the claim specs: ids are "gpu.hami-go.io/claim=<claim UID>".
@@ -68,6 +69,10 @@ type Config struct {
 	// republishes a reordered ResourceSlice (--republish-delay): at most one ResourceSlice
 	// update per delay; 0 = at every change.
 	RepublishDelay time.Duration
+	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
+	NRISocket string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	NRIExemptNamespaces []string
 }
 
 // Defaults returns the defaults of docs/components.md.
@@ -87,6 +92,7 @@ func Defaults() Config {
 		MetricsAddress:  ":9400",
 		DeviceOrder:     OrderIndex,
 		RepublishDelay:  time.Second,
+		NRISocket:       nri.DefaultSocket,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // Deps are the driver's connections to the world, made by cmd/dra-driver.
@@ -33,7 +34,8 @@ type Deps struct {
 // (returned): it discovers the GPUs, serves metrics, starts the
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
-// health change) and republishes when prepared claims change the device order (republishLoop).
+// health change), republishes when prepared claims change the device order (republishLoop), and
+// (with Config.NRISocket) runs the NRI env guard (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	d, err := New(cfg, deps.Backend, deps.Options)
 	if err != nil {
@@ -62,6 +64,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	d.SetPublisher(helper)
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
+	}
+	// case C37: the env guard answers from the prepared claims (restored from the checkpoint).
+	if cfg.NRISocket != "" {
+		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(d, cfg.NRIExemptNamespaces...), nri.DefaultRetry)
 	}
 	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))

@@ -1,6 +1,10 @@
 package ledger
 
-import "github.com/hami-go/hami-go/pkg/device"
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
 
 // unplacedPod is a pod on this node that asks for the count resource but cannot be served.
 type unplacedPod struct {
@@ -43,3 +47,23 @@ func (e *ErrConfusable) Error() string { return e.Reason }
 
 // Concerns returns the pods the refusal names.
 func (e *ErrConfusable) Concerns() []device.PodRef { return e.Pods }
+
+// ContainerClaim returns the claim of container name of pod uid (a copy): claimed is true when
+// Allocate (or Reconcile, or the pod's claimed record after a restart) claimed it; planned is true
+// when the pod's plan gives the container GPUs (false: the pod is not in the ledger, or the
+// container has no GPUs). Terminating pods are included.
+func (l *Ledger) ContainerClaim(uid types.UID, name string) (cl Claim, claimed, planned bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.pods[uid]
+	if !ok {
+		e, ok = l.leaving[uid]
+	}
+	if !ok {
+		return Claim{}, false, false
+	}
+	if c, ok := e.claimed[name]; ok {
+		return Claim{Pod: e.ref, Container: cloneContainer(c)}, true, true
+	}
+	return Claim{}, false, e.plan.Container(name) != nil
+}

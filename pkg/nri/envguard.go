@@ -1,7 +1,8 @@
-// Package nri is the container-creation side of case C37: hami-go's NRI plugin pins a
-// container's protected env (device.IsProtectedEnv) to what hami-go allocated it, so that image
-// ENV, envFrom values and the pod's own env cannot widen a GPU slice. This file is the pure
-// decision (env in, adjustment out); it does no I/O.
+// Package nri is the container-creation side of case C37: hami-go's NRI env guard, run by both
+// node agents (--nri-socket), pins a container's protected env (device.IsProtectedEnv) to what
+// hami-go allocated it, or refuses the container where no adjustment can, so that image ENV,
+// envFrom values and the pod's own env cannot widen a GPU slice. This file is the pure decision
+// (env in, adjustment out; no I/O); plugin.go is the NRI plumbing (Guard, Run).
 package nri
 
 import (

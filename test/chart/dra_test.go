@@ -36,7 +36,7 @@ func TestModeDRA(t *testing.T) {
 	r := renderChart(t, sets(t, "mode=dra", "devicePlugin.backend=fake", "devicePlugin.fake.profile=dgxa100", "devicePlugin.fake.faultInjection=true",
 		"devicePlugin.splitCount=4", "devicePlugin.memoryScaling=1.5", "devicePlugin.reservedMemory=2048\\,GPU-a=4Gi\\,3=0",
 		"draDriver.cdiDir=/etc/cdi", "devicePlugin.kubeletDir=/k", "devicePlugin.nodeSelector.gpu=yes",
-		"draDriver.image.repository=example.com/dra", "draDriver.image.tag=t1"))
+		"draDriver.image.repository=example.com/dra", "draDriver.image.tag=t1", "devicePlugin.nriSocket=/run/nri/x.sock"))
 	for _, k := range []string{dpDS, "Service/hami-go-device-plugin", "ClusterRole/hami-go-device-plugin", "ServiceAccount/hami-go-device-plugin"} {
 		if r.has(k) {
 			t.Errorf("%s rendered in dra mode", k)
@@ -51,7 +51,8 @@ func TestModeDRA(t *testing.T) {
 		"--split-count": "4", "--memory-scaling": "1.5", "--reserved-memory": "2048,GPU-a=4Gi,3=0", "--enforcement": "hami-core",
 		"--cdi-dir": "/etc/cdi", "--plugin-data-dir": "/k/plugins/gpu.hami-go.io", "--registrar-dir": "/k/plugins_registry",
 		"--metrics-address": ":9400", "--fake-fault-injection": "true",
-		"--device-order": "index", "--republish-delay": "1s",
+		"--device-order": "index", "--republish-delay": "1s", "--nri-socket": "/run/nri/x.sock",
+		"--nri-exempt-namespaces": "hami-go-system,kube-system",
 	}
 	for k, v := range want {
 		if f[k] != v {
@@ -65,11 +66,11 @@ func TestModeDRA(t *testing.T) {
 		t.Errorf("nodeSelector %v serviceAccount %q", spec.NodeSelector, spec.ServiceAccountName)
 	}
 	hp := hostPaths(spec)
-	if hp["plugins"] != "/k/plugins/gpu.hami-go.io" || hp["plugins-registry"] != "/k/plugins_registry" || hp["cdi"] != "/etc/cdi" {
+	if hp["plugins"] != "/k/plugins/gpu.hami-go.io" || hp["plugins-registry"] != "/k/plugins_registry" || hp["cdi"] != "/etc/cdi" || hp["nri"] != "/run/nri" {
 		t.Errorf("host paths = %v", hp)
 	}
 	m := mounts(c)
-	if m["/k/plugins/gpu.hami-go.io"] != "plugins" || m["/k/plugins_registry"] != "plugins-registry" || m["/etc/cdi"] != "cdi" {
+	if m["/k/plugins/gpu.hami-go.io"] != "plugins" || m["/k/plugins_registry"] != "plugins-registry" || m["/etc/cdi"] != "cdi" || m["/run/nri"] != "nri" {
 		t.Errorf("mounts = %v", m)
 	}
 	dc := typedAs[*resourcev1.DeviceClass](t, r, draDC)

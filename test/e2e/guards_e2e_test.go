@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -141,35 +142,19 @@ func getenvPod(ns, name, image string, viaShell bool) *corev1.Pod {
 
 // case C37, what the webhook cannot see (docs/components.md "Protected environment"), measured
 // with a C getenv(3) reader started directly and through `sh -c`, in GPU pods asking for 1000 MiB
-// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m). On this node (containerd 1.6) a value from
-// envFrom (a ConfigMap: not in the pod spec) replaces the plugin's for every reader, C or shell:
-// the hole that stays open until a guard at container creation (the NRI plugin, containerd 2.x)
-// rewrites the env; an image ENV is replaced by the plugin's value (containerd 1.6 applies the
-// CRI env over the image's). This test pins those measured facts, so a change (the NRI guard,
-// another containerd) shows; when the guard runs here, the envFrom cases must see 1000m.
+// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m), on containerd 2.4.2 with hami-go's NRI env
+// guard: an image ENV of 81920m comes before the plugin's entry and the process sees 1000m.
+// envFrom values, which come after it, are TestC37EnvFromRefusedByNRI's.
 func TestC37WhatTheContainerSees(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	ns := e2eNamespace(t, c)
-	ctx := context.Background()
-	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "widen", Namespace: ns}, Data: map[string]string{envMemLimit0: "81920m"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	withEnvFrom := func(p *corev1.Pod) *corev1.Pod {
-		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "widen"}}}}
-		return p
-	}
-	const imageEnvImage = "docker.io/hami-go/workload-imageenv:0.1.0"
 	cases := []struct {
 		pod  *corev1.Pod
 		want string
 	}{
 		{getenvPod(ns, "imageenv-direct", imageEnvImage, false), "1000m"},
 		{getenvPod(ns, "imageenv-shell", imageEnvImage, true), "1000m"},
-		{withEnvFrom(getenvPod(ns, "envfrom-direct", WorkloadImage, false)), "81920m"}, // the open hole
-		{withEnvFrom(getenvPod(ns, "envfrom-shell", WorkloadImage, true)), "81920m"},   // the open hole
 	}
 	for _, tc := range cases {
 		c.CreatePod(t, tc.pod)
@@ -180,6 +165,119 @@ func TestC37WhatTheContainerSees(t *testing.T) {
 		t.Logf("%s: %s", tc.pod.Name, strings.TrimSpace(log))
 		if want := "getenv: " + envMemLimit0 + "=" + tc.want + "\n"; !strings.Contains(log, want) {
 			t.Errorf("%s sees %q, want %q", tc.pod.Name, log, want)
+		}
+	}
+}
+
+// imageEnvImage is the workload image with ENV CUDA_DEVICE_MEMORY_LIMIT_0=81920m
+// (hack/cluster/mkimage ImageEnv).
+const imageEnvImage = "docker.io/hami-go/workload-imageenv:0.1.0"
+
+// guardRefusal is the start of the NRI env guard's refusal of a GPU container whose envFrom
+// sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the device plugin's 1000m (pkg/nri.RefusedError).
+const guardRefusal = "hami-go: the container's env sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the value CUDA_DEVICE_MEMORY_LIMIT_0=1000m that hami-go allocated"
+
+// case C37, closed at container creation by hami-go's NRI env guard (pkg/nri, run by the device
+// plugin on containerd 2.4.2's NRI socket): a GPU pod whose envFrom ConfigMap sets
+// CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the plugin's 1000m never runs: CRI CreateContainer
+// fails with the guard's message, which the pod's status and events show (`kubectl describe
+// pod`); a GPU pod without it still runs with 1000m; a pod without GPUs gets its
+// NVIDIA_VISIBLE_DEVICES (envFrom) and an image ENV's CUDA_DEVICE_MEMORY_LIMIT_0 emptied.
+// Without the guard the envFrom pods run and see 81920m (measured before it was wired, for
+// getenv started directly and through `sh -c`).
+func TestC37EnvFromRefusedByNRI(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	ns := e2eNamespace(t, c)
+	ctx := context.Background()
+	for name, data := range map[string]map[string]string{
+		"widen":   {envMemLimit0: "81920m"},
+		"visible": {"NVIDIA_VISIBLE_DEVICES": "all"},
+	} {
+		if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withEnvFrom := func(p *corev1.Pod, cm string) *corev1.Pod {
+		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
+		return p
+	}
+	plain := func(name, image, variable string, viaShell bool) *corev1.Pod {
+		p := getenvPod(ns, name, image, viaShell)
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		p.Spec.Containers[0].Command = []string{"/bin/getenv", variable}
+		if viaShell {
+			p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "/bin/getenv " + variable}
+		}
+		return p
+	}
+	refused := []*corev1.Pod{
+		withEnvFrom(getenvPod(ns, "envfrom-direct", WorkloadImage, false), "widen"),
+		withEnvFrom(getenvPod(ns, "envfrom-shell", WorkloadImage, true), "widen"),
+	}
+	runs := []struct {
+		pod  *corev1.Pod
+		want string // the getenv line
+	}{
+		{getenvPod(ns, "gpu-normal", WorkloadImage, false), envMemLimit0 + "=1000m"},
+		{withEnvFrom(plain("plain-visible-direct", WorkloadImage, "NVIDIA_VISIBLE_DEVICES", false), "visible"), "NVIDIA_VISIBLE_DEVICES="},
+		{withEnvFrom(plain("plain-visible-shell", WorkloadImage, "NVIDIA_VISIBLE_DEVICES", true), "visible"), "NVIDIA_VISIBLE_DEVICES="},
+		{plain("plain-imageenv", imageEnvImage, envMemLimit0, false), envMemLimit0 + "="},
+	}
+	for _, p := range refused {
+		c.CreatePod(t, p)
+	}
+	for _, r := range runs {
+		c.CreatePod(t, r.pod)
+	}
+	for _, r := range runs {
+		c.WaitForPhase(t, ns, r.pod.Name, corev1.PodSucceeded, 2*time.Minute)
+		log := c.Logs(t, ns, r.pod.Name, "main")
+		t.Logf("%s: %s", r.pod.Name, strings.TrimSpace(log))
+		if want := "getenv: " + r.want + "\n"; !strings.Contains(log, want) {
+			t.Errorf("%s sees %q, want %q", r.pod.Name, log, want)
+		}
+	}
+	for _, p := range refused {
+		got := c.WaitForPod(t, ns, p.Name, 2*time.Minute, "refused by the NRI env guard", func(p *corev1.Pod) bool {
+			for _, s := range p.Status.ContainerStatuses {
+				if w := s.State.Waiting; w != nil && w.Reason == "CreateContainerError" && strings.Contains(w.Message, guardRefusal) {
+					return true
+				}
+			}
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		})
+		if got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed {
+			t.Errorf("%s ran (phase %s) and saw: %s", p.Name, got.Status.Phase, strings.TrimSpace(c.Logs(t, ns, p.Name, "main")))
+			continue
+		}
+		s := got.Status.ContainerStatuses[0]
+		t.Logf("%s: phase %s, container %s: %s: %s", p.Name, got.Status.Phase, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
+		if got.Status.Phase != corev1.PodPending || s.State.Running != nil || s.State.Terminated != nil || s.LastTerminationState.Terminated != nil || s.RestartCount != 0 {
+			t.Errorf("%s: phase %s, state %+v, last %+v, restarts %d; want a container that never ran", p.Name, got.Status.Phase, s.State, s.LastTerminationState, s.RestartCount)
+		}
+		var ev string
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", p.Name).String(),
+			})
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range evs.Items {
+				if e.Type == corev1.EventTypeWarning && e.Reason == "Failed" && strings.Contains(e.Message, guardRefusal) {
+					ev = e.Message
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Errorf("%s: no Warning Failed event with the guard's refusal\n%s", p.Name, c.describe(ns, p.Name, got))
+		} else {
+			t.Logf("%s: event Warning Failed: %s", p.Name, ev)
 		}
 	}
 }

@@ -1,0 +1,50 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hami-go/hami-go/pkg/nri"
+)
+
+// nriSource is the NRI env guard's Source in device-plugin mode (case C37): what Allocate
+// handed a container is the env the responder builds from the container's claim in the ledger,
+// after a reconcile with the kubelet's PodResources (so a claim Allocate took for an
+// interchangeable pod is first moved to the pod the kubelet gave the devices to).
+type nriSource struct {
+	p *Plugin
+	// reconcile brings the ledger's claims in line with the kubelet's PodResources; nil = none.
+	reconcile func(context.Context)
+}
+
+// NRISource returns the env guard's Source over p's ledger; reconcile (may be nil) is called
+// before a GPU container is looked up.
+func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
+	return nriSource{p: p, reconcile: reconcile}
+}
+
+// Allocated implements nri.Source: GPU with the Allocate response's env for a claimed container;
+// no GPU for a container the ledger plans none (a pod without GPUs, a pod not placed by
+// hami-go, which Allocate refuses, or a container of a GPU pod that asks none); an error for a
+// container planned GPUs but not claimed (the guard refuses it; the kubelet retries).
+func (s nriSource) Allocated(ctx context.Context, c nri.Container) (nri.Allocated, error) {
+	uid := types.UID(c.PodUID)
+	_, _, planned := s.p.ledger.ContainerClaim(uid, c.Name)
+	if !planned {
+		return nri.Allocated{}, nil
+	}
+	if s.reconcile != nil {
+		s.reconcile(ctx)
+	}
+	cl, claimed, planned := s.p.ledger.ContainerClaim(uid, c.Name)
+	switch {
+	case claimed:
+		return nri.Allocated{GPU: true, Env: s.p.resp.build(cl).Envs}, nil
+	case planned:
+		return nri.Allocated{}, fmt.Errorf("container %s of pod %s/%s is planned GPUs but the device plugin has no claim for it yet", c.Name, c.PodNamespace, c.PodName)
+	default:
+		return nri.Allocated{}, nil
+	}
+}

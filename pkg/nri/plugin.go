@@ -1,0 +1,215 @@
+package nri
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/containerd/nri/pkg/stub"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// PluginName and PluginIndex register the guard with the runtime's NRI ("90-hami-go-env-guard"
+// in the runtime's log). NRI sends every plugin the same container and merges their
+// adjustments (a second plugin changing the same env name is an error there), so the index
+// only orders the calls.
+const (
+	PluginName  = "hami-go-env-guard"
+	PluginIndex = "90"
+	// DefaultSocket is NRI's default socket, /var/run/nri/nri.sock (containerd 2.x, CRI-O).
+	DefaultSocket = api.DefaultSocketPath
+	// DefaultRetry is how often the node agents' guard tries to (re)connect to the socket.
+	DefaultRetry = 10 * time.Second
+)
+
+// MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the device
+// plugin's Allocate response, the DRA driver's CDI spec: pkg/gpuenv.EnvGPUUUIDs). A container
+// that carries it but for which the Source reports no GPUs is refused, never emptied: emptying
+// hami-go's limits would widen a slice (fail closed).
+const MarkerEnv = "HAMI_GO_GPU_UUIDS"
+
+// Container names the container the runtime is creating, as NRI delivers it.
+type Container struct {
+	// PodUID, PodNamespace and PodName are the pod's (Kubernetes UID, namespace, name).
+	PodUID, PodNamespace, PodName string
+	// Name is the container's name in the pod spec.
+	Name string
+	// CDIDevices are the fully qualified CDI device names the kubelet asked for
+	// ("vendor/class=name"), e.g. a DRA claim's.
+	CDIDevices []string
+}
+
+func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "/" + c.Name }
+
+// Allocated is what hami-go allocated one container.
+type Allocated struct {
+	// GPU is true when hami-go gave the container GPUs.
+	GPU bool
+	// Env is the env hami-go set in the container (the device plugin's Allocate response, the
+	// DRA claims' CDI specs); nil when GPU is false.
+	Env map[string]string
+}
+
+// Source says what hami-go allocated a container: the device plugin's ledger or the DRA
+// driver's prepared claims. An error means the container has (or may have) GPUs and what hami-go
+// gave it cannot be known now; the guard then refuses the container (fail closed) and the
+// kubelet retries it.
+type Source interface {
+	Allocated(ctx context.Context, c Container) (Allocated, error)
+}
+
+// Guard is the NRI plugin of case C37: at CreateContainer it checks the container's protected
+// env (device.IsProtectedEnv) against what hami-go allocated (Source) with PlanEnv, refuses the
+// container when a value hami-go did not give would reach the process, and otherwise returns
+// PlanEnv's adjustment. A container whose env holds no protected name is let through without
+// asking the Source, so pods without GPUs and without such env never depend on hami-go. Pods in
+// an exempt namespace are let through unchanged: the namespaces the webhook does not see either
+// (hami-go's own, whose MPS control daemon and NVML-mode agents set NVIDIA_VISIBLE_DEVICES=all,
+// and kube-system); namespaces are the cluster admin's, unlike pod labels.
+type Guard struct {
+	src    Source
+	exempt map[string]bool
+}
+
+// NewGuard returns a guard over src that lets pods in the exempt namespaces through.
+func NewGuard(src Source, exempt ...string) *Guard {
+	g := &Guard{src: src, exempt: map[string]bool{}}
+	for _, ns := range exempt {
+		g.exempt[ns] = true
+	}
+	return g
+}
+
+// Decide is the guard's whole decision for one container: the env adjustment (nil: none), or an
+// error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
+// env is the container's OCI env at CreateContainer (see PlanEnv).
+func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes []EnvChange, err error) {
+	if g.exempt[c.PodNamespace] {
+		return nil, nil
+	}
+	protected := false
+	marked := false
+	for _, e := range env {
+		name, _, _ := strings.Cut(e, "=")
+		if device.IsProtectedEnv(name) {
+			protected = true
+			marked = marked || name == MarkerEnv
+		}
+	}
+	if !protected {
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			changes = nil
+			err = fmt.Errorf("hami-go: internal error while checking the container's env: %v", r)
+		}
+	}()
+	a, err := g.src.Allocated(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
+	}
+	if !a.GPU && marked {
+		return nil, fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
+			"an image or envFrom may not set %s)", c, MarkerEnv, MarkerEnv)
+	}
+	var want map[string]string
+	if a.GPU {
+		want = a.Env
+	}
+	return PlanEnv(env, want)
+}
+
+// CreateContainer implements the NRI stub's CreateContainerInterface: Decide's changes become
+// env adjustments, and its error refuses the container (containerd returns it from CRI
+// CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
+func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	c := Container{Name: ctr.GetName()}
+	if pod != nil {
+		c.PodUID, c.PodNamespace, c.PodName = pod.GetUid(), pod.GetNamespace(), pod.GetName()
+	}
+	for _, d := range ctr.GetCDIDevices() {
+		c.CDIDevices = append(c.CDIDevices, d.GetName())
+	}
+	changes, err := g.Decide(ctx, c, ctr.GetEnv())
+	if err != nil {
+		klog.InfoS("Refusing container (protected env)", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name, "err", err)
+		return nil, nil, err
+	}
+	if len(changes) == 0 {
+		return nil, nil, nil
+	}
+	adj := &api.ContainerAdjustment{}
+	for _, ch := range changes {
+		adj.AddEnv(ch.Name, ch.Value)
+	}
+	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(changes))
+	return adj, nil, nil
+}
+
+// Run connects g to the runtime's NRI socket and serves it until ctx ends, reconnecting every
+// retry after the connection fails or closes (the runtime restarted, or the socket is not there
+// yet). While the guard is not connected the runtime creates containers without it: the guard
+// closes the hole only while it runs.
+func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
+	failed := false
+	for ctx.Err() == nil {
+		connected, err := serveOnce(ctx, socket, g)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected || !failed {
+			klog.ErrorS(err, "NRI env guard not connected; retrying", "socket", socket, "retry", retry)
+		} else {
+			klog.V(4).InfoS("NRI env guard still not connected", "socket", socket, "err", err)
+		}
+		failed = !connected
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// serveOnce registers g with the runtime at socket and serves until the connection closes
+// (an error saying so) or ctx ends (nil); connected says whether it registered.
+func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, err error) {
+	closed := make(chan struct{})
+	var once sync.Once
+	s, err := stub.New(g, stub.WithPluginName(PluginName), stub.WithPluginIdx(PluginIndex),
+		stub.WithSocketPath(socket), stub.WithLogger(klogLogger{}),
+		stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
+	if err != nil {
+		return false, err
+	}
+	if err := s.Start(ctx); err != nil {
+		s.Stop()
+		return false, err
+	}
+	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
+	select {
+	case <-closed:
+		s.Stop()
+		return true, fmt.Errorf("the runtime closed the NRI connection on %s", socket)
+	case <-ctx.Done():
+		s.Stop()
+		return true, nil
+	}
+}
+
+// klogLogger routes the NRI stub's log through klog.
+type klogLogger struct{}
+
+var _ nrilog.Logger = klogLogger{}
+
+func (klogLogger) Debugf(_ context.Context, f string, a ...any) { klog.V(5).Infof("nri: "+f, a...) }
+func (klogLogger) Infof(_ context.Context, f string, a ...any)  { klog.V(2).Infof("nri: "+f, a...) }
+func (klogLogger) Warnf(_ context.Context, f string, a ...any)  { klog.Warningf("nri: "+f, a...) }
+func (klogLogger) Errorf(_ context.Context, f string, a ...any) { klog.Errorf("nri: "+f, a...) }

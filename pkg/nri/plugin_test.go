@@ -1,0 +1,242 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+)
+
+// standInSource is a stand-in for the node agents' Source (the device plugin's ledger, the DRA
+// driver's prepared claims): it answers from a fixed table and records what it was asked.
+type standInSource struct {
+	mu    sync.Mutex
+	asked []Container
+	out   map[string]Allocated // by container name
+	err   error
+	panic bool
+}
+
+func (s *standInSource) Allocated(_ context.Context, c Container) (Allocated, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, c)
+	if s.panic {
+		panic("stand-in source bug")
+	}
+	return s.out[c.Name], s.err
+}
+
+func (s *standInSource) calls() []Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Container(nil), s.asked...)
+}
+
+// gpuAllocated is what the device plugin hands a container asking for 1000 MiB of GPU-a.
+var gpuAllocated = Allocated{GPU: true, Env: map[string]string{
+	mem0: "1000m", "CUDA_VISIBLE_DEVICES": "GPU-a", MarkerEnv: "GPU-a", "HAMI_GO_GPU_MEMORY_MIB": "1000",
+}}
+
+// pluginEnv is the device plugin's env for gpuAllocated as the runtime lists it.
+var pluginEnv = []string{"CUDA_VISIBLE_DEVICES=GPU-a", mem0 + "=1000m", "HAMI_GO_GPU_MEMORY_MIB=1000", MarkerEnv + "=GPU-a"}
+
+func envOf(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// case C37: the guard's decision per container, with what it asks the Source.
+func TestGuardDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		src     *standInSource
+		out     []EnvChange
+		errHas  string // "" = no error
+		refused *RefusedError
+		asks    bool // the Source is asked
+	}{{
+		name: "no protected env: let through without asking (pods without GPUs never depend on hami-go)",
+		env:  []string{"PATH=/bin", "CUDA_HOME=/usr/local/cuda"},
+		src:  &standInSource{err: errors.New("must not be asked")},
+	}, {
+		name:    "GPU container, envFrom after the plugin widens the limit: refused",
+		env:     envOf([]string{"PATH=/bin"}, pluginEnv, []string{mem0 + "=81920m"}),
+		src:     &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
+		refused: &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true},
+		asks:    true,
+	}, {
+		name: "GPU container, image ENV before the plugin: pinned to hami-go's values",
+		env:  envOf([]string{mem0 + "=99999m", "LD_PRELOAD=/evil.so"}, pluginEnv),
+		src:  &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
+		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
+			set(MarkerEnv, "GPU-a"), empty("LD_PRELOAD")},
+		asks: true,
+	}, {
+		name: "container without GPUs, envFrom NVIDIA_VISIBLE_DEVICES=all: emptied",
+		env:  []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"},
+		src:  &standInSource{},
+		out:  []EnvChange{empty("NVIDIA_VISIBLE_DEVICES")},
+		asks: true,
+	}, {
+		name:   "the Source cannot tell (GPU container not yet known): refused, fail closed",
+		env:    pluginEnv,
+		src:    &standInSource{err: errors.New("container main of pod ns/p has no claim yet")},
+		errHas: "cannot tell which GPUs container ns/p/main was given, so its env cannot be checked (the kubelet retries): container main of pod ns/p has no claim yet",
+		asks:   true,
+	}, {
+		name:   "hami-go's marker but no GPU known: refused, never emptied (emptying would lift the limits)",
+		env:    pluginEnv,
+		src:    &standInSource{},
+		errHas: "container ns/p/main carries HAMI_GO_GPU_UUIDS but hami-go has no GPU allocation for it",
+		asks:   true,
+	}, {
+		name:   "a panic in the Source refuses the container, it does not reach the runtime",
+		env:    []string{"NVIDIA_VISIBLE_DEVICES=all"},
+		src:    &standInSource{panic: true},
+		errHas: "hami-go: internal error while checking the container's env: stand-in source bug",
+		asks:   true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main"}
+			got, err := NewGuard(tc.src).Decide(context.Background(), c, tc.env)
+			switch {
+			case tc.refused != nil:
+				var r *RefusedError
+				if !errors.As(err, &r) || *r != *tc.refused {
+					t.Fatalf("Decide = %+v, %v; want refusal %+v", got, err, *tc.refused)
+				}
+			case tc.errHas != "":
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("Decide error %v, want one containing %q", err, tc.errHas)
+				}
+			case err != nil:
+				t.Fatalf("Decide: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.out) {
+				t.Errorf("Decide = %+v, want %+v", got, tc.out)
+			}
+			if asked := tc.src.calls(); (len(asked) > 0) != tc.asks || (tc.asks && !reflect.DeepEqual(asked, []Container{c})) {
+				t.Errorf("Source asked %+v, want asked=%v for %+v", asked, tc.asks, c)
+			}
+		})
+	}
+}
+
+// case C37: pods in an exempt namespace (hami-go's own, kube-system: those the webhook does not
+// see) are let through unchanged, even with env the guard refuses elsewhere.
+func TestGuardExemptNamespaces(t *testing.T) {
+	src := &standInSource{}
+	g := NewGuard(src, "hami-go-system", "kube-system")
+	env := []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=all"}
+	for ns, refused := range map[string]bool{"hami-go-system": false, "kube-system": false, "tenant": true} {
+		ch, err := g.Decide(context.Background(), Container{PodNamespace: ns, PodName: "p", Name: "main"}, env)
+		if (err != nil) != refused || ch != nil {
+			t.Errorf("namespace %s: %+v, %v; want refused=%v and no changes", ns, ch, err, refused)
+		}
+	}
+	if got := src.calls(); len(got) != 1 || got[0].PodNamespace != "tenant" {
+		t.Errorf("Source asked %+v, want only for the tenant's pod", got)
+	}
+}
+
+// case C37: CreateContainer passes the pod's identity and the CDI devices to the Source and
+// turns the changes into NRI env adjustments.
+func TestGuardCreateContainer(t *testing.T) {
+	src := &standInSource{out: map[string]Allocated{"main": gpuAllocated}}
+	pod := &api.PodSandbox{Uid: "uid-1", Namespace: "ns", Name: "p"}
+	ctr := &api.Container{Name: "main", Env: envOf([]string{mem0 + "=99999m"}, pluginEnv),
+		CDIDevices: []*api.CDIDevice{{Name: "gpu.hami-go.io/claim=c1"}}}
+	adj, upd, err := NewGuard(src).CreateContainer(context.Background(), pod, ctr)
+	if err != nil || upd != nil {
+		t.Fatalf("CreateContainer = %v, %v, %v", adj, upd, err)
+	}
+	want := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", CDIDevices: []string{"gpu.hami-go.io/claim=c1"}}
+	if got := src.calls(); !reflect.DeepEqual(got, []Container{want}) {
+		t.Errorf("Source asked %+v, want %+v", got, want)
+	}
+	var env []string
+	for _, e := range adj.GetEnv() {
+		env = append(env, e.GetKey()+"="+e.GetValue())
+	}
+	if w := []string{mem0 + "=1000m", "CUDA_VISIBLE_DEVICES=GPU-a", "HAMI_GO_GPU_MEMORY_MIB=1000", MarkerEnv + "=GPU-a"}; !reflect.DeepEqual(env, w) {
+		t.Errorf("adjusted env %v, want %v", env, w)
+	}
+
+	ctr.Env = []string{"PATH=/bin"}
+	if adj, _, err := NewGuard(src).CreateContainer(context.Background(), pod, ctr); adj != nil || err != nil {
+		t.Errorf("no protected env: CreateContainer = %v, %v; want nothing", adj, err)
+	}
+}
+
+// case C37, through the runtime side of NRI (containerd's own pkg/adaptation, over a unix
+// socket): Run registers the guard, a refusal fails the runtime's CreateContainer with the
+// guard's message, and an adjustment reaches the runtime. The guard starts before the runtime
+// (no socket yet) and connects once it is there.
+func TestRunThroughNRI(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "nri.sock")
+	startRuntime := func() *adaptation.Adaptation {
+		t.Helper()
+		sync := func(ctx context.Context, cb adaptation.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
+		update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+			return nil, nil
+		}
+		r, err := adaptation.New("runtime-stand-in", "v0", sync, update, adaptation.WithSocketPath(socket),
+			adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	src := &standInSource{out: map[string]Allocated{"gpu": gpuAllocated}}
+	go func() { Run(ctx, socket, NewGuard(src), 50*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(200 * time.Millisecond) // a few failed connects first
+	r := startRuntime()
+	defer r.Stop()
+
+	pod := &api.PodSandbox{Id: "sb", Uid: "uid-1", Namespace: "ns", Name: "p"}
+	nonGPU := &api.Container{Id: "c1", PodSandboxId: "sb", Name: "plain", Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}}
+	// waitEmptied creates nonGPU until the guard (connected) empties NVIDIA_VISIBLE_DEVICES.
+	waitEmptied := func(r *adaptation.Adaptation) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rpl, err := r.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{Pod: pod, Container: nonGPU})
+			if err == nil && len(rpl.GetAdjust().GetEnv()) == 1 {
+				if e := rpl.GetAdjust().GetEnv()[0]; e.GetKey() != "NVIDIA_VISIBLE_DEVICES" || e.GetValue() != "" {
+					t.Fatalf("adjusted env %s=%q, want NVIDIA_VISIBLE_DEVICES emptied", e.GetKey(), e.GetValue())
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the guard never adjusted the container: %v, %v", rpl, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitEmptied(r)
+
+	widen := &api.Container{Id: "c2", PodSandboxId: "sb", Name: "gpu", Env: envOf(pluginEnv, []string{mem0 + "=81920m"})}
+	_, err := r.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{Pod: pod, Container: widen})
+	if err == nil || !strings.Contains(err.Error(), "sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the value CUDA_DEVICE_MEMORY_LIMIT_0=1000m that hami-go allocated") {
+		t.Fatalf("runtime CreateContainer error %v, want the guard's refusal", err)
+	}
+}

@@ -1,0 +1,82 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// case C37 in DRA mode, with the NRI env guard the DRA driver runs (containerd 2.4.2): a claim
+// pod whose envFrom sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m sees its claim's 1000m (the claim's
+// CDI edit comes after the CRI env, and the guard pins it), directly and through `sh -c`; a
+// pod without GPUs gets an envFrom NVIDIA_VISIBLE_DEVICES=all emptied; and one that sets
+// CUDA_DEVICE_MEMORY_LIMIT_0 twice (image ENV and envFrom) is refused at CreateContainer with
+// the guard's message.
+func TestC37DRAEnvByNRI(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	ctx := context.Background()
+	for name, data := range map[string]map[string]string{
+		"widen":   {envMemLimit0: "81920m"},
+		"visible": {"NVIDIA_VISIBLE_DEVICES": "all"},
+	} {
+		if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(p *corev1.Pod, image, cm, variable string, viaShell bool) *corev1.Pod {
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		p.Spec.Containers[0].Image = image
+		p.Spec.Containers[0].Command = []string{"/bin/getenv", variable}
+		if viaShell {
+			p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "/bin/getenv " + variable}
+		}
+		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
+		return p
+	}
+	for _, name := range []string{"claim-envfrom-direct", "claim-envfrom-shell"} {
+		c.createClaim(t, ns, name, gpuClaim{memory: "1000Mi", index: -1})
+	}
+	runs := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(claimPod(ns, "claim-envfrom-direct", "claim-envfrom-direct", false), WorkloadImage, "widen", envMemLimit0, false), envMemLimit0 + "=1000m"},
+		{pod(claimPod(ns, "claim-envfrom-shell", "claim-envfrom-shell", false), WorkloadImage, "widen", envMemLimit0, true), envMemLimit0 + "=1000m"},
+		{pod(gpuPod(ns, "plain-visible", gpuLimits{}), WorkloadImage, "visible", "NVIDIA_VISIBLE_DEVICES", false), "NVIDIA_VISIBLE_DEVICES="},
+	}
+	twice := pod(gpuPod(ns, "plain-twice", gpuLimits{}), imageEnvImage, "widen", envMemLimit0, false)
+	for _, r := range runs {
+		c.CreatePod(t, r.pod)
+	}
+	c.CreatePod(t, twice)
+	for _, r := range runs {
+		c.WaitForPhase(t, ns, r.pod.Name, corev1.PodSucceeded, 2*time.Minute)
+		log := c.Logs(t, ns, r.pod.Name, "main")
+		t.Logf("%s: %s", r.pod.Name, strings.TrimSpace(log))
+		if want := "getenv: " + r.want + "\n"; !strings.Contains(log, want) {
+			t.Errorf("%s sees %q, want %q", r.pod.Name, log, want)
+		}
+	}
+	const refusal = "hami-go: the container's env sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m more than once"
+	got := c.WaitForPod(t, ns, twice.Name, 2*time.Minute, "refused by the NRI env guard", func(p *corev1.Pod) bool {
+		for _, s := range p.Status.ContainerStatuses {
+			if w := s.State.Waiting; w != nil && w.Reason == "CreateContainerError" && strings.Contains(w.Message, refusal) {
+				return true
+			}
+		}
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if got.Status.Phase != corev1.PodPending {
+		t.Fatalf("%s ran (phase %s) and saw: %s", twice.Name, got.Status.Phase, strings.TrimSpace(c.Logs(t, ns, twice.Name, "main")))
+	}
+	t.Logf("%s: %s: %s", twice.Name, got.Status.ContainerStatuses[0].State.Waiting.Reason, got.Status.ContainerStatuses[0].State.Waiting.Message)
+}
