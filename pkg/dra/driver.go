@@ -156,13 +156,22 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // claims this call prepared (and removes their specs).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	start := d.opts.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	defer func() {
+		for _, c := range claims {
+			if out[c.UID].Err == nil {
+				logger.V(2).Info("Prepared", "claim", klog.KObj(c), "uid", c.UID, "duration", d.opts.Clock.Since(start))
+			}
+		}
+	}()
 	var added []types.UID
 	for _, c := range claims {
 		p, isNew, err := d.prepareOne(c)
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
+			logger.Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}

@@ -114,7 +114,7 @@ func TestDRABurstOneSlicePods(t *testing.T) {
 	var plain time.Duration
 	t.Run("without-gpu", func(t *testing.T) {
 		ns := draNamespace(t, c)
-		_, plain = c.timedBurst(t, ns, burstPods(ns, "plain", burstSize, gpuLimits{}))
+		_, plain = c.timedBurstTimeline(t, ns, burstPods(ns, "plain", burstSize, gpuLimits{}), false)
 		t.Logf("%d pods without GPUs Running in %v", burstSize, plain.Round(time.Millisecond))
 	})
 	ns := draNamespace(t, c)
@@ -128,7 +128,7 @@ func TestDRABurstOneSlicePods(t *testing.T) {
 	for i := range pods {
 		pods[i] = claimPod(ns, fmt.Sprintf("slice-%02d", i), "slice", true)
 	}
-	running, dra := c.timedBurst(t, ns, pods)
+	running, dra := c.timedBurstTimeline(t, ns, pods, true)
 	t.Logf("%d one-slice claim pods Running in %v", burstSize, dra.Round(time.Millisecond))
 	if plain > 0 {
 		t.Logf("burst time ratio DRA/plain = %.2f (target <= 1.1; %v vs %v)", dra.Seconds()/plain.Seconds(), dra.Round(time.Millisecond), plain.Round(time.Millisecond))
