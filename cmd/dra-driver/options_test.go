@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/cliflags/flagtest"
 )
@@ -19,7 +21,8 @@ func TestDefaults(t *testing.T) {
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection {
+		c.MetricsAddress != ":9400" || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.PrepareWait != 30*time.Second ||
+		o.KubeAPIQPS != 50 || o.KubeAPIBurst != 100 {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -31,6 +34,7 @@ func TestEveryFlag(t *testing.T) {
 		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=2048,GPU-a=4Gi,3=0", "--enforcement=mps", "--hami-core-library=/l.so",
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
 		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "--fake-fault-injection", "-v=4",
+		"--prepare-wait=12s", "--kube-api-qps=7.5", "--kube-api-burst=9",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
@@ -39,10 +43,17 @@ func TestEveryFlag(t *testing.T) {
 	c := o.Driver
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
-		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection}
+		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection,
+		c.PrepareWait, o.KubeAPIQPS, o.KubeAPIBurst}
 	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
-		"13,79", 5, 2 * time.Second, ":1", true}
+		"13,79", 5, 2 * time.Second, ":1", true, 12 * time.Second, float32(7.5), 9}
 	flagtest.Fields(t, got, want)
+	// The client limits reach the REST config the driver's clientset is built from.
+	var rc rest.Config
+	o.tuneClient(&rc)
+	if rc.QPS != 7.5 || rc.Burst != 9 {
+		t.Errorf("REST config QPS %v burst %d, want 7.5 and 9", rc.QPS, rc.Burst)
+	}
 }
 
 func TestBadFlags(t *testing.T) {
@@ -65,6 +76,10 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --enforcement=mps --mps-pipe-dir=":                    "--mps-pipe-dir is empty but --enforcement is mps",
 		"--node-name=n --backend=fake --fake-profile= --fake-profile-label=": "--backend=fake needs --fake-profile or --fake-profile-label",
 		"--node-name=n --fake-fault-injection":                               `--fake-fault-injection needs --backend=fake (got "nvml")`,
+		"--node-name=n --prepare-wait=41s":                                   "--prepare-wait: 41s is outside 0s..40s",
+		"--node-name=n --prepare-wait=-1s":                                   "--prepare-wait: -1s is outside 0s..40s",
+		"--node-name=n --kube-api-qps=0":                                     "--kube-api-qps: 0 is not positive",
+		"--node-name=n --kube-api-burst=0":                                   "--kube-api-burst: 0 is below 1",
 		"--node-name=n stray":                                                `unexpected arguments: ["stray"]`,
 	})
 }

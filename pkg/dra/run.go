@@ -54,6 +54,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		// The driver serialises its own state (Driver.mu); a prepare waiting for room
+		// (Config.PrepareWait) must let the kubelet's Unprepare calls in.
+		kubeletplugin.Serialize(false),
 	)
 	if err != nil {
 		return fmt.Errorf("start the kubelet plugin: %w", err)
