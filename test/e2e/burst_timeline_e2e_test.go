@@ -194,7 +194,7 @@ func (b *burstTimeline) readPrepared(t testing.TB, c *Cluster, ns string) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	throttled := 0
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), "client-side throttling") {
+		if strings.Contains(sc.Text(), "client-side throttling") && strings.Contains(sc.Text(), "/namespaces/"+ns+"/") {
 			throttled++
 			if throttled <= 3 {
 				t.Logf("driver: %s", sc.Text())
