@@ -198,7 +198,12 @@ func TestDRADeletedPodFreesShare(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.CreatePod(t, claimPod(ns, "big", "big", true))
+	big := claimPod(ns, "big", "big", true)
+	// A preStop hook that outlasts the kubelet's minimum grace period (2 s) holds the force
+	// deletion's container stop, and so big's Unprepare, about 2 s: waiting's prepare comes
+	// first (it ran 1 s after the deletion without the hook).
+	big.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "30"}}}}
+	c.CreatePod(t, big)
 	c.WaitForRunning(t, ns, "big", 2*time.Minute)
 	c.claimAndPod(t, ns, "waiting", gpuClaim{memory: "30000Mi", index: 3})
 	c.waitPodUnschedulable(t, ns, "waiting", time.Minute)
