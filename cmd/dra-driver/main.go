@@ -17,7 +17,7 @@ import (
 func main() { nodeagent.Main("dra-driver", parseOptions, run) }
 
 func run(ctx context.Context, o *options) error {
-	client, err := nodeagent.Client(o.Node.Kubeconfig, nil)
+	client, err := nodeagent.Client(o.Node.Kubeconfig, o.tuneClient)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/dra"
@@ -18,12 +19,21 @@ type options struct {
 	FakeFaultInjection bool
 	// Driver is the DRA driver's configuration.
 	Driver dra.Config
+	// KubeAPIQPS and KubeAPIBurst limit the driver's API client (--kube-api-qps,
+	// --kube-api-burst; requests per second and burst). Every prepare reads its claim through
+	// it (the kubeletplugin helper), so client-go's default 5/10 would hold a burst of 50 claims
+	// about 8 s; the defaults are the kubelet's own (50/100).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
+
+// tuneClient applies the client limits to a REST config.
+func (o *options) tuneClient(rc *rest.Config) { rc.QPS, rc.Burst = o.KubeAPIQPS, o.KubeAPIBurst }
 
 // parseOptions parses args into options and validates them; getenv supplies $NODE_NAME, the
 // default of --node-name. Errors name the flag and value.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{Node: cliflags.DefaultNodeOptions(), Driver: dra.Defaults()}
+	o := &options{Node: cliflags.DefaultNodeOptions(), Driver: dra.Defaults(), KubeAPIQPS: 50, KubeAPIBurst: 100}
 	c := &o.Driver
 	n := &o.Node
 	n.NodeName, n.SplitCount, n.MemoryScaling, n.ReservedMemory = &c.NodeName, &c.SplitCount, &c.MemoryScaling, &c.ReservedMemory
@@ -37,12 +47,21 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", c.RegistrarDir, "the kubelet's plugin registration directory")
 	order := fs.String("device-order", string(c.DeviceOrder), "order of the GPUs in the published ResourceSlice, which kube-scheduler's first-fit device allocator follows: index (NVML index order, never republished), binpack (fullest GPU first, by the prepared claims) or spread (emptiest first)")
 	fs.DurationVar(&c.RepublishDelay, "republish-delay", c.RepublishDelay, "how long changes of prepared claims are gathered before the reordered ResourceSlice is republished (at most one update per delay; 0 = at every change)")
+	fs.DurationVar(&c.PrepareWait, "prepare-wait", c.PrepareWait, "how long a claim that does not fit beside the claims prepared on its GPU waits for those of stopped pods to be unprepared before it is refused (0s: refuse at once; at most 40s, below the kubelet's 45s call timeout)")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second of the driver's API client (each prepare reads its claim)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of the driver's API client")
 	fs.BoolVar(&o.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address, as the device plugin does (fake backend only)")
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
 	if err := n.Validate(); err != nil {
 		return o, err
+	}
+	if !(o.KubeAPIQPS > 0) {
+		return o, fmt.Errorf("--kube-api-qps: %v is not positive", o.KubeAPIQPS)
+	}
+	if o.KubeAPIBurst < 1 {
+		return o, fmt.Errorf("--kube-api-burst: %d is below 1", o.KubeAPIBurst)
 	}
 	var err error
 	if c.DeviceOrder, err = dra.ParseDeviceOrder("--device-order", *order); err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/cliflags/flagtest"
 )
@@ -20,7 +22,8 @@ func TestDefaults(t *testing.T) {
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.MetricsAddress != ":9400" || c.NRISocket != "/var/run/nri/nri.sock" || len(c.NRIExemptNamespaces) != 0 || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "index" || c.RepublishDelay != time.Second {
+		c.MetricsAddress != ":9400" || c.NRISocket != "/var/run/nri/nri.sock" || len(c.NRIExemptNamespaces) != 0 || o.Node.Kubeconfig != "" || o.FakeFaultInjection || c.DeviceOrder != "index" || c.RepublishDelay != time.Second ||
+		c.PrepareWait != 30*time.Second || o.KubeAPIQPS != 50 || o.KubeAPIBurst != 100 {
 		t.Fatalf("defaults = %+v", o)
 	}
 }
@@ -33,6 +36,7 @@ func TestEveryFlag(t *testing.T) {
 		"--mps-pipe-dir=/m", "--cdi-dir=/c", "--plugin-data-dir=/p", "--registrar-dir=/r", "--application-xids=13, 79",
 		"--recovery-probes=5", "--probe-interval=2s", "--metrics-address=:1", "--fake-fault-injection", "-v=4", "--nri-socket=", "--nri-exempt-namespaces=sys",
 		"--device-order=spread", "--republish-delay=250ms",
+		"--prepare-wait=12s", "--kube-api-qps=7.5", "--kube-api-burst=9",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
@@ -42,10 +46,16 @@ func TestEveryFlag(t *testing.T) {
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
 		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection, c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","),
-		string(c.DeviceOrder), c.RepublishDelay}
+		string(c.DeviceOrder), c.RepublishDelay, c.PrepareWait, o.KubeAPIQPS, o.KubeAPIBurst}
 	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
-		"13,79", 5, 2 * time.Second, ":1", true, "", "sys", "spread", 250 * time.Millisecond}
+		"13,79", 5, 2 * time.Second, ":1", true, "", "sys", "spread", 250 * time.Millisecond, 12 * time.Second, float32(7.5), 9}
 	flagtest.Fields(t, got, want)
+	// The client limits reach the REST config the driver's clientset is built from.
+	var rc rest.Config
+	o.tuneClient(&rc)
+	if rc.QPS != 7.5 || rc.Burst != 9 {
+		t.Errorf("REST config QPS %v burst %d, want 7.5 and 9", rc.QPS, rc.Burst)
+	}
 }
 
 func TestBadFlags(t *testing.T) {
@@ -70,6 +80,10 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --fake-fault-injection":                               `--fake-fault-injection needs --backend=fake (got "nvml")`,
 		"--node-name=n --device-order=first":                                 `--device-order: "first" is not index, binpack or spread`,
 		"--node-name=n --republish-delay=-1s":                                "--republish-delay: -1s is negative",
+		"--node-name=n --prepare-wait=41s":                                   "--prepare-wait: 41s is outside 0s..40s",
+		"--node-name=n --prepare-wait=-1s":                                   "--prepare-wait: -1s is outside 0s..40s",
+		"--node-name=n --kube-api-qps=0":                                     "--kube-api-qps: 0 is not positive",
+		"--node-name=n --kube-api-burst=0":                                   "--kube-api-burst: 0 is below 1",
 		"--node-name=n stray":                                                `unexpected arguments: ["stray"]`,
 	})
 }

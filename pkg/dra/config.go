@@ -73,7 +73,16 @@ type Config struct {
 	NRISocket string
 	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
 	NRIExemptNamespaces []string
+	// PrepareWait is how long a prepare that does not fit beside the claims prepared on its GPU
+	// waits for Unprepare calls to free room before it is refused (--prepare-wait; 0: refuse
+	// at once). At most MaxPrepareWait.
+	PrepareWait time.Duration
 }
+
+// MaxPrepareWait is the longest PrepareWait: below the kubelet's 45 s timeout of a
+// NodePrepareResources call (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin,
+// defaultClientCallTimeout), so a refusal still reaches the kubelet.
+const MaxPrepareWait = 40 * time.Second
 
 // Defaults returns the defaults of docs/components.md.
 func Defaults() Config {
@@ -93,6 +102,7 @@ func Defaults() Config {
 		DeviceOrder:     OrderIndex,
 		RepublishDelay:  time.Second,
 		NRISocket:       nri.DefaultSocket,
+		PrepareWait:     30 * time.Second,
 	}
 }
 
@@ -132,6 +142,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProbeInterval <= 0 {
 		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
+	}
+	if c.PrepareWait < 0 || c.PrepareWait > MaxPrepareWait {
+		return fmt.Errorf("--prepare-wait: %s is outside 0s..%s", c.PrepareWait, MaxPrepareWait)
 	}
 	return nil
 }

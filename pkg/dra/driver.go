@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,8 @@ type Driver struct {
 
 	mu       sync.Mutex
 	prepared map[types.UID]Prepared
+	// unprepared is closed and replaced (under mu) whenever Unprepare removes prepared claims.
+	unprepared chan struct{}
 
 	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
@@ -85,7 +88,7 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs through the %s backend: %w", backend.Name(), err)
 	}
-	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}), reorder: make(chan struct{}, 1),
+	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}), reorder: make(chan struct{}, 1), unprepared: make(chan struct{}),
 		ckpt: filepath.Join(cfg.PluginDataDir, CheckpointName)}
 	d.view = gpuView{pool: cfg.NodeName, byName: map[string]GPUInfo{}, slice: d.sliceConfig()}
 	facts, _ := backend.(device.FactsSource)
@@ -158,22 +161,56 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // requests, listed on it) and, with ToolkitCDI, nvidia.com/gpu=<UUID> per GPU. Preparing a prepared claim
 // again returns the same result. Refusals are per claim; a failed checkpoint write fails the
 // claims this call prepared (and removes their specs).
+//
+// A claim that does not fit beside the claims already prepared on its GPUs waits up to
+// Config.PrepareWait for Unprepare calls to free room before it is refused: the API frees a
+// force-deleted pod's capacity before the kubelet has stopped its containers and unprepared its
+// claims, and the kubelet retries a refused prepare only at its next pod sync (about a minute).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	start := d.opts.Clock.Now()
+	deadline := start.Add(d.cfg.PrepareWait)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	defer func() {
+		for _, c := range claims {
+			if out[c.UID].Err == nil {
+				logger.V(2).Info("Prepared", "claim", klog.KObj(c), "uid", c.UID, "duration", d.opts.Clock.Since(start))
+			}
+		}
+	}()
 	var added []types.UID
-	for _, c := range claims {
-		p, isNew, err := d.prepareOne(c)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
-			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
-			continue
+	for pending := claims; len(pending) > 0; {
+		var noRoom []*resourceapi.ResourceClaim
+		for _, c := range pending {
+			p, isNew, err := d.prepareOne(c)
+			if err != nil {
+				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				if errors.As(err, new(noRoomError)) && d.opts.Clock.Now().Before(deadline) {
+					noRoom = append(noRoom, c)
+					continue
+				}
+				logger.Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
+				continue
+			}
+			if isNew {
+				added = append(added, c.UID)
+			}
+			out[c.UID] = kubeletplugin.PrepareResult{Devices: d.resultDevices(p)}
 		}
-		if isNew {
-			added = append(added, c.UID)
+		if len(noRoom) > 0 {
+			logger.V(2).Info("Waiting for prepared claims to be unprepared", "claims", len(noRoom), "first", klog.KObj(noRoom[0]), "err", out[noRoom[0].UID].Err)
+			if !d.waitUnprepare(ctx, deadline) {
+				for _, c := range noRoom {
+					err := fmt.Errorf("%w (no Unprepare freed room within --prepare-wait %s)", out[c.UID].Err, d.cfg.PrepareWait)
+					out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+					logger.Error(err, "Prepare refused", "claim", klog.KObj(c), "uid", c.UID)
+				}
+				noRoom = nil
+			}
 		}
-		out[c.UID] = kubeletplugin.PrepareResult{Devices: d.resultDevices(p)}
+		pending = noRoom
 	}
 	if len(added) > 0 {
 		if err := saveCheckpoint(d.ckpt, d.prepared); err != nil {
@@ -188,6 +225,29 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	return out, nil
 }
+
+// waitUnprepare releases d.mu until an Unprepare removes a prepared claim (true), or ctx ends
+// or deadline passes (false); it returns with d.mu held.
+func (d *Driver) waitUnprepare(ctx context.Context, deadline time.Time) bool {
+	ch := d.unprepared
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	t := d.opts.Clock.NewTimer(deadline.Sub(d.opts.Clock.Now()))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return false
+	}
+}
+
+// noRoomError is checkFits' refusal: the claims prepared on a GPU leave no room for the claim.
+type noRoomError struct{ error }
+
+func (e noRoomError) Unwrap() error { return e.error }
 
 // prepareOne prepares one claim under d.mu; isNew is false for a repeat.
 func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error) {
@@ -236,13 +296,13 @@ func (d *Driver) checkFits(uid types.UID, grants []Grant) error {
 		}
 		gi := d.view.byName[g.Device]
 		if c := BookableMiB(gi.GPU, d.view.slice); mem > c {
-			return fmt.Errorf("GPU %s (%s) would hold %d MiB of prepared claims, above its %d MiB", g.UUID, g.Device, mem, c)
+			return noRoomError{fmt.Errorf("GPU %s (%s) would hold %d MiB of prepared claims, above its %d MiB", g.UUID, g.Device, mem, c)}
 		}
 		if cores > 100 {
-			return fmt.Errorf("GPU %s (%s) would hold %d%% cores of prepared claims, above 100%%", g.UUID, g.Device, cores)
+			return noRoomError{fmt.Errorf("GPU %s (%s) would hold %d%% cores of prepared claims, above 100%%", g.UUID, g.Device, cores)}
 		}
 		if sharers > int64(d.cfg.SplitCount) {
-			return fmt.Errorf("GPU %s (%s) would have %d sharers, above the split count %d", g.UUID, g.Device, sharers, d.cfg.SplitCount)
+			return noRoomError{fmt.Errorf("GPU %s (%s) would have %d sharers, above the split count %d", g.UUID, g.Device, sharers, d.cfg.SplitCount)}
 		}
 	}
 	return nil
@@ -313,9 +373,11 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 				d.prepared[uid] = p
 				out[uid] = err
 			}
-		} else {
-			d.useChanged()
+			return out, nil
 		}
+		d.useChanged()
+		close(d.unprepared) // wakes the prepares waiting for room
+		d.unprepared = make(chan struct{})
 	}
 	return out, nil
 }

@@ -44,6 +44,7 @@ func testConfig(dir string) Config {
 	c.CDIDir = filepath.Join(dir, "cdi")
 	c.PluginDataDir = filepath.Join(dir, "plugin")
 	c.HAMiCoreLibrary = ""
+	c.PrepareWait = 0 // tests of the wait set it
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -305,5 +306,109 @@ func TestReservedMemoryPerGPU(t *testing.T) {
 	cfg3.ReservedMemory = device.MemoryReserve{ByIndex: map[int]int64{9: 1024}}
 	if _, err := New(cfg3, b, Options{}); err == nil || !strings.Contains(err.Error(), "--reserved-memory: no GPU on this node has index 9") {
 		t.Fatalf("unknown index: err = %v", err)
+	}
+}
+
+// prepareAsync prepares claims on a goroutine; the result arrives on the channel.
+func prepareAsync(d *Driver, claims ...*resourceapi.ResourceClaim) <-chan map[types.UID]kubeletplugin.PrepareResult {
+	ch := make(chan map[types.UID]kubeletplugin.PrepareResult, 1)
+	go func() {
+		res, _ := d.PrepareResourceClaims(bg, claims)
+		ch <- res
+	}()
+	return ch
+}
+
+// waitForWaiter waits until the prepare under test sleeps on the fake clock (its wait timer).
+func waitForWaiter(t *testing.T, clk interface{ HasWaiters() bool }) {
+	t.Helper()
+	for i := 0; !clk.HasWaiters(); i++ {
+		if i > 2000 {
+			t.Fatal("the prepare never waited for room")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A force-deleted pod frees its claim's capacity in the API before the kubelet has unprepared
+// it; the next claim the scheduler puts there waits in Prepare (--prepare-wait) for that
+// Unprepare instead of being refused into the kubelet's minute-long retry. An Unprepare that
+// frees nothing on the GPU does not let it through; the one that frees room does.
+func TestPrepareWaitsForUnprepare(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.PrepareWait = 30 * time.Second
+	d, clk := newTestDriver(t, cfg, "dgxh100")
+	old := testClaim("old", 0, 0, result{device: "gpu-0", memMiB: 81920})
+	other := testClaim("other", 1000, 0, result{device: "gpu-1", memMiB: 1000})
+	if res := prepare(t, d, old, other); res[old.UID].Err != nil || res[other.UID].Err != nil {
+		t.Fatalf("old %v other %v", res[old.UID].Err, res[other.UID].Err)
+	}
+	next := testClaim("next", 1000, 0, result{device: "gpu-0", memMiB: 1000})
+	got := prepareAsync(d, next)
+	waitForWaiter(t, clk)
+	unprepare(t, d, other)
+	waitForWaiter(t, clk) // woken, still no room on gpu-0: waits again
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case res := <-got:
+		t.Fatalf("prepare returned before the blocking claim was unprepared: %v", res[next.UID].Err)
+	default:
+	}
+	unprepare(t, d, old)
+	res := <-got
+	if res[next.UID].Err != nil {
+		t.Fatalf("next: %v", res[next.UID].Err)
+	}
+	readSpec(t, d, next.UID)
+	if ps := d.Prepared(); len(ps) != 1 || ps[0].UID != next.UID {
+		t.Errorf("prepared %+v, want only next", ps)
+	}
+}
+
+// Without an Unprepare within --prepare-wait the claim is refused with the capacity error;
+// --prepare-wait=0 refuses at once (no waiting).
+func TestPrepareWaitGivesUp(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.PrepareWait = 30 * time.Second
+	d, clk := newTestDriver(t, cfg, "dgxh100")
+	old := testClaim("old", 0, 0, result{device: "gpu-0", memMiB: 81920})
+	prepare(t, d, old)
+	next := testClaim("next", 1000, 0, result{device: "gpu-0", memMiB: 1000})
+	got := prepareAsync(d, next)
+	waitForWaiter(t, clk)
+	clk.Step(30 * time.Second)
+	res := <-got
+	e := res[next.UID].Err
+	if e == nil || !strings.Contains(e.Error(), "would hold 82920 MiB of prepared claims, above its 81920 MiB") ||
+		!strings.Contains(e.Error(), "no Unprepare freed room within --prepare-wait 30s") {
+		t.Fatalf("err = %v", e)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.CDIDir, ClaimSpecName(next.UID))); !os.IsNotExist(err) {
+		t.Errorf("CDI spec of the refused claim: %v", err)
+	}
+
+	cfg0 := testConfig(t.TempDir())
+	d0, _ := newTestDriver(t, cfg0, "dgxh100")
+	prepare(t, d0, old)
+	if e := prepare(t, d0, next)[next.UID].Err; e == nil || strings.Contains(e.Error(), "prepare-wait") {
+		t.Fatalf("--prepare-wait=0: err = %v, want the plain refusal", e)
+	}
+}
+
+// unprepare unprepares claims by name and UID, failing the test on any error.
+func unprepare(t *testing.T, d *Driver, claims ...*resourceapi.ResourceClaim) {
+	t.Helper()
+	objs := make([]kubeletplugin.NamespacedObject, len(claims))
+	for i, c := range claims {
+		objs[i] = kubeletplugin.NamespacedObject{UID: c.UID, NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}}
+	}
+	errs, err := d.UnprepareResourceClaims(bg, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, e := range errs {
+		if e != nil {
+			t.Fatalf("unprepare %s: %v", uid, e)
+		}
 	}
 }

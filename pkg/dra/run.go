@@ -31,7 +31,7 @@ type Deps struct {
 }
 
 // Run runs the driver until ctx ends (nil) or the helper reports an unrecoverable error
-// (returned): it discovers the GPUs, serves metrics, starts the
+// (returned): it discovers the GPUs, serves metrics and /readyz (Registration), starts the
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
 // health change), republishes when prepared claims change the device order (republishLoop), and
@@ -44,7 +44,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.fatal = cancel
-	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, nodeagent.Handler(metrics.NewRegistry(NewCollector(d)), deps.Faults))
+	reg := &Registration{}
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, withReadyz(nodeagent.Handler(metrics.NewRegistry(NewCollector(d)), deps.Faults), reg))
 	if err != nil {
 		return err
 	}
@@ -56,11 +57,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		// The driver serialises its own state (Driver.mu); a prepare waiting for room
+		// (Config.PrepareWait) must let the kubelet's Unprepare calls in.
+		kubeletplugin.Serialize(false),
 	)
 	if err != nil {
 		return fmt.Errorf("start the kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
+	reg.Set(helper)
 	d.SetPublisher(helper)
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)

@@ -59,6 +59,9 @@ func TestModeDRA(t *testing.T) {
 			t.Errorf("flag %s = %q, want %q", k, f[k], v)
 		}
 	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "metrics" {
+		t.Errorf("readinessProbe = %+v, want GET /readyz on port metrics (ready once the kubelet registered the driver)", p)
+	}
 	if c.Image != "example.com/dra:t1" {
 		t.Errorf("image = %q", c.Image)
 	}

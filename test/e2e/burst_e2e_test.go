@@ -30,9 +30,11 @@ func burstPods(ns, prefix string, n int, g gpuLimits) []*corev1.Pod {
 	return out
 }
 
-// timedBurst creates the pods at once and returns the time until all are Running.
+// timedBurst waits for the node to be quiet (waitNodeQuiet), creates the pods at once and
+// returns the time until all are Running.
 func (c *Cluster) timedBurst(t *testing.T, ns string, pods []*corev1.Pod) ([]corev1.Pod, time.Duration) {
 	t.Helper()
+	c.waitNodeQuiet(t, 3*time.Minute)
 	start := time.Now()
 	c.createPods(t, pods)
 	running := c.waitAllRunning(t, ns, len(pods), 5*time.Minute)

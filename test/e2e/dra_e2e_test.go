@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The DRA-mode suite (issue 13, "End to end"): ResourceClaims written by hand as a DRA user
@@ -185,8 +186,9 @@ func TestDRAXIDTaintsGPU(t *testing.T) {
 }
 
 // TestDRADeletedPodFreesShare: a pod whose claim (from a ResourceClaimTemplate) holds 60000 MiB
-// of gpu-3 keeps a 30000 MiB claim on gpu-3 Pending; deleting the pod frees the share and the
-// waiting pod runs.
+// of gpu-3 keeps a 30000 MiB claim on gpu-3 Pending; force-deleting the pod frees the share and
+// the waiting pod runs within 45 s (its prepare waits in the driver for big's Unprepare rather
+// than being refused into the kubelet's minute-long resync).
 func TestDRADeletedPodFreesShare(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
@@ -196,14 +198,88 @@ func TestDRADeletedPodFreesShare(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.CreatePod(t, claimPod(ns, "big", "big", true))
+	big := claimPod(ns, "big", "big", true)
+	// A preStop hook that outlasts the kubelet's minimum grace period (2 s) holds the force
+	// deletion's container stop, and so big's Unprepare, about 2 s: waiting's prepare comes
+	// first (it ran 1 s after the deletion without the hook).
+	big.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "30"}}}}
+	c.CreatePod(t, big)
 	c.WaitForRunning(t, ns, "big", 2*time.Minute)
 	c.claimAndPod(t, ns, "waiting", gpuClaim{memory: "30000Mi", index: 3})
 	c.waitPodUnschedulable(t, ns, "waiting", time.Minute)
 	c.stillPending(t, ns, "waiting", 2*time.Second)
+	deleted := time.Now()
 	c.deleteNow(t, ns, "big")
 	c.WaitForRunning(t, ns, "waiting", 2*time.Minute)
+	// The force delete frees big's capacity in the API before the kubelet has unprepared it; a
+	// prepare of waiting's claim in between waits in the driver (--prepare-wait) for that
+	// Unprepare. Refused instead, the kubelet would retry it only at its next pod sync (60-90 s).
+	took := time.Since(deleted)
+	drv := c.driverPod(t)
+	waited := strings.Contains(c.Logs(t, chartNamespace, drv.Name, drv.Spec.Containers[0].Name), `"Waiting for prepared claims to be unprepared"`)
+	t.Logf("waiting ran %v after big's deletion (the driver waited for big's Unprepare: %v)", took.Round(100*time.Millisecond), waited)
+	if took > 45*time.Second {
+		t.Errorf("waiting ran %v after big was deleted, want under 45s (no refused prepare left to the kubelet's resync)", took.Round(time.Second))
+	}
 	if env := c.containerEnv(t, ns, "waiting", "main"); env[envMemLimit0] != "30000m" {
 		t.Errorf("waiting: %s = %q, want 30000m", envMemLimit0, env[envMemLimit0])
+	}
+}
+
+// TestDRAHealthInPodStatus: the driver's health stream (WatchHealthStatus) reaches the pod. A
+// running pod whose claim holds gpu-5 shows the device Healthy in its container's
+// allocatedResourcesStatus (kubelet feature ResourceHealthStatus, beta and on by default since
+// 1.36; the message needs ResourceHealthStatusMessage, the same); an injected XID 79 turns it
+// Unhealthy with the driver's message, and recovery turns it Healthy again.
+func TestDRAHealthInPodStatus(t *testing.T) {
+	c := draCluster(t)
+	g := c.draGPUs(t)["gpu-5"]
+	if len(g.taints) != 0 {
+		t.Fatalf("gpu-5 already tainted: %+v", g.taints)
+	}
+	ns := draNamespace(t, c)
+	c.claimAndPod(t, ns, "watched", gpuClaim{memory: "1000Mi", index: 5})
+	c.WaitForRunning(t, ns, "watched", 2*time.Minute)
+	_, uid := c.allocatedDevices(t, ns, "watched")
+	wantID := corev1.ResourceID(draClass + "/claim=" + string(uid))
+
+	c.waitDeviceHealth(t, ns, "watched", wantID, corev1.ResourceHealthStatusHealthy, "", time.Minute)
+	c.fakeFault(t, "xid", g.uuid, 79)
+	t.Cleanup(func() { c.fakeFault(t, "recover", g.uuid, 0); c.waitTaint(t, "gpu-5", false, 90*time.Second) })
+	start := time.Now()
+	c.waitDeviceHealth(t, ns, "watched", wantID, corev1.ResourceHealthStatusUnhealthy, "fatal XID 79 since ", time.Minute)
+	t.Logf("pod status Unhealthy %v after the XID", time.Since(start).Round(100*time.Millisecond))
+	start = time.Now()
+	c.fakeFault(t, "recover", g.uuid, 0)
+	c.waitDeviceHealth(t, ns, "watched", wantID, corev1.ResourceHealthStatusHealthy, "", 90*time.Second)
+	t.Logf("pod status Healthy again %v after recovery began", time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitDeviceHealth waits until container "main" of ns/name lists, under claim:gpu, exactly one
+// device: id with health want and (when msg is not "") a message starting with msg.
+func (c *Cluster) waitDeviceHealth(t testing.TB, ns, name string, id corev1.ResourceID, want corev1.ResourceHealthStatus, msg string, timeout time.Duration) {
+	t.Helper()
+	var got []corev1.ResourceStatus
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		got = p.Status.ContainerStatuses[0].AllocatedResourcesStatus
+		for _, rs := range got {
+			if rs.Name != "claim:gpu" || len(rs.Resources) != 1 {
+				continue
+			}
+			r := rs.Resources[0]
+			m := ""
+			if r.Message != nil {
+				m = *r.Message
+			}
+			return r.ResourceID == id && r.Health == want && strings.HasPrefix(m, msg), nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: allocatedResourcesStatus %+v after %v, want claim:gpu with %s %s (message %q...)", ns, name, got, timeout, id, want, msg)
 	}
 }

@@ -97,9 +97,9 @@ func draNamespace(t *testing.T, c *Cluster) string {
 			return err == nil && len(l.Items) == 0, nil
 		})
 		// Force-deleted pods free their claims' capacity in the API before the kubelet has
-		// stopped their containers and unprepared the claims; the driver refuses a prepare
-		// that would over-commit a GPU (and the kubelet retries only after a backoff), so wait
-		// for the node to unprepare (the claims' CDI specs to go) before the next test.
+		// stopped their containers and unprepared the claims; the driver makes a prepare that
+		// would over-commit a GPU wait for those (--prepare-wait), but each test starts on a
+		// node with nothing of the last one prepared: wait for the claims' CDI specs to go.
 		var uids []types.UID
 		if l, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
 			for _, rc := range l.Items {

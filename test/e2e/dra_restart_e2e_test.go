@@ -57,7 +57,8 @@ func (c *Cluster) prepared(t testing.TB, ns, name, memory, wantLimit string) str
 // driver restart (its pod deleted; the DaemonSet makes a new one, which reads its checkpoint)
 // loses anything: prepared claims' pods keep their containers, new claims prepare, and
 // claims prepared before the restart are unprepared (their CDI spec removed) when their pod
-// goes. Claims use gpu-4.
+// goes. Claims use gpu-4. After the driver restart the test waits for the new driver pod to be
+// Ready (its /readyz: registered with the kubelet), not for a kubelet log line.
 func TestDRAKubeletAndDriverRestart(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
@@ -76,7 +77,6 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 	waitCDISpec(t, typesUID(uidA), false, time.Minute)
 
 	old := c.driverPod(t)
-	off = c.kubeletLogSize(t)
 	if err := c.Client.CoreV1().Pods(chartNamespace).Delete(context.Background(), old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete driver pod %s: %v", old.Name, err)
 	}
@@ -87,7 +87,7 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 			return false, nil
 		}
 		for _, p := range l.Items {
-			if p.Name != old.Name && allStarted(&p) {
+			if p.Name != old.Name && podReady(&p) {
 				fresh = p
 				return true, nil
 			}
@@ -95,10 +95,11 @@ func TestDRAKubeletAndDriverRestart(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no new dra-driver pod running 2m after deleting %s", old.Name)
+		t.Fatalf("no new dra-driver pod Ready 2m after deleting %s", old.Name)
 	}
-	c.waitDRARegistered(t, off, time.Minute)
-	t.Logf("driver pod %s replaced by %s (registered with the kubelet)", old.Name, fresh.Name)
+	// Ready is the driver's /readyz: the kubelet has registered it (so the next prepare is not
+	// refused with "not registered").
+	t.Logf("driver pod %s replaced by %s (Ready: registered with the kubelet)", old.Name, fresh.Name)
 	c.keptRunning(t, ns, "b", idB, "the driver restart")
 	c.prepared(t, ns, "c", "3000Mi", "3000m")
 	c.deleteNow(t, ns, "b")
@@ -114,7 +115,7 @@ func TestDRABurstOneSlicePods(t *testing.T) {
 	var plain time.Duration
 	t.Run("without-gpu", func(t *testing.T) {
 		ns := draNamespace(t, c)
-		_, plain = c.timedBurst(t, ns, burstPods(ns, "plain", burstSize, gpuLimits{}))
+		_, plain = c.timedBurstTimeline(t, ns, burstPods(ns, "plain", burstSize, gpuLimits{}), false)
 		t.Logf("%d pods without GPUs Running in %v", burstSize, plain.Round(time.Millisecond))
 	})
 	ns := draNamespace(t, c)
@@ -128,7 +129,7 @@ func TestDRABurstOneSlicePods(t *testing.T) {
 	for i := range pods {
 		pods[i] = claimPod(ns, fmt.Sprintf("slice-%02d", i), "slice", true)
 	}
-	running, dra := c.timedBurst(t, ns, pods)
+	running, dra := c.timedBurstTimeline(t, ns, pods, true)
 	t.Logf("%d one-slice claim pods Running in %v", burstSize, dra.Round(time.Millisecond))
 	if plain > 0 {
 		t.Logf("burst time ratio DRA/plain = %.2f (target <= 1.1; %v vs %v)", dra.Seconds()/plain.Seconds(), dra.Round(time.Millisecond), plain.Round(time.Millisecond))
@@ -157,3 +158,13 @@ func TestDRABurstOneSlicePods(t *testing.T) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// podReady reports whether the pod's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
