@@ -1,5 +1,5 @@
-// Command demo is `make demo`: on the local cluster (hack/cluster/up.sh) with one node of 8 fake
-// H100-80GB GPUs it reproduces the KubeRay scenario of the project's source articles and prints a
+// Command demo is `make demo`: on the local cluster (hack/cluster/up.sh, in either mode:
+// HAMI_GO_MODE=deviceplugin or dra) with one node of 8 fake H100-80GB GPUs it reproduces the KubeRay scenario of the project's source articles and prints a
 // report: a RayCluster like KubeRay's quick start (head without GPU, 2 workers with one GPU each),
 // the same workers asking for slices (20000 MiB, 25% cores) so several share one card, and the
 // worker group scaled from 2 to 4 as the Ray autoscaler would. It exits non-zero when anything is
@@ -30,7 +30,11 @@ func main() {
 	node := flag.String("node", "hami-node1", "the node with fake GPUs")
 	stepTimeout := flag.Duration("step-timeout", 5*time.Minute, "longest wait for one step's pods")
 	keep := flag.Bool("keep", false, "leave the last RayCluster and its namespace running")
+	mode := flag.String("mode", envOr("HAMI_GO_MODE", modeDevicePlugin), "the cluster's mode: deviceplugin (allocations from the device plugin) or dra (from ResourceClaims); default $HAMI_GO_MODE")
 	flag.Parse()
+	if *mode != modeDevicePlugin && *mode != modeDRA {
+		fail("--mode: %q is neither %s nor %s", *mode, modeDevicePlugin, modeDRA)
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -43,6 +47,7 @@ func main() {
 		ns:          *namespace,
 		node:        *node,
 		stepTimeout: *stepTimeout,
+		mode:        *mode,
 		out:         os.Stdout,
 	}
 	ctx := context.Background()
@@ -67,6 +72,14 @@ The local cluster stays up. To use it from this checkout (KUBECONFIG, kubectl v1
   kubectl get nodes
 Run your own sliced pod: README.md, "Try it". Stop the cluster and remove its state: make cluster-down
 `
+
+// envOr is the value of the environment variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...)

@@ -20,7 +20,8 @@ import (
 // rayPod is what the report shows of one Ray pod.
 type rayPod struct {
 	pod        *corev1.Pod
-	alloc      *device.Allocation // claimed, else planned; nil when the pod has none
+	alloc      *device.Allocation // claimed, else planned (DRA: from its claims); nil when none
+	claims     []string           // DRA mode: one line per claim allocation result
 	rayStart   string             // the `ray start` line the container ran
 	cudaSeen   string             // CUDA_VISIBLE_DEVICES as the container saw it
 	registered string             // the stand-in's "registered …" line
@@ -80,7 +81,6 @@ func (d *demo) waitRay(ctx context.Context, cluster string, workers int) ([]rayP
 				pending = append(pending, p.Name+" running, Ray not registered yet")
 				continue
 			}
-			rp.alloc = allocationOf(p)
 			out = append(out, rp)
 		}
 		state = fmt.Sprintf("%d head, %d workers; waiting for: %s", heads, ws, strings.Join(pending, "; "))
@@ -130,6 +130,9 @@ func (d *demo) report(ctx context.Context, inv device.Inventory, pods []rayPod, 
 		}
 		fmt.Fprintf(d.out, "%-44s %-7s %-11s %-9s %-13s %-6s %-22s %s\n", rp.pod.Name, kind, rp.pod.Spec.NodeName, gpus, mem, cores, orDash(cuda), rp.registered)
 		fmt.Fprintf(d.out, "    ray start: %s\n", rp.rayStart)
+		for _, l := range claimLines(rp, d.mode) {
+			fmt.Fprintf(d.out, "    %s\n", l)
+		}
 		d.check(rp, kind, want)
 	}
 	fmt.Fprintf(d.out, "%-8s %-42s %-8s %-20s %s\n", "GPU", "UUID", "SHARERS", "BOOKED(MiB)/TOTAL", "PODS")
@@ -189,7 +192,11 @@ func (d *demo) check(rp rayPod, kind string, want workerGPU) {
 // metrics prints a few lines of the device plugin's metrics endpoint (on the node's own address,
 // inside the network namespace the local cluster made).
 func (d *demo) metrics(ctx context.Context, inv device.Inventory) {
-	fmt.Fprintf(d.out, "\n== Metrics (device plugin, http://<node>:9400/metrics) ==\n")
+	agent := "device plugin"
+	if d.mode == modeDRA {
+		agent = "DRA driver"
+	}
+	fmt.Fprintf(d.out, "\n== Metrics (%s, http://<node>:9400/metrics) ==\n", agent)
 	n, err := d.kube.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
 	if err != nil {
 		d.problem("node %s: %v", d.node, err)

@@ -24,6 +24,7 @@ type demo struct {
 	dyn         dynamic.Interface
 	ns, node    string
 	stepTimeout time.Duration
+	mode        string // modeDevicePlugin or modeDRA
 	out         io.Writer
 	problems    []string
 	started     time.Time
@@ -42,12 +43,16 @@ func (d *demo) problem(format string, args ...any) {
 
 func (d *demo) run(ctx context.Context, keep bool) error {
 	d.started = time.Now()
-	d.progress("waiting for the device plugin's inventory on node %s", d.node)
+	d.progress("waiting for the node's GPUs on node %s (%s mode)", d.node, d.mode)
 	inv, err := d.inventory(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "Node %s: %d × %s, %d MiB each, split count %d\n", inv.Node, len(inv.GPUs), inv.GPUs[0].Model, inv.GPUs[0].MemoryMiB, inv.SplitCount)
+	source := "the device plugin's inventory"
+	if d.mode == modeDRA {
+		source = "the DRA driver's ResourceSlices"
+	}
+	fmt.Fprintf(d.out, "Node %s (%s mode): %d × %s, %d MiB each, split count %d, from %s\n", inv.Node, d.mode, len(inv.GPUs), inv.GPUs[0].Model, inv.GPUs[0].MemoryMiB, inv.SplitCount, source)
 	if err := d.resetNamespace(ctx); err != nil {
 		return err
 	}
@@ -73,6 +78,9 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 		if err != nil {
 			return err
 		}
+		if err := d.fillAllocations(ctx, pods); err != nil {
+			return err
+		}
 		d.report(ctx, inv, pods, s.gpu)
 		if s.scaleTo > 0 {
 			fmt.Fprintf(d.out, "\n== Step 3: the Ray autoscaler scales workers from %d to %d (RayCluster replicas) ==\n", s.replicas, s.scaleTo)
@@ -82,6 +90,9 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 				return fmt.Errorf("scale RayCluster %s: %w", s.cluster, err)
 			}
 			if pods, err = d.waitRay(ctx, s.cluster, int(s.scaleTo)); err != nil {
+				return err
+			}
+			if err := d.fillAllocations(ctx, pods); err != nil {
 				return err
 			}
 			d.report(ctx, inv, pods, s.gpu)
@@ -108,11 +119,20 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 	return nil
 }
 
-// inventory waits for the device plugin's inventory on the node.
+// inventory waits for the node's GPUs: the device plugin's inventory annotation, or in DRA mode
+// the driver's ResourceSlices.
 func (d *demo) inventory(ctx context.Context) (device.Inventory, error) {
 	var inv device.Inventory
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, d.stepTimeout, true, func(ctx context.Context) (bool, error) {
+		if d.mode == modeDRA {
+			n, err := d.clusterView(ctx)
+			if err == nil {
+				inv, err = draInventory(n)
+			}
+			last = err
+			return err == nil, nil
+		}
 		n, err := d.kube.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
 		if err != nil {
 			last = err
