@@ -30,6 +30,23 @@ func TestModeDevicePluginIsTheDefault(t *testing.T) {
 	}
 }
 
+// In mode dra stock kube-scheduler allocates the claims: no hami-go scheduler, extender, its
+// RBAC, even with scheduler.enabled (its default) set.
+func TestModeDRAInstallsNoExtender(t *testing.T) {
+	r := renderChart(t, sets(t, "mode=dra", "scheduler.enabled=true", "scheduler.extender.tls.enabled=true"))
+	for _, k := range r.keys() {
+		if strings.Contains(k, "hami-go-scheduler") || strings.Contains(k, "extender") {
+			t.Errorf("%s rendered in dra mode", k)
+		}
+	}
+	if !r.has(draDS) || !r.has(webhookDep) {
+		t.Errorf("dra mode lacks the driver or the webhook: %v", r.keys())
+	}
+	if d := renderChart(t, nil); !d.has(schedDep) || !d.has(schedCM) {
+		t.Errorf("deviceplugin mode lacks the scheduler: %v", d.keys())
+	}
+}
+
 // mode=dra installs the DRA driver INSTEAD of the device plugin, on the same nodes, with the
 // shared node settings, its RBAC and the DeviceClass gpu.hami-go.io.
 func TestModeDRA(t *testing.T) {

@@ -209,3 +209,12 @@ cdi for the nvml backend and envvar for the fake one (case C37).
 {{- $dp := .Values.devicePlugin -}}
 {{- if $dp.deviceListStrategy -}}{{ $dp.deviceListStrategy }}{{- else if eq $dp.backend "fake" -}}envvar{{- else -}}cdi{{- end -}}
 {{- end -}}
+
+{{/*
+hami-go.schedulerEnabled: "true" when hami-go's kube-scheduler and extender are installed:
+scheduler.enabled in mode deviceplugin. In mode dra stock kube-scheduler allocates the claims
+and no extender runs, whatever scheduler.enabled says.
+*/}}
+{{- define "hami-go.schedulerEnabled" -}}
+{{- if and .Values.scheduler.enabled (eq .Values.mode "deviceplugin") }}true{{ end -}}
+{{- end -}}
