@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -256,17 +255,9 @@ func TestDRAPodAPIInitContainer(t *testing.T) {
 func TestDRAPodAPIKubeRay(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	createRayCluster(t, c, ns, rayCluster("rc", 1, 8000))
 	ctx := context.Background()
-	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster("rc", 1, 8000), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create RayCluster: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{})
-	})
+	var err error
 	var pods []corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -21,17 +20,7 @@ import (
 func TestC37DRAEnvByNRI(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
-	ctx := context.Background()
-	for name, data := range map[string]map[string]string{
-		"widen":   {envMemLimit0: "81920m"},
-		"visible": {"NVIDIA_VISIBLE_DEVICES": "all"},
-	} {
-		if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data,
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createEnvFromConfigMaps(t, c, ns)
 	pod := func(p *corev1.Pod, image, cm, variable string, viaShell bool) *corev1.Pod {
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		p.Spec.Containers[0].Image = image

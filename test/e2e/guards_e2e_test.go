@@ -190,16 +190,7 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 	c.requireChart(t)
 	ns := e2eNamespace(t, c)
 	ctx := context.Background()
-	for name, data := range map[string]map[string]string{
-		"widen":   {envMemLimit0: "81920m"},
-		"visible": {"NVIDIA_VISIBLE_DEVICES": "all"},
-	} {
-		if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data,
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createEnvFromConfigMaps(t, c, ns)
 	withEnvFrom := func(p *corev1.Pod, cm string) *corev1.Pod {
 		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
 		return p
@@ -278,6 +269,22 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 			t.Errorf("%s: no Warning Failed event with the guard's refusal\n%s", p.Name, c.describe(ns, p.Name, got))
 		} else {
 			t.Logf("%s: event Warning Failed: %s", p.Name, ev)
+		}
+	}
+}
+
+// createEnvFromConfigMaps creates the ConfigMaps the C37 tests' envFrom names: "widen" sets
+// CUDA_DEVICE_MEMORY_LIMIT_0=81920m, "visible" NVIDIA_VISIBLE_DEVICES=all.
+func createEnvFromConfigMaps(t *testing.T, c *Cluster, ns string) {
+	t.Helper()
+	for name, data := range map[string]map[string]string{
+		"widen":   {envMemLimit0: "81920m"},
+		"visible": {"NVIDIA_VISIBLE_DEVICES": "all"},
+	} {
+		if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -67,17 +67,9 @@ func TestKubeRayNumGPUs(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	ns := e2eNamespace(t, c)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	createRayCluster(t, c, ns, rayCluster("rc", 2, 8000))
 	ctx := context.Background()
-	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster("rc", 2, 8000), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create RayCluster: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{})
-	})
+	var err error
 
 	var pods []corev1.Pod
 	var crashed *corev1.Pod
@@ -190,4 +182,19 @@ func (c *Cluster) rayLog(ctx context.Context, ns, pod, ctr string) string {
 		return false, nil
 	})
 	return out
+}
+
+// createRayCluster creates rc in ns and deletes it when the test ends.
+func createRayCluster(t *testing.T, c *Cluster, ns string, rc *unstructured.Unstructured) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Create(context.Background(), rc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create RayCluster: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(rayClusterGVR).Namespace(ns).Delete(context.Background(), rc.GetName(), metav1.DeleteOptions{})
+	})
 }
