@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // case C37 in DRA mode, with the NRI env guard the DRA driver runs (containerd 2.4.2): a claim
