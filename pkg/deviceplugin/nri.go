@@ -25,7 +25,9 @@ func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
 	return nriSource{p: p, reconcile: reconcile}
 }
 
-// Allocated implements nri.Source: GPU with the Allocate response's env for a claimed container;
+// Allocated implements nri.Source: GPU with the env of the Allocate response the kubelet gave
+// a claimed container's device IDs (issued; rebuilt from the claim when the plugin has restarted
+// since);
 // no GPU for a container the ledger plans none (a pod without GPUs, a pod not placed by
 // hami-go, which Allocate refuses, or a container of a GPU pod that asks none); an error for a
 // container planned GPUs but not claimed (the guard refuses it; the kubelet retries).
@@ -41,6 +43,9 @@ func (s nriSource) Allocated(ctx context.Context, c nri.Container) (nri.Allocate
 	cl, claimed, planned := s.p.ledger.ContainerClaim(uid, c.Name)
 	switch {
 	case claimed:
+		if env, ok := s.p.issued.lookup(cl.Container.SliceIDs); ok {
+			return nri.Allocated{GPU: true, Env: env}, nil
+		}
 		return nri.Allocated{GPU: true, Env: s.p.resp.build(cl).Envs}, nil
 	case planned:
 		return nri.Allocated{}, fmt.Errorf("container %s of pod %s/%s is planned GPUs but the device plugin has no claim for it yet", c.Name, c.PodNamespace, c.PodName)

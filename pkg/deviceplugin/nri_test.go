@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/nri"
@@ -79,5 +80,32 @@ func TestNRISourceReconcilesFirst(t *testing.T) {
 	got, err := src.Allocated(context.Background(), nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "gpu"})
 	if err != nil || !got.GPU || got.Env["CUDA_VISIBLE_DEVICES"] != "GPU-B" || got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
 		t.Errorf("Allocated = %+v, %v; want GPU-B with 1000m", got, err)
+	}
+}
+
+// case C37 with case C04: two identical pods; Allocate matches the kubelet's call for b's
+// container to a (the ledger cannot tell them apart), and the reconcile with the kubelet's
+// PodResources then swaps the claims. b's container holds the response of that call, whose
+// HAMi-core cache path names a: the guard's want is that response (by device IDs), not the
+// env rebuilt from b's claim, so b's own container is not refused.
+func TestNRISourceAfterSwapUsesTheIssuedResponse(t *testing.T) {
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920))
+	a := testPod("a", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(a)
+	p.Ledger().UpsertPod(b)
+	resp := mustAlloc(t, p, "GPU-A::3") // the kubelet's call for b; the ledger matches a
+	src := NRISource(p, func(context.Context) {
+		p.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: b.Namespace, Pod: b.Name, Container: "main", IDs: []string{"GPU-A::3"}}})
+	})
+	got, err := src.Allocated(context.Background(), nri.Container{PodUID: string(b.UID), PodNamespace: b.Namespace, PodName: b.Name, Name: "main"})
+	if err != nil || !got.GPU || !reflect.DeepEqual(got.Env, resp.Envs) {
+		t.Fatalf("b after the swap: %+v, %v; want the env of the response the kubelet gave b's IDs %v", got, err, resp.Envs)
+	}
+	if cache := got.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]; !strings.Contains(cache, string(a.UID)) {
+		t.Errorf("the response's cache path %q does not name a (%s): the test no longer covers a swap", cache, a.UID)
+	}
+	if got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+		t.Errorf("limit %q, want 1000m", got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"])
 	}
 }
