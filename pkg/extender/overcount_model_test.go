@@ -2,9 +2,11 @@ package extender
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,16 +227,38 @@ func (m *pluginModel) names() []string {
 // event no GPU has more sharers than the split count (checkInvariants), the node's total equals
 // the number of booked pods, and once every write has landed each GPU's sharers equal what the
 // plugin holds or plans there.
+//
+// Subtest serialize-same-key runs the same burst with Config.SerializeSameKey (issue 15 option
+// (a)): a bind behind an in-flight pod of the same call key is refused at once (BindWait 0) and
+// the pod retried later, as kube-scheduler retries a refused bind.
 func TestOvercountBurstWithPluginSwaps(t *testing.T) {
-	for seed := int64(1); seed <= 100; seed++ {
-		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) { burstWithSwaps(t, seed) })
+	for _, serialize := range []bool{false, true} {
+		name := map[bool]string{false: "default", true: "serialize-same-key"}[serialize]
+		t.Run(name, func(t *testing.T) {
+			refused := 0
+			for seed := int64(1); seed <= 100; seed++ {
+				t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) { refused += burstWithSwaps(t, seed, serialize) })
+			}
+			t.Logf("%s: %d binds refused behind an in-flight pod of the same call key over 100 seeds", name, refused)
+			if serialize != (refused > 0) {
+				t.Fatalf("%s: %d binds refused, want refusals only with SerializeSameKey", name, refused)
+			}
+		})
 	}
 }
 
-func burstWithSwaps(t *testing.T, seed int64) {
+// burstWithSwaps runs one seed of the burst and returns how many binds were refused.
+func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused int) {
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
-	c := memoCache(t, inv) // replaced at an extender restart
+	newCache := func() *Cache {
+		c := memoCache(t, inv)
+		c.cfg.SerializeSameKey = serialize
+		c.cfg.BindWait = 0 // refuse at once: the fake clock never fires a wait
+		return c
+	}
+	c := newCache()               // replaced at an extender restart
+	filtered := map[string]bool{} // pods reserved by Filter whose bind was refused
 	m := newPluginModel(inv)
 	nodes := []string{"node-1"}
 	total := func() int {
@@ -303,16 +327,27 @@ func burstWithSwaps(t *testing.T, seed int64) {
 				pending = append(pending[1:], p)
 				continue
 			}
-			live++
+			if !filtered[p.Name] {
+				live++
+			}
+			filtered[p.Name] = true
 			check("filter " + p.Name)
 			req, _, err := c.ParseRequest(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			a, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1")
+			var r *BindRefusal
+			if serialize && errors.As(err, &r) && strings.Contains(r.Reason, "the device plugin could confuse the two") {
+				refused++ // kube-scheduler retries the pod later; its reservation stays
+				pending = append(pending[1:], p)
+				check("refused " + p.Name)
+				continue
+			}
 			if err != nil {
 				t.Fatalf("seed %d: bind of %s: %v", seed, p.Name, err)
 			}
+			delete(filtered, p.Name)
 			pending = pending[1:]
 			check("book " + p.Name)
 			b := p.DeepCopy()
@@ -397,7 +432,11 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			// republished plan was deleted meanwhile, the API does not hold the fact until the
 			// write lands (milliseconds), and a cache rebuilt in that instant is off by one slot
 			// until then. TestOvercountRestartListsStaleRecordLast covers a rebuild during a swap.
-			c = memoCache(t, inv)
+			c = newCache()
+			for k := range filtered { // reservations live in memory only
+				delete(filtered, k)
+				live--
+			}
 			for _, p := range m.list() {
 				c.OnPod(p)
 			}
@@ -431,4 +470,5 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			}
 		}
 	}
+	return refused
 }
