@@ -86,8 +86,9 @@ if [[ -f $OUT/schedperf/times.json ]]; then
 fi
 if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched.json; else rm -f docs/bench/e2esched.json; fi
 took=$((SECONDS - START))
-printf '{"started": "%s", "took": "%s", "commit": "%s", "load": "%s"}\n' "$STARTED" "$((took / 60)) min $((took % 60)) s" \
-  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LOAD" >docs/bench/run.json
+printf '{"started": "%s", "took": "%s", "commit": "%s", "load": "%s", "machine": "%s CPUs (%s), %s, %s"}\n' "$STARTED" \
+  "$((took / 60)) min $((took % 60)) s" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LOAD" "$(nproc)" \
+  "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$("$GO" env GOOS)/$("$GO" env GOARCH)" "$("$GO" env GOVERSION)" >docs/bench/run.json
 "$GO" run ./hack/bench/report --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
 log "report: docs/bench/report.md (took $((SECONDS - START))s)"

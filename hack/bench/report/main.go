@@ -25,6 +25,8 @@ type Config struct {
 	Out string
 	// Commit, Load, Started and Took describe the run (written by run.sh).
 	Commit, Load, Started, Took string
+	// Machine describes the machine that ran sections 1, 2 and 4 ("" = this one).
+	Machine string
 }
 
 func main() {
@@ -125,7 +127,7 @@ func header(w *bytes.Buffer, c Config, b Benchmarks) {
 	fmt.Fprintf(w, "Written by `make bench` (hack/bench/run.sh → hack/bench/report); do not edit by hand.\n\n")
 	fmt.Fprintf(w, "| | |\n|---|---|\n")
 	fmt.Fprintf(w, "| started | %s |\n| took | %s |\n| commit | `%s` |\n", c.Started, c.Took, c.Commit)
-	fmt.Fprintf(w, "| machine | %d CPUs (%s), %s/%s, %s |\n", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "| machine | %s |\n", machine(c))
 	fmt.Fprintf(w, "| load average at start | %s |\n", c.Load)
 	fmt.Fprintf(w, "| repetitions | %d per benchmark (figures: median, and min–max in brackets) |\n\n", reps)
 	fmt.Fprintf(w, "The machine is shared (other builds and tests run beside the benchmarks), so single figures are noisy: "+
@@ -415,10 +417,18 @@ func readRun(path string, c *Config) error {
 	if err != nil {
 		return err
 	}
-	var r struct{ Started, Took, Commit, Load string }
+	var r struct{ Started, Took, Commit, Load, Machine string }
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	c.Started, c.Took, c.Commit, c.Load = r.Started, r.Took, r.Commit, r.Load
+	c.Started, c.Took, c.Commit, c.Load, c.Machine = r.Started, r.Took, r.Commit, r.Load, r.Machine
 	return nil
+}
+
+// machine is c.Machine, else this machine: "<n> CPUs (<model>), <os>/<arch>, <go version>".
+func machine(c Config) string {
+	if c.Machine != "" {
+		return c.Machine
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
