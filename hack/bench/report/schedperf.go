@@ -303,8 +303,9 @@ func draRatios(w *bytes.Buffer, sp *SchedPerf) {
 	fc, _ := sp.value(d, ep+"Filter", "Average")
 	pc, _ := sp.value(d, ep+"PreBind", "Average")
 	fmt.Fprintf(w, "**DRA mode (issue 14).** DRA's time goes to the Filter extension point, where kube-scheduler's structured allocator "+
-		"matches the claim against each node's devices (%.2f ms per pod on average with hami-go's slices, %.2f ms with plain devices, %.2f ms for "+
-		"device-plugin GPUs), and to PreBind, which writes the claim's allocation to the API server before the pod is bound (%.2f ms). "+
+		"matches the claim against each node's devices (average Filter duration %.2f ms with hami-go's slices, %.2f ms with plain devices, %.2f ms for "+
+		"device-plugin GPUs; as scheduler_perf reports kube-scheduler's extension-point histogram, which can exceed the algorithm's average: "+
+		"not resolved here), and to PreBind, which writes the claim's allocation to the API server before the pod is bound (%.2f ms). "+
 		"Pods/s of DRA consumable-capacity claims (workload 3c, %.1f pods/s average) as a ratio of\n\n", fc, fa, f1, pc, dv)
 	for _, r := range []struct{ label, tc, goal string }{
 		{"(a) kube-scheduler placing whole-GPU DRA claims (3a)", "DRAWholeGPU", " (goal ≥ 0.9)"},
