@@ -214,8 +214,8 @@ func schedPerfSection(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		"identical replicas, as in section 2.\n\n")
 
 	base := sp.workloadOf("DevicePluginWholeGPU")
-	fmt.Fprintf(w, "Each workload runs once, beside whatever else the shared machine runs, so single figures are noisy (on 2026-12-01 kube-scheduler "+
-		"alone placed 61 pods/s at 500 nodes and 156 pods/s at 1,000 nodes in two runs minutes apart): read ratios within one run, and repeat "+
+	fmt.Fprintf(w, "Each workload runs once, beside whatever else the shared machine runs, so single figures are noisy (on 2026-12-01 two runs of "+
+		"workload 1 at 500 nodes, 15 minutes apart, placed 61 and 133 pods/s; the extender's ratio was 0.96 and 0.80): read ratios within one run, and repeat "+
 		"(make bench-schedperf) before concluding.\n\n")
 	fmt.Fprintf(w, "SchedulingThroughput (pods/s; scheduler_perf samples the scheduled count every second: average, and the 50th/99th percentile of those samples). "+
 		"In brackets: the ratio to workload 1 measured in this run.\n\n")
@@ -336,7 +336,12 @@ func crossCheck(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		}
 	}
 	bind, okBind := sp.value(sp.workloadOf("DevicePluginWholeGPU"), "scheduler_framework_extension_point_duration_seconds/Bind", "Average")
-	if e2eBase > 0 && b < e2eBase && okBind {
+	switch {
+	case e2eBase > 0 && b >= 0.8*e2eBase && b <= 1.25*e2eBase:
+		fmt.Fprintf(w, ". kube-scheduler alone reaches a similar rate here (%.1f pods/s against %.1f in e2esched), so the difference lies in the "+
+			"extender runs; the causes were not isolated in this run (candidates: the measurement windows below, and in e2esched the extender's "+
+			"informers and the Lease renewals of 1,000 nodes competing for the same 2 cores in another process)", b, e2eBase)
+	case e2eBase > 0 && b < 0.8*e2eBase && okBind:
 		fmt.Fprintf(w, ". kube-scheduler alone places %.1f pods/s here against %.1f in e2esched, and its Bind extension point (the Binding call to the "+
 			"in-process API server) averages %.2f ms: the API server, sharing the 2 cores with the scheduler while the pods are being created, bounds "+
 			"both workloads, which hides most of the extender's extra cost per pod (its two HTTP round trips and its own CPU); e2esched's faster "+
