@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e lint bench demo images cluster-up cluster-down shell fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e lint bench bench-schedperf demo images cluster-up cluster-down shell fuzz gpu-check clean
 
 all: build
 
@@ -56,6 +56,12 @@ fuzz: ## Run each fuzzer for a short while.
 
 bench: ## Benchmarks and the performance report (docs/bench/report.md).
 	hack/bench/run.sh
+
+bench-schedperf: ## Only kube-scheduler's scheduler_perf (hack/schedperf): report section 3, the rest rewritten from docs/bench.
+	status=0; HAMI_GO_SCHEDPERF_OUT=$(CURDIR)/_output/bench/schedperf hack/schedperf/run.sh || status=$$?; \
+	rm -rf docs/bench/schedperf; mkdir -p docs/bench/schedperf; \
+	cp _output/bench/schedperf/*.json docs/bench/schedperf/ || status=1; \
+	$(GO) -C hack/bench run ./report --in $(CURDIR)/docs/bench --out $(CURDIR)/docs/bench || status=1; exit $$status
 
 demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.
 	@echo "make demo: the first run builds the Kubernetes tools and a whole cluster (20-40 minutes; progress lines follow), later runs take a minute or two"

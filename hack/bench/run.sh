@@ -10,21 +10,27 @@
 #      with hack/cluster/up.sh (HAMI_GO_SKIP_CHART=1: the chart is not needed) and tears it down
 #      afterwards. On a machine without the tool cache that first builds Kubernetes (20–30 min).
 #      HAMI_GO_BENCH_E2E=0 skips this part.
-#   3. hack/bench/report turns the outputs into the report.
-#   4. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
+#   3. kube-scheduler's own benchmark harness, scheduler_perf (hack/schedperf/run.sh, issue 16):
+#      in-process API server and scheduler, 500 nodes x 8 GPUs (HAMI_GO_SCHEDPERF_SCALE), the
+#      extender and DRA workloads beside kube-scheduler alone. No cluster needed; the first run
+#      compiles k8s.io/kubernetes' test harness (long on 2 cores). HAMI_GO_BENCH_SCHEDPERF=0 skips it.
+#   4. hack/bench/report turns the outputs into the report.
+#   5. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
 #      DRA allocator over the driver's ResourceSlices vs the extender's binpack; appended to the
 #      report as "Placement in DRA mode (fragmentation)" (docs/dra.md).
 # hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
-# Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_NODES (1000),
-# HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE.
+# Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_NODES
+# (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE,
+# HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 COUNT=${HAMI_GO_BENCH_COUNT:-5}
 OUT=${HAMI_GO_BENCH_OUT:-_output/bench}
 E2E=${HAMI_GO_BENCH_E2E:-1}
+SCHEDPERF=${HAMI_GO_BENCH_SCHEDPERF:-1}
 STATE=${HAMI_GO_STATE:-/var/lib/hami-go-cluster}
 export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations} CGO_ENABLED=${CGO_ENABLED:-1}
 START=$SECONDS
@@ -34,7 +40,7 @@ log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 [[ $COUNT =~ ^[1-9][0-9]*$ ]] || { log "HAMI_GO_BENCH_COUNT: \"$COUNT\" is not a positive integer"; exit 2; }
 mkdir -p "$OUT" docs/bench
-rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json" "$OUT/placement.md"
+rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json" "$OUT/placement.md" "$OUT/schedperf/times.json"
 
 bench() { # bench <package> <go test args...>
   local pkg=$1
@@ -74,9 +80,25 @@ if [[ $E2E != 0 ]]; then
   log "end-to-end done at $((SECONDS - START))s"
 fi
 
+if [[ $SCHEDPERF != 0 ]]; then
+  HAMI_GO_SCHEDPERF_OUT=$PWD/$OUT/schedperf hack/schedperf/run.sh || {
+    status=$?
+    log "scheduler_perf failed (exit $status); its log: $OUT/schedperf/bench.log; the report shows what was measured"
+  }
+  log "scheduler_perf done at $((SECONDS - START))s"
+fi
+
 cp "$OUT/go-bench.txt" docs/bench/go-bench.txt
+rm -rf docs/bench/schedperf
+if [[ -f $OUT/schedperf/times.json ]]; then
+  mkdir -p docs/bench/schedperf
+  cp "$OUT"/schedperf/times.json "$OUT"/schedperf/BenchmarkPerfScheduling_*.json "$OUT"/schedperf/hami-go-extender_*.json docs/bench/schedperf/ 2>/dev/null || true
+fi
 if [[ -f $OUT/e2esched.json ]]; then cp "$OUT/e2esched.json" docs/bench/e2esched.json; else rm -f docs/bench/e2esched.json; fi
 took=$((SECONDS - START))
+printf '{"started": "%s", "took": "%s", "commit": "%s", "load": "%s", "machine": "%s CPUs (%s), %s, %s"}\n' "$STARTED" \
+  "$((took / 60)) min $((took % 60)) s" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LOAD" "$(nproc)" \
+  "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$("$GO" env GOOS)/$("$GO" env GOARCH)" "$("$GO" env GOVERSION)" >docs/bench/run.json
 "$TOOLS/report" --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
 printf '\n' >>docs/bench/report.md

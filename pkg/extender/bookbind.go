@@ -19,10 +19,11 @@ func refuse(format string, a ...any) error { return &BindRefusal{Reason: fmt.Spr
 
 // confusableLocked returns an in-flight pod on ns that the device plugin could confuse with a
 // pod of call key key and signature sig (same call key, different signature; case C20), or nil.
-// Caller holds mu.
-func confusableLocked(ns *nodeState, k device.PodRef, key device.CallKey, sig device.Signature) *booking {
+// With sameKey (Config.SerializeSameKey) any in-flight pod of the same call key counts, identical
+// ones included. Caller holds mu.
+func confusableLocked(ns *nodeState, k device.PodRef, key device.CallKey, sig device.Signature, sameKey bool) *booking {
 	for _, m := range ns.members {
-		if m.key != k && m.inFlight() && m.hasKey && m.callKey == key && m.sig != sig {
+		if m.key != k && m.inFlight() && m.hasKey && m.callKey == key && (sameKey || m.sig != sig) {
 			return m
 		}
 	}
@@ -59,13 +60,13 @@ func (s *Scheduler) BookForBind(ctx context.Context, k device.PodRef, req *devic
 		}
 		ns := c.nodeOrNew(node)
 		if hasKey {
-			if m := confusableLocked(ns, k, key, sig); m != nil {
+			if m := confusableLocked(ns, k, key, sig, c.cfg.SerializeSameKey); m != nil {
 				ch := c.changed
 				c.mu.Unlock()
 				left := deadline.Sub(c.clock.Now())
 				if left <= 0 {
-					return nil, false, refuse("node %s: pod %s/%s is bound there and not yet allocated, with the same first Allocate call (%s) but a different GPU request; the device plugin could confuse the two, so this pod waits until that one is allocated, deleted or ends (waited %s)",
-						node, m.key.Namespace, m.key.Name, key, c.cfg.BindWait)
+					return nil, false, refuse("node %s: pod %s/%s is bound there and not yet allocated, with the same first Allocate call (%s)%s; the device plugin could confuse the two, so this pod waits until that one is allocated, deleted or ends (waited %s)",
+						node, m.key.Namespace, m.key.Name, key, sameSig(m.sig == sig), c.cfg.BindWait)
 				}
 				t := c.clock.NewTimer(left)
 				select {
@@ -114,6 +115,14 @@ func (s *Scheduler) BookForBind(ctx context.Context, k device.PodRef, req *devic
 		klog.V(4).InfoS("Bind booked the pod", "pod", k.Exact(), "node", node, "movedFrom", movedFrom(b))
 		return &alloc, false, nil
 	}
+}
+
+// sameSig words whether a waiting bind's pod has the same GPU request as the one it waits behind.
+func sameSig(same bool) string {
+	if same {
+		return " and the same GPU request"
+	}
+	return " but a different GPU request"
 }
 
 func movedFrom(b *booking) string {

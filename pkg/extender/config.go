@@ -28,6 +28,12 @@ type Config struct {
 	StaleAfter time.Duration
 	// BindWait bounds how long a bind waits behind a confusable in-flight pod (--bind-wait, case C20).
 	BindWait time.Duration
+	// SerializeSameKey widens C20's serialization to every pod with the same call key, identical
+	// pods included (--serialize-same-key; issue 15 option (a), docs/design.md "Slot protocol: the
+	// decision"): a bind waits (at most BindWait) while the node has an in-flight pod of the same
+	// call key, so Allocate never has two interchangeable pods to tell apart. Default false: identical
+	// pods may be in flight together and the ledger's matching, swaps and slot moves sort them out.
+	SerializeSameKey bool
 	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace).
 	LeaseNamespace string
 	// The extender's timers, one job each (none is a flag; DefaultConfig sets them). Bound pods

@@ -2,9 +2,11 @@ package extender
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,14 +161,16 @@ func (m *pluginModel) admit(q string) {
 }
 
 // reconcile reports to the ledger what the kubelet holds (PodResources).
-func (m *pluginModel) reconcile() {
+// reconcile runs the ledger's Reconcile on what the kubelet holds and returns how many pods'
+// records it changed (swaps).
+func (m *pluginModel) reconcile() int {
 	var obs []ledger.ObservedContainer
 	for q, id := range m.holds {
 		if id != "" {
 			obs = append(obs, ledger.ObservedContainer{Namespace: m.pods[q].Namespace, Pod: q, Container: "main", IDs: []string{id}})
 		}
 	}
-	m.l.Reconcile(obs)
+	return len(m.l.Reconcile(obs))
 }
 
 // write returns pod n as the plugin's patch of its claimed record (and republished plan) leaves
@@ -225,16 +229,43 @@ func (m *pluginModel) names() []string {
 // event no GPU has more sharers than the split count (checkInvariants), the node's total equals
 // the number of booked pods, and once every write has landed each GPU's sharers equal what the
 // plugin holds or plans there.
+//
+// Subtest serialize-same-key runs the same burst with Config.SerializeSameKey (issue 15 option
+// (a)): a bind behind an in-flight pod of the same call key is refused at once (BindWait 0) and
+// the pod retried later, as kube-scheduler retries a refused bind.
 func TestOvercountBurstWithPluginSwaps(t *testing.T) {
-	for seed := int64(1); seed <= 100; seed++ {
-		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) { burstWithSwaps(t, seed) })
+	for _, serialize := range []bool{false, true} {
+		name := map[bool]string{false: "default", true: "serialize-same-key"}[serialize]
+		t.Run(name, func(t *testing.T) {
+			refused, swapped := 0, 0
+			for seed := int64(1); seed <= 100; seed++ {
+				t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
+					r, s := burstWithSwaps(t, seed, serialize)
+					refused, swapped = refused+r, swapped+s
+				})
+			}
+			t.Logf("%s over 100 seeds: %d binds refused behind an in-flight pod of the same call key, %d records changed by Reconcile", name, refused, swapped)
+			// (a) refuses binds and leaves Reconcile nothing to swap; (c) never refuses and swaps.
+			if serialize != (refused > 0) || serialize != (swapped == 0) {
+				t.Fatalf("%s: %d binds refused, %d records swapped", name, refused, swapped)
+			}
+		})
 	}
 }
 
-func burstWithSwaps(t *testing.T, seed int64) {
+// burstWithSwaps runs one seed of the burst and returns how many binds were refused and how
+// many records the plugin's Reconcile changed.
+func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused, swapped int) {
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
-	c := memoCache(t, inv) // replaced at an extender restart
+	newCache := func() *Cache {
+		c := memoCache(t, inv)
+		c.cfg.SerializeSameKey = serialize
+		c.cfg.BindWait = 0 // refuse at once: the fake clock never fires a wait
+		return c
+	}
+	c := newCache()               // replaced at an extender restart
+	filtered := map[string]bool{} // pods reserved by Filter whose bind was refused
 	m := newPluginModel(inv)
 	nodes := []string{"node-1"}
 	total := func() int {
@@ -303,16 +334,27 @@ func burstWithSwaps(t *testing.T, seed int64) {
 				pending = append(pending[1:], p)
 				continue
 			}
-			live++
+			if !filtered[p.Name] {
+				live++
+			}
+			filtered[p.Name] = true
 			check("filter " + p.Name)
 			req, _, err := c.ParseRequest(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			a, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1")
+			var r *BindRefusal
+			if serialize && errors.As(err, &r) && strings.Contains(r.Reason, "the device plugin could confuse the two") {
+				refused++ // kube-scheduler retries the pod later; its reservation stays
+				pending = append(pending[1:], p)
+				check("refused " + p.Name)
+				continue
+			}
 			if err != nil {
 				t.Fatalf("seed %d: bind of %s: %v", seed, p.Name, err)
 			}
+			delete(filtered, p.Name)
 			pending = pending[1:]
 			check("book " + p.Name)
 			b := p.DeepCopy()
@@ -347,7 +389,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 				history = append(history, fmt.Sprintf("kubelet admits %s: holds %s; records %v", q, m.holds[q], m.claims()))
 			}
 		case r < 6:
-			m.reconcile()
+			swapped += m.reconcile()
 			history = append(history, fmt.Sprintf("reconcile: records %v", m.claims()))
 		case r < 9 && len(m.dirty) > 0: // one pod's claimed record is written
 			var names []string
@@ -397,7 +439,11 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			// republished plan was deleted meanwhile, the API does not hold the fact until the
 			// write lands (milliseconds), and a cache rebuilt in that instant is off by one slot
 			// until then. TestOvercountRestartListsStaleRecordLast covers a rebuild during a swap.
-			c = memoCache(t, inv)
+			c = newCache()
+			for k := range filtered { // reservations live in memory only
+				delete(filtered, k)
+				live--
+			}
 			for _, p := range m.list() {
 				c.OnPod(p)
 			}
@@ -405,7 +451,7 @@ func burstWithSwaps(t *testing.T, seed int64) {
 		}
 	}
 	// Quiescence: reconcile and land every write; the cache then matches the plugin.
-	m.reconcile()
+	swapped += m.reconcile()
 	for len(m.dirty) > 0 {
 		for x := range m.dirty {
 			c.OnPod(m.write(t, x))
@@ -431,4 +477,5 @@ func burstWithSwaps(t *testing.T, seed int64) {
 			}
 		}
 	}
+	return refused, swapped
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,8 @@ type Config struct {
 	Out string
 	// Commit, Load, Started and Took describe the run (written by run.sh).
 	Commit, Load, Started, Took string
+	// Machine describes the machine that ran sections 1, 2 and 4 ("" = this one).
+	Machine string
 }
 
 func main() {
@@ -42,8 +45,15 @@ func main() {
 	}
 }
 
-// Write reads c.In and writes c.Out/report.md and its plots.
+// Write reads c.In and writes c.Out/report.md and its plots. Run details not given (Started
+// empty: a report rewritten from docs/bench by make bench-schedperf) come from c.In/run.json,
+// which hack/bench/run.sh writes.
 func Write(c Config) error {
+	if c.Started == "" {
+		if err := readRun(filepath.Join(c.In, "run.json"), &c); err != nil {
+			return err
+		}
+	}
 	f, err := os.Open(filepath.Join(c.In, "go-bench.txt"))
 	if err != nil {
 		return err
@@ -68,6 +78,11 @@ func Write(c Config) error {
 	if err := e2eSection(&w, c.Out, e2e); err != nil {
 		return err
 	}
+	sp, err := ReadSchedPerf(filepath.Join(c.In, "schedperf"))
+	if err != nil {
+		return err
+	}
+	schedPerfSection(&w, sp, e2e)
 	latencySection(&w, b)
 	footer(&w)
 	return os.WriteFile(filepath.Join(c.Out, "report.md"), w.Bytes(), 0o644)
@@ -112,7 +127,7 @@ func header(w *bytes.Buffer, c Config, b Benchmarks) {
 	fmt.Fprintf(w, "Written by `make bench` (hack/bench/run.sh → hack/bench/report); do not edit by hand.\n\n")
 	fmt.Fprintf(w, "| | |\n|---|---|\n")
 	fmt.Fprintf(w, "| started | %s |\n| took | %s |\n| commit | `%s` |\n", c.Started, c.Took, c.Commit)
-	fmt.Fprintf(w, "| machine | %d CPUs (%s), %s/%s, %s |\n", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "| machine | %s |\n", machine(c))
 	fmt.Fprintf(w, "| load average at start | %s |\n", c.Load)
 	fmt.Fprintf(w, "| repetitions | %d per benchmark (figures: median, and min–max in brackets) |\n\n", reps)
 	fmt.Fprintf(w, "The machine is shared (other builds and tests run beside the benchmarks), so single figures are noisy: "+
@@ -367,7 +382,7 @@ func cpuSection(w *bytes.Buffer, e *E2E) {
 }
 
 func latencySection(w *bytes.Buffer, b Benchmarks) {
-	fmt.Fprintf(w, "## 3. Latency distributions\n\n")
+	fmt.Fprintf(w, "## 4. Latency distributions\n\n")
 	fmt.Fprintf(w, "Per-op latencies recorded inside the benchmarks (p50 and p99 of every op of one benchmark run; the table gives the median over runs and the spread).\n\n")
 	fmt.Fprintf(w, "| path | p50 (µs) | p99 (µs) | mean (µs) | allocs/op | target p99 | |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range []struct{ label, key string }{
@@ -387,6 +402,33 @@ func latencySection(w *bytes.Buffer, b Benchmarks) {
 }
 
 func footer(w *bytes.Buffer) {
-	fmt.Fprintf(w, "## Reproduce\n\n```\nmake bench                     # everything (about 20 minutes; the local cluster must be up or is brought up)\nHAMI_GO_BENCH_E2E=0 make bench # benchmarks only\nHAMI_GO_BENCH_COUNT=3 make bench\n```\n\n"+
-		"Raw outputs: docs/bench/go-bench.txt and docs/bench/e2esched.json (copied from _output/bench). Written %s.\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "## Reproduce\n\n```\nmake bench                     # everything (about 20 minutes; the local cluster must be up or is brought up)\nHAMI_GO_BENCH_E2E=0 make bench # benchmarks only\nHAMI_GO_BENCH_COUNT=3 make bench\n"+
+		"make bench-schedperf           # section 3 only (HAMI_GO_SCHEDPERF_SCALE=100Nodes|500Nodes|1000Nodes), the rest rewritten from docs/bench\n```\n\n"+
+		"Raw outputs: docs/bench/go-bench.txt, docs/bench/e2esched.json and docs/bench/schedperf/ (copied from _output/bench). Written %s.\n", time.Now().UTC().Format(time.RFC3339))
+}
+
+// readRun fills c's run details from run.json ({"started","took","commit","load"}); a missing
+// file leaves them empty.
+func readRun(path string, c *Config) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var r struct{ Started, Took, Commit, Load, Machine string }
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	c.Started, c.Took, c.Commit, c.Load, c.Machine = r.Started, r.Took, r.Commit, r.Load, r.Machine
+	return nil
+}
+
+// machine is c.Machine, else this machine: "<n> CPUs (<model>), <os>/<arch>, <go version>".
+func machine(c Config) string {
+	if c.Machine != "" {
+		return c.Machine
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
