@@ -81,3 +81,13 @@ echo "checks: exit ${PIPESTATUS[0]} (124 = the time bound ended them)" | tee -a 
 cleanup
 trap - EXIT
 "$GC" summary --out "$OUT"
+rc=$?
+# The device tool brings back at most 8 files, at most 2 folders down: results/ and raw/ (with
+# raw/mps-log/) travel as one archive beside the two summary files. HAMI_GO_GPU_CHECK_PACK=0 keeps
+# the folders as they are.
+if [[ ${HAMI_GO_GPU_CHECK_PACK:-1} != 0 ]]; then
+  tar -czf "$OUT/outputs.tar.gz" -C "$OUT" raw $( [[ -d $OUT/results ]] && echo results ) &&
+    rm -rf "$OUT/raw" "$OUT/results" &&
+    echo "raw outputs and per-check results: $OUT/outputs.tar.gz (tar -xzf to read)"
+fi
+exit $rc

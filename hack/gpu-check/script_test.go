@@ -57,7 +57,32 @@ func runScript(t *testing.T, stage string, env ...string) (string, int, Summary)
 	if _, err := os.Stat(filepath.Join(out, "summary.txt")); err != nil {
 		t.Fatalf("no summary.txt: %v", err)
 	}
+	checkPacked(t, out)
 	return string(b), rc, s
+}
+
+// checkPacked: what the device tool brings back (at most 8 files, two folders down) is all
+// there: $OUT holds the two summaries and one archive with raw/ and results/.
+func checkPacked(t *testing.T, out string) {
+	t.Helper()
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got, want := strings.Join(names, " "), "outputs.tar.gz summary.json summary.txt"; got != want {
+		t.Fatalf("$OUT holds %q, want %q", got, want)
+	}
+	list, err := exec.Command("tar", "-tzf", filepath.Join(out, "outputs.tar.gz")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tar -tzf outputs.tar.gz: %v\n%s", err, list)
+	}
+	if !strings.Contains(string(list), "raw/run.log") {
+		t.Errorf("outputs.tar.gz lacks raw/run.log; it holds:\n%s", list)
+	}
 }
 
 // TestRunScript runs the staged run.sh (one build of gpucheck for both cases).
