@@ -52,6 +52,7 @@ func main() {
 	}
 	ctx := context.Background()
 	if err := d.run(ctx, *keep); err != nil {
+		fmt.Fprint(os.Stdout, afterword) // a failed demo leaves the cluster up too: say how to look
 		fail("%v", err)
 	}
 	if len(d.problems) > 0 {
@@ -59,13 +60,15 @@ func main() {
 		for _, p := range d.problems {
 			fmt.Fprintf(os.Stdout, "  - %s\n", p)
 		}
+		fmt.Fprint(os.Stdout, afterword)
 		os.Exit(1)
 	}
 	fmt.Fprintln(os.Stdout, "\nDEMO OK: every check passed.")
 	fmt.Fprint(os.Stdout, afterword)
 }
 
-// afterword is what `make demo` prints last: the cluster stays up, how to use it, how to stop it.
+// afterword is what `make demo` prints last, whether it passed or not: the cluster stays up,
+// how to use it, how to stop it.
 const afterword = `
 The local cluster stays up. To use it from this checkout (KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH):
   eval "$(hack/cluster/env.sh)"      # or: make shell

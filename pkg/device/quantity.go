@@ -67,7 +67,8 @@ func ParseMemoryMiB(field string, q resource.Quantity) (int64, error) {
 // available: the API server decodes a request into Go types, and resource.Quantity keeps no
 // spelling (k8s.io/apimachinery resource.Quantity.UnmarshalJSON), so an admission webhook's
 // AdmissionRequest.Object is the object re-encoded, "3000M" already "3G" (admission
-// request.CreateV1AdmissionReview); kube-scheduler's extender sees the same. The spelling shown is
+// request.CreateV1AdmissionReview); kube-scheduler's extender sees the same. So the message
+// gives every spelling that the user may have typed for the value.
 func quote(q resource.Quantity) string {
 	s := q.String()
 	if q.Format != resource.DecimalSI || q.Sign() == 0 {
