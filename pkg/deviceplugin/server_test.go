@@ -171,7 +171,7 @@ func TestListAndWatchHealthC23(t *testing.T) {
 }
 
 func TestHealthStateMachine(t *testing.T) {
-	p, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 1000))
+	_, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 1000))
 	h := gpuhealth.New([]string{"GPU-A"}, []uint64{13}, 2, clk)
 	if h.OnXID(device.XIDEvent{UUID: "GPU-A", XID: 13}) {
 		t.Fatal("XID 13 changed health")
@@ -193,5 +193,4 @@ func TestHealthStateMachine(t *testing.T) {
 	if h.OnXID(device.XIDEvent{UUID: "GPU-Z", XID: 79}) {
 		t.Fatal("unknown GPU changed health")
 	}
-	_ = p
 }

@@ -39,7 +39,7 @@ func boundPod(t testing.TB, ns, name, node string, uuid string, mib int64, claim
 // it reports ready; pods that ended or are unbound are not charged.
 func TestRestartRebuildsFromAPI(t *testing.T) {
 	inv := testInventory("node-1", 2, 24576, 10)
-	objs, names := setupNodes(t, inv)
+	objs, _ := setupNodes(t, inv)
 	g0, g1 := inv.GPUs[0].UUID, inv.GPUs[1].UUID
 	claimedElsewhere := boundPod(t, "a", "moved", "node-1", g0, 1000, false)
 	claimedElsewhere.Annotations[device.AnnoClaimed] = boundPod(t, "a", "moved", "node-1", g1, 1000, true).Annotations[device.AnnoClaimed]
@@ -58,7 +58,6 @@ func TestRestartRebuildsFromAPI(t *testing.T) {
 	if _, st, _ := e.ext.cache.PodState(device.RefOf(claimedElsewhere)); st != "claimed" {
 		t.Fatalf("moved pod stage %q", st)
 	}
-	_ = names
 }
 
 func TestReadyOnlyAfterRebuild(t *testing.T) {

@@ -153,16 +153,10 @@ func podAllocation(p *corev1.Pod) (a *device.Allocation, source string, problems
 	return a, source, problems
 }
 
-// podEnded reports a pod that will never run again (phase Succeeded or Failed): the extender
-// releases its GPUs.
-func podEnded(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
 // onPod charges a bound, not ended pod's allocation to its node (allocator.ChargeOf, the
 // extender's charge) and lists its containers as slices. A terminating pod still holds its GPUs.
 func (c *cluster) onPod(p *corev1.Pod) {
-	if p.Spec.NodeName == "" || podEnded(p) {
+	if p.Spec.NodeName == "" || device.PodFinished(p) { // the extender releases a finished pod's GPUs
 		return
 	}
 	a, source, problems := podAllocation(p)

@@ -3,7 +3,7 @@
 // apart from its server, internal/plugin): the pods the extender placed on one node (from their
 // planned annotation), the containers Allocate claimed, the matching of an Allocate call to a
 // pod, Reconcile against the kubelet's PodResources report, and the planned annotations a
-// signature group must republish (design.md "Matching Allocate to a pod"). It is pure: no
+// signature group must republish (docs/design.md "Matching Allocate to a pod"). It is pure: no
 // client, no I/O; the caller feeds it pods, calls and reports, and writes what it says must be
 // written (Config.Dirty). Time comes from an injected clock.
 package ledger
@@ -25,8 +25,7 @@ import (
 
 // podEntry is one pod the extender placed on this node and that has not ended.
 type podEntry struct {
-	ref     device.PodRef
-	created time.Time
+	ref device.PodRef
 	// seen orders pods by when the ledger first saw them placed here: the order in which the
 	// pod watch delivered their binding to this node, which is the order in which the kubelet,
 	// watching the same pods, receives and admits them.
@@ -208,7 +207,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	e, had := l.pods[p.UID]
 	if !had {
 		l.seen++
-		e = &podEntry{ref: ref, created: p.CreationTimestamp.Time, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
+		e = &podEntry{ref: ref, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
 		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)

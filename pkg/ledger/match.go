@@ -20,7 +20,7 @@ const (
 	matchFresh
 )
 
-// match finds the pod and container an Allocate call with device IDs ids serves (design.md,
+// match finds the pod and container an Allocate call with device IDs ids serves (docs/design.md,
 // "Matching Allocate to a pod"), under l.mu:
 //  1. a pod partly claimed in this admission whose next container reuses its init container's
 //     devices (ids overlap the IDs its init containers claimed);
@@ -234,7 +234,7 @@ func preferSlices(available, mustInclude []string, size int, planned []string) [
 	byGPU := map[string][]string{}
 	var order []string
 	for _, id := range available {
-		u, n, err := device.ParseSliceID(id)
+		u, _, err := device.ParseSliceID(id)
 		if err != nil {
 			continue
 		}
@@ -242,7 +242,6 @@ func preferSlices(available, mustInclude []string, size int, planned []string) [
 			order = append(order, u)
 		}
 		byGPU[u] = append(byGPU[u], id)
-		_ = n
 	}
 	for u := range byGPU {
 		ids := byGPU[u]

@@ -11,7 +11,7 @@ import (
 // the same slot to the kubelet's Allocate, whatever their container names and slice IDs).
 //
 // The protocol's invariant is that the planned annotations of a group's members add up, as a
-// multiset of slots, to the plans the device plugin holds for them (design.md "Matching Allocate
+// multiset of slots, to the plans the device plugin holds for them (docs/design.md "Matching Allocate
 // to a pod"). The extender charges the group's unclaimed members from the slots that its
 // members' planned annotations, less the claimed ones, leave (pkg/extender normalizeLocked); the
 // ledger rewrites planned annotations until they add up again when a member whose plan was

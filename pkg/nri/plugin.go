@@ -32,7 +32,7 @@ const (
 // plugin's Allocate response, the DRA driver's CDI spec: pkg/gpuenv.EnvGPUUUIDs). A container
 // that carries it but for which the Source reports no GPUs is refused, never emptied: emptying
 // hami-go's limits would widen a slice (fail closed).
-const MarkerEnv = "HAMI_GO_GPU_UUIDS"
+const MarkerEnv = device.EnvGPUUUIDs
 
 // Container names the container the runtime is creating, as NRI delivers it.
 type Container struct {
