@@ -322,10 +322,12 @@ EOF
   start kubelet "$STATE/kubelet/config.yaml" nsenter --net="$NETNS_PATH" -- \
     kubelet --config="$STATE/kubelet/config.yaml" --kubeconfig="$KUBECONFIG_FILE" \
     --root-dir="$KUBELET_ROOT" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
-    --node-labels="hami-go.io/fake-profile=$FAKE_PROFILE" --v=2
+    --node-labels="hami-go.io/fake-profile=$FAKE_PROFILE,hami-go.io/mode=$MODE" --v=2
   wait_for "kubelet /healthz" 120 nsenter --net="$NETNS_PATH" -- curl -sf http://127.0.0.1:10248/healthz
   wait_for "node $NODE_NAME Ready" 180 node_ready
-  kubectl label node "$NODE_NAME" --overwrite "hami-go.io/fake-profile=$FAKE_PROFILE" >/dev/null
+  # hami-go.io/mode: the chart runs the DRA driver only on nodes labelled dra, the device plugin
+  # only on the others (one mode per node).
+  kubectl label node "$NODE_NAME" --overwrite "hami-go.io/fake-profile=$FAKE_PROFILE" "hami-go.io/mode=$MODE" >/dev/null
   wait_for "ServiceAccount default/default" 60 kubectl -n default get serviceaccount default
 }
 

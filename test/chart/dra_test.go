@@ -1,13 +1,18 @@
 package chart_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -206,5 +211,114 @@ func TestModeWebhook(t *testing.T) {
 		if b.RoleRef.Name != "hami-go-webhook" || len(b.Subjects) != 1 || b.Subjects[0].Name != "hami-go-webhook" || b.Subjects[0].Namespace != "hami-go-system" {
 			t.Errorf("binding %+v", b)
 		}
+	}
+}
+
+// One mode per node (issue 13): the device plugin runs only where hami-go.io/mode is not "dra",
+// the DRA driver (and the MPS daemon of its mode) only where it is; the requirement joins every
+// required term of devicePlugin.affinity, which it never replaces.
+func TestNodeAgentOneModePerNode(t *testing.T) {
+	modeReq := func(op corev1.NodeSelectorOperator) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: "hami-go.io/mode", Operator: op, Values: []string{"dra"}}
+	}
+	userAffinity := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{
+			map[string]any{"matchExpressions": []any{map[string]any{"key": "gpu", "operator": "Exists"}}},
+			map[string]any{"matchFields": []any{map[string]any{"key": "metadata.name", "operator": "In", "values": []any{"n1"}}}},
+		}}}}
+	for _, tc := range []struct {
+		name  string
+		vals  map[string]any
+		ds    string
+		op    corev1.NodeSelectorOperator
+		terms int    // required node-selector terms
+		user  string // the user's first expression key, kept first in term 0
+	}{
+		{name: "deviceplugin", vals: nil, ds: dpDS, op: corev1.NodeSelectorOpNotIn, terms: 1},
+		{name: "dra", vals: sets(t, "mode=dra"), ds: draDS, op: corev1.NodeSelectorOpIn, terms: 1},
+		{name: "deviceplugin-user-affinity", vals: map[string]any{"devicePlugin": map[string]any{"affinity": userAffinity}},
+			ds: dpDS, op: corev1.NodeSelectorOpNotIn, terms: 2, user: "gpu"},
+		{name: "dra-user-affinity", vals: map[string]any{"mode": "dra", "devicePlugin": map[string]any{"affinity": userAffinity}},
+			ds: draDS, op: corev1.NodeSelectorOpIn, terms: 2, user: "gpu"},
+		{name: "local-values-dra", vals: func() map[string]any { v := valuesFile(t, "values-local.yaml"); v["mode"] = "dra"; return v }(),
+			ds: draDS, op: corev1.NodeSelectorOpIn, terms: 1, user: "hami-go.io/fake-profile"},
+		{name: "mps-dra", vals: sets(t, "mode=dra", "devicePlugin.backend=nvml", "devicePlugin.enforcement=mps"),
+			ds: "DaemonSet/hami-go-mps-control-daemon", op: corev1.NodeSelectorOpIn, terms: 1},
+		{name: "mps-deviceplugin", vals: sets(t, "devicePlugin.backend=nvml", "devicePlugin.enforcement=mps"),
+			ds: "DaemonSet/hami-go-mps-control-daemon", op: corev1.NodeSelectorOpNotIn, terms: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := renderChart(t, tc.vals)
+			spec := daemonSet(t, r, tc.ds).Spec.Template.Spec
+			if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+				t.Fatalf("%s: no required node affinity: %+v", tc.ds, spec.Affinity)
+			}
+			terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			if len(terms) != tc.terms {
+				t.Fatalf("%s: %d terms, want %d: %+v", tc.ds, len(terms), tc.terms, terms)
+			}
+			want := modeReq(tc.op)
+			for i, term := range terms {
+				exprs := term.MatchExpressions
+				if n := len(exprs); n == 0 || exprs[n-1].Key != want.Key || exprs[n-1].Operator != want.Operator || strings.Join(exprs[n-1].Values, ",") != "dra" {
+					t.Errorf("%s term %d: expressions %+v, want the last %+v", tc.ds, i, exprs, want)
+				}
+			}
+			if tc.user != "" && terms[0].MatchExpressions[0].Key != tc.user {
+				t.Errorf("%s: the user's expression %q is not kept first: %+v", tc.ds, tc.user, terms[0].MatchExpressions)
+			}
+			if tc.terms == 2 && len(terms[1].MatchFields) != 1 {
+				t.Errorf("%s: the user's matchFields term lost: %+v", tc.ds, terms[1])
+			}
+		})
+	}
+}
+
+// The kind values' DRA variant (values-kind.yaml, then values-kind-dra.yaml, as helm -f merges
+// them) installs the fake-backend DRA driver on the workers kind-config-dra.yaml makes, and no
+// scheduler; every GPU worker there carries hami-go.io/mode=dra, where the driver runs.
+func TestValuesKindDRA(t *testing.T) {
+	vals := chartutil.CoalesceTables(valuesFile(t, "values-kind-dra.yaml"), valuesFile(t, "values-kind.yaml"))
+	r := renderChart(t, vals)
+	if r.has(dpDS) || r.has(schedDep) || !r.has(draDS) || !r.has(draDC) {
+		t.Fatalf("kind DRA values render %v, want the DRA driver and DeviceClass, no device plugin or scheduler", r.keys())
+	}
+	spec := daemonSet(t, r, draDS).Spec.Template.Spec
+	if f := flags(container(t, spec, "dra-driver")); f["--backend"] != "fake" || f["--fake-profile-label"] != "hami-go.io/fake-profile" {
+		t.Errorf("driver flags %v", f)
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "kind-config-dra.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kind struct {
+		Kind         string          `json:"kind"`
+		APIVersion   string          `json:"apiVersion"`
+		Name         string          `json:"name"`
+		FeatureGates map[string]bool `json:"featureGates"`
+		Nodes        []struct {
+			Role   string            `json:"role"`
+			Labels map[string]string `json:"labels"`
+		} `json:"nodes"`
+	}
+	if err := yaml.UnmarshalStrict(b, &kind); err != nil {
+		t.Fatalf("kind-config-dra.yaml: %v", err)
+	}
+	if !kind.FeatureGates["DRAConsumableCapacity"] {
+		t.Error("kind-config-dra.yaml does not turn DRAConsumableCapacity on")
+	}
+	workers := 0
+	for _, n := range kind.Nodes {
+		if n.Role != "worker" {
+			continue
+		}
+		workers++
+		sel := labels.SelectorFromSet(spec.NodeSelector)
+		if !sel.Matches(labels.Set(n.Labels)) || n.Labels["hami-go.io/mode"] != "dra" || n.Labels["hami-go.io/fake-profile"] == "" {
+			t.Errorf("worker labels %v: want the driver's nodeSelector %v, hami-go.io/mode=dra and a fake profile", n.Labels, spec.NodeSelector)
+		}
+	}
+	if workers == 0 {
+		t.Error("kind-config-dra.yaml has no worker")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 
@@ -21,6 +22,7 @@ func TestHelmLint(t *testing.T) {
 		"values.yaml":       nil,
 		"values-local.yaml": valuesFile(t, "values-local.yaml"),
 		"values-kind.yaml":  valuesFile(t, "values-kind.yaml"),
+		"values-kind-dra":   chartutil.CoalesceTables(valuesFile(t, "values-kind-dra.yaml"), valuesFile(t, "values-kind.yaml")),
 		"cert-manager":      sets(t, "webhook.certs.mode=certManager", "serviceMonitor.enabled=true"),
 	} {
 		t.Run(name, func(t *testing.T) {
