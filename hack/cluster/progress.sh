@@ -39,10 +39,12 @@ step() {
   progress "[$i/$n] $name: ${STEP_START:-started}"
   (
     # sleep in the background and wait: a TERM then ends the wait at once and the trap kills the
-    # sleep too (a foreground sleep would outlive its killed shell, holding stderr open).
+    # sleep too (a foreground sleep would outlive its killed shell, holding stderr open). A
+    # Ctrl-C (SIGINT to the whole process group) takes the same way: a background sleep ignores
+    # SIGINT, so without the trap it would outlive the ticker by up to a heartbeat.
     s=
-    trap 'kill $s 2>/dev/null; exit 0' TERM
-    trap - EXIT INT
+    trap 'kill $s 2>/dev/null; exit 0' TERM INT
+    trap - EXIT
     while :; do
       sleep "$HAMI_GO_HEARTBEAT_S" &
       s=$!

@@ -55,7 +55,8 @@ func script(t *testing.T, cache string, env []string, signal func(*exec.Cmd, fun
 	return stdout.String(), lw.String(), code
 }
 
-// groupMembers lists "pid: command" of the live processes in process group pgid (from /proc).
+// groupMembers lists "pid: command" of the live processes in process group pgid (from /proc),
+// leaving out those already exiting.
 func groupMembers(pgid int) []string {
 	var out []string
 	dirs, _ := os.ReadDir("/proc")
@@ -70,8 +71,11 @@ func groupMembers(pgid int) []string {
 		}
 		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after the last ')'.
 		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		if len(f) > 2 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid) {
 			cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+			if len(cmdline) == 0 {
+				continue // exiting: its memory (and command line) already released, not yet a zombie
+			}
 			out = append(out, fmt.Sprintf("%d: %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		}
 	}
