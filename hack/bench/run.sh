@@ -17,7 +17,7 @@
 #   4. hack/bench/report turns the outputs into the report.
 #   5. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
 #      DRA allocator over the driver's ResourceSlices vs the extender's binpack; appended to the
-#      report as "Placement in DRA mode (fragmentation)" (docs/dra.md).
+#      report as "Placement in DRA mode (fragmentation)" (docs/dra.md; raw: docs/bench/placement.md).
 # hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
@@ -99,9 +99,8 @@ took=$((SECONDS - START))
 printf '{"started": "%s", "took": "%s", "commit": "%s", "load": "%s", "machine": "%s CPUs (%s), %s, %s"}\n' "$STARTED" \
   "$((took / 60)) min $((took % 60)) s" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LOAD" "$(nproc)" \
   "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$("$GO" env GOOS)/$("$GO" env GOARCH)" "$("$GO" env GOVERSION)" >docs/bench/run.json
+cp "$OUT/placement.md" docs/bench/placement.md
 "$TOOLS/report" --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
-printf '\n' >>docs/bench/report.md
-cat "$OUT/placement.md" >>docs/bench/report.md
 log "report: docs/bench/report.md (took $((SECONDS - START))s)"
 exit "${status:-0}"

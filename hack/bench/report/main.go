@@ -85,7 +85,24 @@ func Write(c Config) error {
 	schedPerfSection(&w, sp, e2e)
 	latencySection(&w, b)
 	footer(&w)
+	if err := placementSection(&w, filepath.Join(c.In, "placement.md")); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(c.Out, "report.md"), w.Bytes(), 0o644)
+}
+
+// placementSection appends hack/bench/placement's markdown (path; run.sh keeps a copy in
+// docs/bench, so a report rewritten from there keeps it too); a missing file adds nothing.
+func placementSection(w *bytes.Buffer, path string) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	w.WriteString("\n")
+	w.Write(b)
+	return nil
 }
 
 // ms formats a Stat of nanoseconds (or µs with div) as "median (min–max)" in the given scale.

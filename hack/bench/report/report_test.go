@@ -85,12 +85,19 @@ func TestWriteReport(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(in, "e2esched.json"), []byte(js), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const placement = "## Placement in DRA mode (fragmentation)\n\n| nodes | ratio |\n"
+	if err := os.WriteFile(filepath.Join(in, "placement.md"), []byte(placement), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Write(Config{In: in, Out: out, Commit: "abc123"}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(md), "\n"+placement) {
+		t.Errorf("report does not end with placement.md's section:\n%s", md)
 	}
 	for _, want := range []string{"`abc123`", "| 100 | 3200 | 2.00 (1.00–3.00) |", "| 1 | 80.0 | 100.0 | 0.80 |", "target ≥ 0.8: met",
 		"| 1 | 16.0 | 8.0 | 5.0 | 1.0 |", "![time per call vs nodes](scale.png)"} {
