@@ -14,12 +14,14 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // WriteTable prints v as `kubectl hami-go` does: one row per GPU (node, status, index, model,
 // health, booked/bookable MiB, booked cores percent, sharers/split count), each followed by one
-// indented row per slice (namespace/pod [container], planned or not, MiB, percent); then each
-// node's problem and errors, one line each.
+// row per slice (planned or not in the HEALTH column, MiB, percent, and last, in the SLICE
+// column, namespace/pod [container]); then each node's problem and errors, one line each. The
+// slice's label is the line's last cell, outside the columns (text/tabwriter), so a long pod or
+// claim name does not widen them.
 func WriteTable(w io.Writer, v *View) error {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATUS\tGPU\tMODEL\tHEALTH\tMEMORY(MiB)\tCORES\tSHARERS\t")
+	fmt.Fprintln(tw, "NODE\tSTATUS\tGPU\tMODEL\tHEALTH\tMEMORY(MiB)\tCORES\tSHARERS\tSLICE")
 	var notes []string
 	for i := range v.Nodes {
 		n := &v.Nodes[i]
@@ -35,7 +37,7 @@ func WriteTable(w io.Writer, v *View) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d/%d\t%d%%\t%d/%d\t\n", n.Name, n.Status, g.Index, g.Model, health,
 				g.BookedMiB, g.CapacityMiB, g.BookedCoresPercent, g.Sharers, n.SplitCount)
 			for _, s := range g.Slices {
-				fmt.Fprintf(tw, "\t\t\t  %s\t%s\t%d\t%d%%\t\t\n", sliceLabel(&s), sourceNote(s.Source), s.MemoryMiB, s.CoresPercent)
+				fmt.Fprintf(tw, "\t\t\t\t%s\t%d\t%d%%\t\t%s\n", sourceNote(s.Source), s.MemoryMiB, s.CoresPercent, sliceLabel(&s))
 			}
 		}
 		if n.Problem != "" {
