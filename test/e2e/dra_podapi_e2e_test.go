@@ -45,7 +45,7 @@ func podClaims(t *testing.T, p *corev1.Pod) (templates map[string]string, byCont
 	return templates, byContainer
 }
 
-// draMemoryMiB is the memory capacity (MiB) the driver publishes for the node's gpu-0.
+// draMemoryMiB is the memory capacity (MiB) the driver publishes for the node's first device.
 func (c *Cluster) draMemoryMiB(t *testing.T) int64 {
 	t.Helper()
 	l, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
@@ -53,7 +53,7 @@ func (c *Cluster) draMemoryMiB(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	for _, s := range l.Items {
-		if s.Spec.Driver != draClass {
+		if s.Spec.Driver != draClass || s.Spec.NodeName == nil || *s.Spec.NodeName != c.NodeName {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
