@@ -21,6 +21,10 @@ PASS
 pkg: github.com/hami-go/hami-go/pkg/allocator
 BenchmarkFilter     	     100	   1500000 ns/op	   0 B/op	   0 allocs/op
 BenchmarkFilter     	     100	   2500000 ns/op	   0 B/op	   0 allocs/op
+pkg: github.com/hami-go/hami-go/pkg/webhook
+BenchmarkPodReviewDRA-2	    3000	    250062 ns/op	       304.9 cpu-µs/op	       211.0 p50-µs	       964.0 p99-µs	   74492 B/op	    1116 allocs/op
+pkg: github.com/hami-go/hami-go/pkg/dra
+BenchmarkNodePrepareResourcesGRPC-2	    3000	    900000 ns/op	       800.0 p50-µs	      6300.0 p99-µs
 `
 
 func TestReadBenchmarksGroupsRepeats(t *testing.T) {
@@ -95,6 +99,15 @@ func TestWriteReport(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, row := range []string{
+		"(pkg/webhook BenchmarkPodReviewDRA) | 211.0 | 964.0 | 250.1 | 1116 | 1000 | met |",
+		"(pkg/dra BenchmarkPrepareResourceClaims) | – | – | – | – | 1000 | not measured |",
+		"(pkg/dra BenchmarkNodePrepareResourcesGRPC) | 800.0 | 6300.0 | 900.0 | – | — | reported apart |",
+	} {
+		if !strings.Contains(string(md), row) {
+			t.Errorf("latency table lacks %q", row)
+		}
 	}
 	if !strings.HasSuffix(string(md), "\n"+placement) {
 		t.Errorf("report does not end with placement.md's section:\n%s", md)
