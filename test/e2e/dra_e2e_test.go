@@ -68,7 +68,8 @@ func TestDRAClaimsShareOneGPU(t *testing.T) {
 }
 
 // TestDRAClaimLargerThanAnyGPU: a claim for more memory than any GPU offers (81921 MiB on
-// 80 GiB H100s) stays Pending with kube-scheduler's "cannot allocate all claims".
+// 80 GiB H100s) stays Pending with kube-scheduler's "cannot allocate all claims", and
+// `kubectl hami-go why` says why, device by device (issue 13: kube-scheduler does not).
 func TestDRAClaimLargerThanAnyGPU(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
@@ -81,6 +82,13 @@ func TestDRAClaimLargerThanAnyGPU(t *testing.T) {
 	c.stillPending(t, ns, "huge", 3*time.Second)
 	if devs, _ := c.allocatedDevices(t, ns, "huge"); devs != nil {
 		t.Errorf("claim huge allocated %v, want no allocation", devs)
+	}
+	why := c.plugin(t, buildPlugin(t), "why", "huge", "-n", ns)
+	t.Logf("kubectl hami-go why huge:\n%s", why)
+	for _, s := range []string{"Pod " + ns + "/huge: Pending", "claim huge request", "81921 MiB", "gpu-0 ", " MiB free of 81920 (too small)", "(even with the node's devices free)", draUnschedulable} {
+		if !strings.Contains(why, s) {
+			t.Errorf("kubectl hami-go why huge lacks %q", s)
+		}
 	}
 }
 
