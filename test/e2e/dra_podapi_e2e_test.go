@@ -306,3 +306,30 @@ func TestDRAPodAPIKubeRay(t *testing.T) {
 		}
 	}
 }
+
+// TestDRAPodAPIDeletedPodFreesShare: through the pod API, a pod holding all of one GPU's memory
+// (pinned with use-gpuuuid) keeps a second one Pending; deleting the first frees the share (its
+// claim, made from the webhook's template, goes with the pod) and the second runs on that GPU.
+func TestDRAPodAPIDeletedPodFreesShare(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	gpu := c.draGPUs(t)["gpu-3"]
+	total := c.draMemoryMiB(t)
+	pinned := func(name string) *corev1.Pod {
+		p := gpuPod(ns, name, gpuLimits{count: 1, memMiB: total})
+		p.Annotations = map[string]string{device.AnnoUseGPUUUID: gpu.uuid}
+		return p
+	}
+	c.CreatePod(t, pinned("first"))
+	c.WaitForRunning(t, ns, "first", 2*time.Minute)
+	c.CreatePod(t, pinned("second"))
+	if msg := c.waitPodUnschedulable(t, ns, "second", time.Minute); !strings.Contains(msg, draUnschedulable) {
+		t.Errorf("second: %q, want %q", msg, draUnschedulable)
+	}
+	c.deleteNow(t, ns, "first")
+	c.WaitForRunning(t, ns, "second", 2*time.Minute)
+	env := c.containerEnv(t, ns, "second", "main")
+	if env[envVisible] != gpu.uuid || env[envMemLimit0] != fmt.Sprintf("%dm", total) {
+		t.Errorf("second: %s=%q %s=%q, want %s and %dm", envVisible, env[envVisible], envMemLimit0, env[envMemLimit0], gpu.uuid, total)
+	}
+}
