@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -257,29 +259,7 @@ func TestDRAPodAPIKubeRay(t *testing.T) {
 	ns := draNamespace(t, c)
 	createRayCluster(t, c, ns, rayCluster("rc", 1, 8000))
 	ctx := context.Background()
-	var err error
-	var pods []corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=rc"})
-		if err != nil {
-			return false, nil
-		}
-		pods = l.Items
-		running := 0
-		for i := range pods {
-			if allStarted(&pods[i]) {
-				running++
-			}
-		}
-		return running == 2 && len(pods) == 2, nil
-	})
-	if err != nil {
-		var b strings.Builder
-		for i := range pods {
-			b.WriteString(c.describe(ns, pods[i].Name, &pods[i]) + "\n")
-		}
-		t.Fatalf("RayCluster rc: want a running head and worker, have:\n%s", b.String())
-	}
+	pods := c.waitRayPods(t, ns, "rc", 2)
 	for _, p := range pods {
 		kind := p.Labels["ray.io/node-type"]
 		ctr := p.Spec.Containers[0]
@@ -332,4 +312,121 @@ func TestDRAPodAPIDeletedPodFreesShare(t *testing.T) {
 	if env[envVisible] != gpu.uuid || env[envMemLimit0] != fmt.Sprintf("%dm", total) {
 		t.Errorf("second: %s=%q %s=%q, want %s and %dm", envVisible, env[envVisible], envMemLimit0, env[envMemLimit0], gpu.uuid, total)
 	}
+}
+
+// waitRayPods waits until RayCluster name in ns has exactly n pods, all started, and returns
+// them (the head first is not promised).
+func (c *Cluster) waitRayPods(t *testing.T, ns, name string, n int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
+		if err != nil {
+			return false, nil
+		}
+		pods = l.Items
+		running := 0
+		for i := range pods {
+			if allStarted(&pods[i]) && pods[i].DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running == n && len(pods) == n, nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for i := range pods {
+			b.WriteString(c.describe(ns, pods[i].Name, &pods[i]) + "\n")
+		}
+		t.Fatalf("RayCluster %s: want %d running pods, have:\n%s", name, n, b.String())
+	}
+	return pods
+}
+
+// rayWorkers returns, per worker pod of pods, the devices its one claim was allocated
+// ("pool/device") and what the `ray` stand-in registered (GPU count, gpu_memory_mib).
+func (c *Cluster) rayWorkers(t *testing.T, ns string, pods []corev1.Pod) map[string]rayWorker {
+	t.Helper()
+	out := map[string]rayWorker{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels["ray.io/node-type"] != "worker" {
+			continue
+		}
+		ctr := p.Spec.Containers[0]
+		w := rayWorker{}
+		if m := registeredRE.FindStringSubmatch(c.rayLog(context.Background(), ns, p.Name, ctr.Name)); m != nil {
+			w.registered = m[0]
+		}
+		res := c.podAllocation(t, p)
+		w.device = res.Pool + "/" + res.Device
+		if m, ok := res.ConsumedCapacity["memory"]; ok {
+			w.memMiB = m.Value() >> 20
+		}
+		out[p.Name] = w
+	}
+	return out
+}
+
+// rayWorker is one KubeRay worker as rayWorkers sees it.
+type rayWorker struct {
+	device     string // the claim's allocated device, pool/device
+	memMiB     int64  // the memory its claim consumed, MiB
+	registered string // the ray stand-in's "registered" line
+}
+
+// TestDRAPodAPIKubeRaySeed: the seed scenario in DRA mode from the pod API alone (the demo's
+// three steps): two whole-GPU workers get a GPU each; two sliced workers (20000 MiB) share one
+// GPU, and scaling them 2 -> 4 puts the new ones on the same GPU (kube-scheduler's first fit);
+// every worker's ray registers GPU=1 and its gpu_memory_mib.
+func TestDRAPodAPIKubeRaySeed(t *testing.T) {
+	c := draCluster(t)
+	ns := draNamespace(t, c)
+	total := c.draMemoryMiB(t)
+	createRayCluster(t, c, ns, rayCluster("whole", 2, 0))
+	whole := c.rayWorkers(t, ns, c.waitRayPods(t, ns, "whole", 3))
+	for name, w := range whole {
+		if w.memMiB != total || !strings.Contains(w.registered, " GPU=1 ") || !strings.Contains(w.registered, fmt.Sprintf(" gpu_memory_mib=%d ", total)) {
+			t.Errorf("whole-GPU worker %s: claim %s consumes %d MiB (want %d), registered %q", name, w.device, w.memMiB, total, w.registered)
+		}
+	}
+	if len(whole) != 2 || len(devsOf(whole)) != 2 {
+		t.Errorf("whole-GPU workers %v: want 2 on 2 distinct GPUs", whole)
+	}
+
+	createRayCluster(t, c, ns, rayCluster("slices", 2, 20000))
+	c.waitRayPods(t, ns, "slices", 3)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":4}]`)
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Patch(context.Background(), "slices", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scale RayCluster slices to 4 workers: %v", err)
+	}
+	sliced := c.rayWorkers(t, ns, c.waitRayPods(t, ns, "slices", 5))
+	wholeGPUs := devsOf(whole)
+	for name, w := range sliced {
+		if wholeGPUs[w.device] {
+			t.Errorf("sliced worker %s on %s, a whole-GPU worker's GPU", name, w.device)
+		}
+		if w.memMiB != 20000 || !strings.Contains(w.registered, " GPU=1 ") || !strings.Contains(w.registered, " gpu_memory_mib=20000 ") {
+			t.Errorf("sliced worker %s: claim %s consumes %d MiB (want 20000), registered %q", name, w.device, w.memMiB, w.registered)
+		}
+	}
+	if len(sliced) != 4 || len(devsOf(sliced)) != 1 {
+		t.Errorf("sliced workers %v: want 4 sharing one GPU", sliced)
+	}
+	for name, w := range sliced {
+		t.Logf("sliced worker %s: %s, %d MiB; %s", name, w.device, w.memMiB, w.registered)
+	}
+}
+
+// devsOf is the set of devices the workers hold.
+func devsOf(ws map[string]rayWorker) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range ws {
+		out[w.device] = true
+	}
+	return out
 }

@@ -22,8 +22,13 @@ var rayClusterGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", 
 
 // rayCluster is a RayCluster laid out like KubeRay v1.5's quick start (rayproject/ray:2.46.0,
 // which the local cluster tags onto the workload image's `ray` stand-in): a head without GPU
-// and one worker group of `workers` workers, each with nvidia.com/gpu: 1 and gpumem memMiB.
+// and one worker group of `workers` workers, each with nvidia.com/gpu: 1 and gpumem memMiB
+// (none when memMiB is 0: a whole GPU).
 func rayCluster(name string, workers int64, memMiB int64) *unstructured.Unstructured {
+	workerLimits := map[string]any{"cpu": "1", "memory": "512Mi", resCount: "1"}
+	if memMiB > 0 {
+		workerLimits[resMemory] = memMiB
+	}
 	container := func(name string, limits map[string]any) map[string]any {
 		return map[string]any{
 			"name": name, "image": "rayproject/ray:2.46.0", "imagePullPolicy": "IfNotPresent",
@@ -45,7 +50,7 @@ func rayCluster(name string, workers int64, memMiB int64) *unstructured.Unstruct
 				"groupName": "gpu-group", "replicas": workers, "minReplicas": int64(0), "maxReplicas": int64(4),
 				"rayStartParams": map[string]any{},
 				"template": map[string]any{"spec": map[string]any{"containers": []any{
-					container("ray-worker", map[string]any{"cpu": "1", "memory": "512Mi", resCount: "1", resMemory: int64(memMiB)}),
+					container("ray-worker", workerLimits),
 				}}},
 			}},
 		},
