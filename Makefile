@@ -57,10 +57,15 @@ fuzz: ## Run each fuzzer for a short while.
 bench: ## Benchmarks and the performance report (docs/bench/report.md).
 	hack/bench/run.sh
 
-bench-schedperf: ## Only kube-scheduler's scheduler_perf (hack/schedperf): report section 3, the rest rewritten from docs/bench.
-	status=0; HAMI_GO_SCHEDPERF_OUT=$(CURDIR)/_output/bench/schedperf hack/schedperf/run.sh || status=$$?; \
-	rm -rf docs/bench/schedperf; mkdir -p docs/bench/schedperf; \
-	cp _output/bench/schedperf/*.json docs/bench/schedperf/ || status=1; \
+# SCHEDPERF_DIR: where a bench-schedperf run's data is kept: docs/bench/schedperf at the default
+# scale (the report's main table), docs/bench/schedperf-<scale> at another (its "other scales").
+SCHEDPERF_SCALE := $(or $(HAMI_GO_SCHEDPERF_SCALE),500Nodes)
+SCHEDPERF_DIR := docs/bench/schedperf$(if $(filter 500Nodes,$(SCHEDPERF_SCALE)),,-$(SCHEDPERF_SCALE))
+
+bench-schedperf: ## Only kube-scheduler's scheduler_perf (hack/schedperf; HAMI_GO_SCHEDPERF_SCALE=100Nodes|500Nodes|1000Nodes): report section 3, the rest rewritten from docs/bench.
+	status=0; HAMI_GO_SCHEDPERF_SCALE=$(SCHEDPERF_SCALE) HAMI_GO_SCHEDPERF_OUT=$(CURDIR)/_output/bench/schedperf hack/schedperf/run.sh || status=$$?; \
+	rm -rf $(SCHEDPERF_DIR); mkdir -p $(SCHEDPERF_DIR); \
+	cp _output/bench/schedperf/*.json $(SCHEDPERF_DIR)/ || status=1; \
 	$(GO) -C hack/bench run ./report --in $(CURDIR)/docs/bench --out $(CURDIR)/docs/bench || status=1; exit $$status
 
 demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.

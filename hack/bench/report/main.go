@@ -82,7 +82,12 @@ func Write(c Config) error {
 	if err != nil {
 		return err
 	}
+	others, err := readOtherScales(c.In)
+	if err != nil {
+		return err
+	}
 	schedPerfSection(&w, sp, e2e)
+	otherScalesSection(&w, others)
 	latencySection(&w, b)
 	footer(&w)
 	if err := placementSection(&w, filepath.Join(c.In, "placement.md")); err != nil {

@@ -353,3 +353,47 @@ func crossCheck(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		"while the pods are being created. Both share the machine's cores between the API server, the scheduler and the extender, so the extender's CPU "+
 		"(its informers, JSON, and here the Lease renewals) is taken from the scheduler's.\n\n")
 }
+
+// readOtherScales reads every <in>/schedperf-<scale> folder (make bench-schedperf at a scale
+// other than the default 500Nodes keeps its run there), sorted by name.
+func readOtherScales(in string) ([]*SchedPerf, error) {
+	dirs, err := filepath.Glob(filepath.Join(in, "schedperf-*"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(dirs)
+	var out []*SchedPerf
+	for _, d := range dirs {
+		sp, err := ReadSchedPerf(d)
+		if err != nil {
+			return nil, err
+		}
+		if sp != nil {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// otherScalesSection writes the average throughput of each workload at the other scales, each
+// as a ratio to workload 1 of the same run; nothing when there are none.
+func otherScalesSection(w *bytes.Buffer, others []*SchedPerf) {
+	if len(others) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Other scales** (`HAMI_GO_SCHEDPERF_SCALE=<scale> make bench-schedperf`, kept in docs/bench/schedperf-<scale>): "+
+		"SchedulingThroughput average, pods/s, and in brackets the ratio to workload 1 of the same run.\n\n")
+	fmt.Fprintf(w, "| scale | run | 1 | 2 | 3a | 3b | 3c |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, sp := range others {
+		base := sp.workloadOf("DevicePluginWholeGPU")
+		bv, bok := sp.value(base, "SchedulingThroughput", "Average")
+		cells := make([]string, 0, len(schedPerfCases))
+		for _, c := range schedPerfCases {
+			v, ok := sp.value(sp.workloadOf(c.name), "SchedulingThroughput", "Average")
+			cells = append(cells, ratioCell(v, bv, ok, bok))
+		}
+		t := sp.Times
+		fmt.Fprintf(w, "| %s | %s, commit `%s`, built in %d s, ran in %d s | %s |\n", t.Scale, t.Started, t.Commit, t.BuildSeconds, t.RunSeconds, strings.Join(cells, " | "))
+	}
+	fmt.Fprintf(w, "\n")
+}

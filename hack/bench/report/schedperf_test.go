@@ -135,3 +135,31 @@ func TestItemKeys(t *testing.T) {
 		}
 	}
 }
+
+// Runs kept at other scales (<in>/schedperf-<scale>) get one row each: every workload's average
+// with its ratio to workload 1 of that run; none without such folders.
+func TestOtherScales(t *testing.T) {
+	in := t.TempDir()
+	if others, err := readOtherScales(in); err != nil || len(others) != 0 {
+		t.Fatalf("no folders: %v %v", others, err)
+	}
+	var b bytes.Buffer
+	otherScalesSection(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("section without other scales: %q", b.String())
+	}
+	dir := filepath.Join(in, "schedperf-1000Nodes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeSchedPerf(t, dir)
+	others, err := readOtherScales(in)
+	if err != nil || len(others) != 1 {
+		t.Fatalf("one folder: %d runs, %v", len(others), err)
+	}
+	otherScalesSection(&b, others)
+	want := "| 500Nodes | 2026-12-01T08:30:00Z, commit `abc`, built in 900 s, ran in 600 s | 200.0 (1.00) | 100.0 (0.50) | 80.0 (0.40) | — | 40.0 (0.20) |\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("other scales:\n%s\nwant the row %q", b.String(), want)
+	}
+}
