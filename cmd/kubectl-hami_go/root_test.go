@@ -88,9 +88,9 @@ func TestNodesTable(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 		for _, want := range []string{
-			"NODE  STATUS  GPU  MODEL                  HEALTH   MEMORY(MiB)  CORES  SHARERS\n",
+			"NODE  STATUS  GPU  MODEL                  HEALTH   MEMORY(MiB)  CORES  SHARERS  SLICE\n",
 			"n1    Ready   0    NVIDIA H100 80GB HBM3  Healthy  20000/81920  25%    1/10\n",
-			"                     a/w [ray-worker]              20000        25%\n",
+			"                                                   20000        25%             a/w [ray-worker]\n",
 			"n1    Ready   1    NVIDIA H100 80GB HBM3  Healthy  0/81920      0%     0/10\n",
 		} {
 			if !strings.Contains(out, want) {
