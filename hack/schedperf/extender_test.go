@@ -58,9 +58,10 @@ func extenderAddr(file string) (string, error) {
 // count 10), renews the Leases every deviceplugin.LeaseRenewInterval as the device plugins
 // would, and starts hami-go's extender (pkg/extender, default config: profile
 // hami-go-scheduler) on the port the scheduler config names. It returns once the extender's
-// cache holds every node's inventory. The workload's cleanup writes the extender's request
-// durations to outDir (when set) and stops it all.
-func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, outDir string) error {
+// cache holds every node's inventory. With claims, it also runs claimAsAllocated (the stand-in
+// for Allocate and the device plugin's claim writer). The workload's cleanup writes the
+// extender's request durations to outDir (when set) and stops it all.
+func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, outDir string, claims bool) error {
 	cs := tCtx.Client()
 	const leaseNS = "kube-node-lease"
 	publish := func(ctx context.Context, i int) error {
@@ -93,7 +94,13 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{Handler: ext.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
-	runDone, serveDone, renewDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	runDone, serveDone, renewDone, claimsDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(claimsDone)
+		if claims {
+			claimAsAllocated(ctx, cs)
+		}
+	}()
 	go func() {
 		defer close(runDone)
 		if err := ext.Run(ctx); err != nil && ctx.Err() == nil {
@@ -121,6 +128,7 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 		<-serveDone
 		<-runDone
 		<-renewDone
+		<-claimsDone
 	})
 	return waitInventories(tCtx, ext, nodes)
 }

@@ -62,12 +62,14 @@ func testCaseOf(name string) string {
 // extender, so the measured pods find everything in place:
 //   - HamiExtender*: each node's inventory annotation and Lease hami-go-<node>, written with the
 //     device plugin's own writers, the Leases renewed as the device plugin does, and the extender;
+//     HamiExtenderMixedChurn also claims every bound pod's plan as Allocate would
+//     (claimAsAllocated);
 //   - DRAWholeGPU, HamiDRA*: each node's ResourceSlice (pkg/dra's builder).
 func (h *harness) nodesCreated(tCtx ktesting.TContext, _ *scheduler.Scheduler, _ *perf.Workload, nodes *v1.NodeList) error {
 	name := tCtx.Name()
 	switch tc := testCaseOf(name); {
 	case strings.HasPrefix(tc, "HamiExtender"):
-		if err := startExtenderMode(tCtx, name, nodes.Items, h.outDir); err != nil {
+		if err := startExtenderMode(tCtx, name, nodes.Items, h.outDir, tc == "HamiExtenderMixedChurn"); err != nil {
 			return fmt.Errorf("extender mode: %w", err)
 		}
 		h.mu.Lock()

@@ -60,8 +60,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 func TestSchedPerf(t *testing.T) {
 	h := newHarness("")
 	perf.RunIntegrationPerfScheduling(t, configFile, perf.WithNodeUpdateFn(h.nodesCreated))
-	if got := h.extendersStarted(); got < 1 {
-		t.Errorf("the extender was started for %d test cases, want 1 (HamiExtenderSlice)", got)
+	if got := h.extendersStarted(); got < 2 {
+		t.Errorf("the extender was started for %d test cases, want 2 (HamiExtenderSlice, HamiExtenderMixedChurn)", got)
 	}
 	if got := h.slicesPublished(); got < 3 {
 		t.Errorf("ResourceSlices were published for %d test cases, want 3 (DRAWholeGPU, HamiDRAWholeGPU, HamiDRASlice)", got)
