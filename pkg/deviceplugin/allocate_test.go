@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -359,17 +360,21 @@ func TestAllocateBadInput(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.SplitCount = 4
 	p, _ := newTestPlugin(t, cfg, newTestBackend(1, 81559))
-	for ids, want := range map[string]string{
-		"GPU-Z::0":          `names GPU "GPU-Z", which is not on node node-1`,
-		"GPU-A":             `device id "GPU-A" is not <GPU-UUID>::<n>`,
-		"GPU-A::x":          `is not <GPU-UUID>::<n>`,
-		"GPU-A::4":          "slice 4 is not below the split count 4",
-		"GPU-A::1,GPU-A::1": `"GPU-A::1" appears twice`,
-	} {
-		t.Run(ids, func(t *testing.T) {
-			_, err := alloc(t, p, strings.Split(ids, ",")...)
-			if err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("Allocate(%s) = %v, want %q", ids, err, want)
+	tests := []struct {
+		name    string // the kubelet's device IDs, comma-separated
+		wantErr string
+	}{
+		{name: "GPU-Z::0", wantErr: `names GPU "GPU-Z", which is not on node node-1`},
+		{name: "GPU-A", wantErr: `device id "GPU-A" is not <GPU-UUID>::<n>`},
+		{name: "GPU-A::x", wantErr: `is not <GPU-UUID>::<n>`},
+		{name: "GPU-A::4", wantErr: "slice 4 is not below the split count 4"},
+		{name: "GPU-A::1,GPU-A::1", wantErr: `"GPU-A::1" appears twice`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := alloc(t, p, strings.Split(tc.name, ",")...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Allocate(%s) = %v, want %q", tc.name, err, tc.wantErr)
 			}
 		})
 	}
@@ -425,64 +430,98 @@ func TestAllocateWaitsForInformer(t *testing.T) {
 	}
 }
 
-// Ended pods are no candidates; their claims are forgotten.
+// Ended pods are no candidates; their claims are forgotten. Nor are pods bound to another node.
 func TestEndedPodsIgnored(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
-	done := testPod("done", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
-	done.Status.Phase = "Failed"
-	other := testPod("other", t0, "node-2", ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
-	other.Annotations[device.AnnoPlanned] = strings.Replace(other.Annotations[device.AnnoPlanned], `"node":"node-2"`, `"node":"node-2"`, 1)
-	p.Ledger().UpsertPod(done)
-	p.Ledger().UpsertPod(other)
-	if _, err := alloc(t, p, "GPU-A::0"); err == nil {
-		t.Fatal("ended or foreign pod served")
+	type podOn struct {
+		name  string
+		phase corev1.PodPhase // "" = the test pod's Pending
+		node  string
+	}
+	done := podOn{name: "done", phase: corev1.PodFailed, node: testNode}
+	other := podOn{name: "other", node: "node-2"}
+	tests := []struct {
+		name string
+		pods []podOn // each with a container planned 100 MiB on GPU-A
+	}{
+		{name: "ended and foreign pod", pods: []podOn{done, other}},
+		{name: "ended pod", pods: []podOn{done}},
+		{name: "foreign pod", pods: []podOn{other}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
+			for _, x := range tc.pods {
+				pod := testPod(x.name, t0, x.node, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
+				if x.phase != "" {
+					pod.Status.Phase = x.phase
+				}
+				p.Ledger().UpsertPod(pod)
+			}
+			if _, err := alloc(t, p, "GPU-A::0"); err == nil {
+				t.Fatal("ended or foreign pod served")
+			}
+		})
 	}
 }
 
 // The Allocate response of a two-container pod, logged so it can be quoted.
 func TestAllocateResponseTwoContainers(t *testing.T) {
-	for _, mode := range []string{gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS} {
-		cfg := testConfig(t.TempDir())
-		cfg.Enforcement = mode
-		b := newTestBackend(2, 40000)
-		b.gpus[1].MemoryMiB = 80000 // 25% is 10000 MiB on GPU-A, 20000 on GPU-B
-		p, _ := newTestPlugin(t, cfg, b)
-		p.resp.exists = func(string) bool { return true }
-		p.Ledger().UpsertPod(testPod("ray-worker", t0, testNode,
-			ctr{name: "ray", pct: 25, cores: 30, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 20000}},
-			ctr{name: "sidecar", mem: 4096, cores: 10, gpus: []string{"GPU-A"}}))
-		r1 := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
-		r2 := mustAlloc(t, p, "GPU-A::1")
-		for i, r := range []*pluginapi.ContainerAllocateResponse{r1, r2} {
-			var keys []string
-			for k := range r.Envs {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var b strings.Builder
-			for _, k := range keys {
-				fmt.Fprintf(&b, "  %s=%s\n", k, r.Envs[k])
-			}
-			for _, m := range r.Mounts {
-				fmt.Fprintf(&b, "  mount %s -> %s ro=%v\n", m.HostPath, m.ContainerPath, m.ReadOnly)
-			}
-			t.Logf("enforcement %s, container %d:\n%s", mode, i+1, b.String())
-		}
-		if mode == gpuenv.EnforceHAMiCore {
+	tests := []struct {
+		name string // Config.Enforcement
+		// check checks the responses to the pod's two containers.
+		check func(t *testing.T, r1, r2 *pluginapi.ContainerAllocateResponse)
+	}{{
+		name: gpuenv.EnforceHAMiCore,
+		check: func(t *testing.T, r1, _ *pluginapi.ContainerAllocateResponse) {
 			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[device.EnvGPUMemoryMiB] != "30000" || r1.Envs[device.EnvGPUModel] != "H100" {
 				t.Fatalf("hami-core container 1: %v", r1.Envs)
 			}
 			if len(r1.Mounts) != 2 || r1.Mounts[0].ContainerPath != gpuenv.HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" {
 				t.Fatalf("mounts %v", r1.Mounts)
 			}
-		} else {
+		},
+	}, {
+		name: gpuenv.EnforceMPS,
+		check: func(t *testing.T, r1, r2 *pluginapi.ContainerAllocateResponse) {
 			if r1.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=20000M,1=10000M" || r1.Envs[gpuenv.EnvMPSActiveThreadPct] != "30" || r2.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[gpuenv.EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
 				t.Fatalf("mps: %v / %v", r1.Envs, r2.Envs)
 			}
 			if _, ok := r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"]; ok {
 				t.Fatal("mps mode sets HAMi-core env")
 			}
-		}
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := tc.name
+			cfg := testConfig(t.TempDir())
+			cfg.Enforcement = mode
+			b := newTestBackend(2, 40000)
+			b.gpus[1].MemoryMiB = 80000 // 25% is 10000 MiB on GPU-A, 20000 on GPU-B
+			p, _ := newTestPlugin(t, cfg, b)
+			p.resp.exists = func(string) bool { return true }
+			p.Ledger().UpsertPod(testPod("ray-worker", t0, testNode,
+				ctr{name: "ray", pct: 25, cores: 30, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 20000}},
+				ctr{name: "sidecar", mem: 4096, cores: 10, gpus: []string{"GPU-A"}}))
+			r1 := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
+			r2 := mustAlloc(t, p, "GPU-A::1")
+			for i, r := range []*pluginapi.ContainerAllocateResponse{r1, r2} {
+				var keys []string
+				for k := range r.Envs {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				var b strings.Builder
+				for _, k := range keys {
+					fmt.Fprintf(&b, "  %s=%s\n", k, r.Envs[k])
+				}
+				for _, m := range r.Mounts {
+					fmt.Fprintf(&b, "  mount %s -> %s ro=%v\n", m.HostPath, m.ContainerPath, m.ReadOnly)
+				}
+				t.Logf("enforcement %s, container %d:\n%s", mode, i+1, b.String())
+			}
+			tc.check(t, r1, r2)
+		})
 	}
 }
 

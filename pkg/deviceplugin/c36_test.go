@@ -17,61 +17,95 @@ import (
 // GPU the node lacks, a GPU twice, another kind) is never served: Allocate is refused with a
 // reason naming the field, and the pod gets a Warning Event saying so. The exact plan is served.
 func TestAllocateC36PlanBeyondRequestRefused(t *testing.T) {
-	forge := map[string]func(a *device.Allocation){
-		"memory": func(a *device.Allocation) { a.Containers[0].Devices[0].MemoryMiB = 81920 },
-		"cores":  func(a *device.Allocation) { a.Containers[0].Devices[0].CoresPercent = 100 },
-		"no cores limit": func(a *device.Allocation) {
-			a.Containers[0].Devices[0].CoresPercent = 0
-		},
-		"foreign GPU": func(a *device.Allocation) { a.Containers[0].Devices[0].UUID = "GPU-Z" },
-		"kind":        func(a *device.Allocation) { a.Containers[0].Kind = device.KindSidecar },
-	}
-	want := map[string]string{
-		"memory":         "allocation.containers[0].devices[0].memoryMiB: 81920, but container \"c\" asks for 1000 MiB",
-		"cores":          "allocation.containers[0].devices[0].coresPercent: 100, but container \"c\" asks for 30%",
-		"no cores limit": "coresPercent: 0, but container \"c\" asks for 30%",
-		"foreign GPU":    "uuid: \"GPU-Z\" is not a GPU of this node",
-		"kind":           "kind: \"sidecar\", but container \"c\" is \"app\"",
-	}
-	for name, f := range forge {
-		t.Run(name, func(t *testing.T) {
+	tenant := ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A"}}
+	tests := []struct {
+		name  string
+		pod   ctr                        // the pod's one container, its plan the extender's
+		forge func(a *device.Allocation) // when set, rewrites the plan on the pod
+		ids   []string                   // the kubelet's Allocate call
+		// wantErr, when set, is the reason the refusal and its Event name; otherwise the call is
+		// served with CUDA_DEVICE_MEMORY_LIMIT_0 = wantLimit.
+		wantErr   string
+		wantLimit string
+	}{{
+		name:    "memory",
+		pod:     tenant,
+		forge:   func(a *device.Allocation) { a.Containers[0].Devices[0].MemoryMiB = 81920 },
+		ids:     []string{"GPU-A::0"},
+		wantErr: "allocation.containers[0].devices[0].memoryMiB: 81920, but container \"c\" asks for 1000 MiB",
+	}, {
+		name:    "cores",
+		pod:     tenant,
+		forge:   func(a *device.Allocation) { a.Containers[0].Devices[0].CoresPercent = 100 },
+		ids:     []string{"GPU-A::0"},
+		wantErr: "allocation.containers[0].devices[0].coresPercent: 100, but container \"c\" asks for 30%",
+	}, {
+		name:    "no cores limit",
+		pod:     tenant,
+		forge:   func(a *device.Allocation) { a.Containers[0].Devices[0].CoresPercent = 0 },
+		ids:     []string{"GPU-A::0"},
+		wantErr: "coresPercent: 0, but container \"c\" asks for 30%",
+	}, {
+		name:    "foreign GPU",
+		pod:     tenant,
+		forge:   func(a *device.Allocation) { a.Containers[0].Devices[0].UUID = "GPU-Z" },
+		ids:     []string{"GPU-A::0"},
+		wantErr: "uuid: \"GPU-Z\" is not a GPU of this node",
+	}, {
+		name:    "kind",
+		pod:     tenant,
+		forge:   func(a *device.Allocation) { a.Containers[0].Kind = device.KindSidecar },
+		ids:     []string{"GPU-A::0"},
+		wantErr: "kind: \"sidecar\", but container \"c\" is \"app\"",
+	}, {
+		name:      "exact plan served",
+		pod:       tenant,
+		ids:       []string{"GPU-A::0"},
+		wantLimit: "1000m",
+	}, {
+		// A percentage plan computed on the GPU's own memory.
+		name:      "percentage plan served",
+		pod:       ctr{name: "c", pct: 25, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 20390, "GPU-B": 20390}},
+		ids:       []string{"GPU-A::1", "GPU-B::1"},
+		wantLimit: "20390m",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
 			p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 			rec := record.NewFakeRecorder(10)
 			p.opts.Recorder = rec
-			pod := testPod("tenant", t0, testNode, ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A"}})
-			plan, err := device.DecodeAllocation(pod.Annotations[device.AnnoPlanned])
-			if err != nil {
-				t.Fatal(err)
+			pod := testPod("tenant", t0, testNode, tc.pod)
+			if tc.forge != nil {
+				plan, err := device.DecodeAllocation(pod.Annotations[device.AnnoPlanned])
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.forge(&plan)
+				pod.Annotations[device.AnnoPlanned], _ = device.EncodeAllocation(plan)
 			}
-			f(&plan)
-			pod.Annotations[device.AnnoPlanned], _ = device.EncodeAllocation(plan)
 			p.Ledger().UpsertPod(pod)
-			_, err = alloc(t, p, "GPU-A::0")
+			if tc.wantErr == "" {
+				if r := mustAlloc(t, p, tc.ids...); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != tc.wantLimit {
+					t.Fatalf("plan served %v, want CUDA_DEVICE_MEMORY_LIMIT_0=%s", r.Envs, tc.wantLimit)
+				}
+				return
+			}
+			_, err := alloc(t, p, tc.ids...)
 			if err == nil {
 				t.Fatal("a plan beyond the pod's request was served")
 			}
-			if !strings.Contains(err.Error(), "does not match the pod's own request") || !strings.Contains(err.Error(), want[name]) {
-				t.Fatalf("refusal = %q, want it to contain %q", err, want[name])
+			if !strings.Contains(err.Error(), "does not match the pod's own request") || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("refusal = %q, want it to contain %q", err, tc.wantErr)
 			}
 			select {
 			case ev := <-rec.Events:
-				if !strings.Contains(ev, EventReasonAllocateRefused) || !strings.Contains(ev, want[name]) {
+				if !strings.Contains(ev, EventReasonAllocateRefused) || !strings.Contains(ev, tc.wantErr) {
 					t.Fatalf("event = %q", ev)
 				}
 			default:
 				t.Fatal("no Event on the pod")
 			}
 		})
-	}
-	// The exact plan, and a percentage plan computed on the GPU's own memory, are served.
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.Ledger().UpsertPod(testPod("ok", t0, testNode, ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A"}}))
-	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
-		t.Fatalf("exact plan served %v", r.Envs)
-	}
-	p.Ledger().UpsertPod(testPod("pct", t0, testNode, ctr{name: "c", pct: 25, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 20390, "GPU-B": 20390}}))
-	if r := mustAlloc(t, p, "GPU-A::1", "GPU-B::1"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20390m" {
-		t.Fatalf("percentage plan served %v", r.Envs)
 	}
 }
 

@@ -10,8 +10,20 @@ import (
 // case C37: every variable the plugin hands a container, in every mode, is one a container may
 // not set itself (device.IsProtectedEnv), so the webhook's rule covers all of them.
 func TestAllocateEnvIsProtected(t *testing.T) {
-	for _, mode := range []string{gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone} {
-		for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
+	tests := []struct {
+		name           string
+		mode, strategy string // Config.Enforcement, Config.DeviceListStrategy
+	}{
+		{name: "hami-core/envvar", mode: gpuenv.EnforceHAMiCore, strategy: StrategyEnvvar},
+		{name: "hami-core/cdi", mode: gpuenv.EnforceHAMiCore, strategy: StrategyCDI},
+		{name: "mps/envvar", mode: gpuenv.EnforceMPS, strategy: StrategyEnvvar},
+		{name: "mps/cdi", mode: gpuenv.EnforceMPS, strategy: StrategyCDI},
+		{name: "none/envvar", mode: gpuenv.EnforceNone, strategy: StrategyEnvvar},
+		{name: "none/cdi", mode: gpuenv.EnforceNone, strategy: StrategyCDI},
+	}
+	for _, tc := range tests {
+		mode, strategy := tc.mode, tc.strategy
+		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t.TempDir())
 			cfg.Enforcement, cfg.DeviceListStrategy, cfg.MemoryScaling = mode, strategy, 1.5
 			p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81920))
@@ -29,6 +41,6 @@ func TestAllocateEnvIsProtected(t *testing.T) {
 			if _, ok := r.Envs["LD_PRELOAD"]; mode == gpuenv.EnforceHAMiCore && !ok {
 				t.Errorf("hami-core without ld.so.preload: no LD_PRELOAD in %v", r.Envs)
 			}
-		}
+		})
 	}
 }

@@ -61,40 +61,64 @@ func checkRefusalEvent(t *testing.T, e corev1.Event, pod string, words ...string
 	}
 }
 
-// case C20: the refusal to guess between two confusable pods in flight is posted as a Warning
-// Event on both pods, so `kubectl describe pod` shows it beside the kubelet's admission error.
-func TestAllocateRefusalEventsC20(t *testing.T) {
-	p, cs := newEventPlugin(t)
-	big := testPod("big", t0, testNode, ctr{name: "c", mem: 24576, gpus: []string{"GPU-A"}})
-	small := testPod("small", t0.Add(time.Second), testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-B"}})
-	p.Ledger().UpsertPod(big)
-	p.Ledger().UpsertPod(small)
-	if _, err := alloc(t, p, "GPU-B::0"); err == nil || !strings.Contains(err.Error(), "refusing to guess") {
-		t.Fatalf("Allocate err = %v, want the C20 refusal", err)
+// A refusal that names pods is posted as a Warning Event on each pod it names, so `kubectl
+// describe pod` shows it beside the kubelet's admission error.
+func TestAllocateRefusalEvents(t *testing.T) {
+	tests := []struct {
+		name string
+		pods func() []*corev1.Pod // the pods on the node, each expected to get one Event
+		ids  []string             // the kubelet's Allocate call
+		// wantErr is part of Allocate's error; wantWords are parts of each pod's Event message.
+		wantErr   string
+		wantWords []string
+	}{{
+		// case C20 (was TestAllocateRefusalEventsC20): the refusal to guess between two
+		// confusable pods in flight is posted on both pods.
+		name: "C20",
+		pods: func() []*corev1.Pod {
+			return []*corev1.Pod{
+				testPod("big", t0, testNode, ctr{name: "c", mem: 24576, gpus: []string{"GPU-A"}}),
+				testPod("small", t0.Add(time.Second), testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-B"}}),
+			}
+		},
+		ids:       []string{"GPU-B::0"},
+		wantErr:   "refusing to guess",
+		wantWords: []string{"refusing to guess", "default/big", "default/small", "24576 MiB", "600 MiB", "case C20"},
+	}, {
+		// (was TestAllocateRefusalEventNoPod) An Allocate that finds no pod placed by hami-go
+		// names the pods on the node that cannot be served (here one bound by another
+		// scheduler, without a plan); each gets the Event.
+		name: "NoPod",
+		pods: func() []*corev1.Pod {
+			stray := testPod("stray", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
+			delete(stray.Annotations, "hami-go.io/allocation-planned")
+			stray.Spec.SchedulerName = "default-scheduler"
+			return []*corev1.Pod{stray}
+		},
+		ids:     []string{"GPU-A::0"},
+		wantErr: "no pod placed by hami-go",
+		wantWords: []string{"no pod placed by hami-go on node node-1 waits for 1 device(s) of nvidia.com/gpu",
+			"default/stray has no hami-go.io/allocation-planned annotation (not scheduled by hami-go-scheduler)"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, cs := newEventPlugin(t)
+			pods := tc.pods()
+			for _, pod := range pods {
+				p.Ledger().UpsertPod(pod)
+			}
+			if _, err := alloc(t, p, tc.ids...); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Allocate err = %v, want %q", err, tc.wantErr)
+			}
+			for _, pod := range pods {
+				ev := podEvents(t, cs, pod.UID, 1)
+				if len(ev) != 1 {
+					t.Fatalf("%d events on %s, want 1", len(ev), pod.Name)
+				}
+				checkRefusalEvent(t, ev[0], pod.Name, tc.wantWords...)
+			}
+		})
 	}
-	for _, pod := range []*corev1.Pod{big, small} {
-		ev := podEvents(t, cs, pod.UID, 1)
-		if len(ev) != 1 {
-			t.Fatalf("%d events on %s, want 1", len(ev), pod.Name)
-		}
-		checkRefusalEvent(t, ev[0], pod.Name, "refusing to guess", "default/big", "default/small", "24576 MiB", "600 MiB", "case C20")
-	}
-}
-
-// An Allocate that finds no pod placed by hami-go names the pods on the node that cannot be
-// served (here one bound by another scheduler, without a plan); each gets the Event.
-func TestAllocateRefusalEventNoPod(t *testing.T) {
-	p, cs := newEventPlugin(t)
-	stray := testPod("stray", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
-	delete(stray.Annotations, "hami-go.io/allocation-planned")
-	stray.Spec.SchedulerName = "default-scheduler"
-	p.Ledger().UpsertPod(stray)
-	if _, err := alloc(t, p, "GPU-A::0"); err == nil || !strings.Contains(err.Error(), "no pod placed by hami-go") {
-		t.Fatalf("Allocate err = %v, want no pod", err)
-	}
-	ev := podEvents(t, cs, stray.UID, 1)
-	checkRefusalEvent(t, ev[0], "stray", "no pod placed by hami-go on node node-1 waits for 1 device(s) of nvidia.com/gpu",
-		"default/stray has no hami-go.io/allocation-planned annotation (not scheduled by hami-go-scheduler)")
 }
 
 // Refusals that name no pod, and allocations that succeed, record nothing (record.FakeRecorder
@@ -136,10 +160,18 @@ func TestTruncateMessage(t *testing.T) {
 func TestRedactOtherNamespaces(t *testing.T) {
 	pods := []device.PodRef{{Namespace: "team-a", Name: "big"}, {Namespace: "team-b", Name: "small"}}
 	msg := "cannot tell team-a/big and team-b/small apart"
-	if got, want := redactOtherNamespaces(msg, "team-a", pods), "cannot tell team-a/big and a pod in another namespace apart"; got != want {
-		t.Errorf("team-a sees %q, want %q", got, want)
+	tests := []struct {
+		name string // the Event's namespace
+		want string
+	}{
+		{name: "team-a", want: "cannot tell team-a/big and a pod in another namespace apart"},
+		{name: "team-b", want: "cannot tell a pod in another namespace and team-b/small apart"},
 	}
-	if got, want := redactOtherNamespaces(msg, "team-b", pods), "cannot tell a pod in another namespace and team-b/small apart"; got != want {
-		t.Errorf("team-b sees %q, want %q", got, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := redactOtherNamespaces(msg, tc.name, pods); got != tc.want {
+				t.Errorf("%s sees %q, want %q", tc.name, got, tc.want)
+			}
+		})
 	}
 }

@@ -201,36 +201,43 @@ func (f *fakeFaults) InjectXID(uuid string, xid uint64) error {
 func (f *fakeFaults) Recover(uuid string) error { f.recovers = append(f.recovers, uuid); return nil }
 
 func TestHTTPHandler(t *testing.T) {
-	f := &fakeFaults{}
-	h := nodeagent.Handler(prometheus.NewRegistry(), f)
-	do := func(method, url string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(method, url, nil))
-		return w
+	tests := []struct {
+		name        string
+		noInjection bool // the handler has no fault injection
+		method, url string
+		wantCode    int
+		wantBody    string // part of the body, when set
+		// wantXIDs and wantRecovers are the injections the faults (fresh for each call) saw.
+		wantXIDs, wantRecovers int
+	}{
+		{name: "healthz", method: "GET", url: "/healthz", wantCode: 200},
+		{name: "xid", method: "POST", url: "/debug/fake/xid?uuid=GPU-A&xid=79", wantCode: 200, wantXIDs: 1},
+		{name: "bad xid", method: "POST", url: "/debug/fake/xid?uuid=GPU-A&xid=x", wantCode: 400, wantBody: `xid: "x" is not an XID number`},
+		{name: "unknown uuid", method: "POST", url: "/debug/fake/xid?uuid=GPU-Q&xid=79", wantCode: 400},
+		{name: "GET recover", method: "GET", url: "/debug/fake/recover?uuid=GPU-A", wantCode: http.StatusMethodNotAllowed},
+		{name: "recover", method: "POST", url: "/debug/fake/recover?uuid=GPU-A", wantCode: 200, wantRecovers: 1},
+		// Without fault injection the debug endpoints do not exist.
+		{name: "debug endpoint without injection", noInjection: true, method: "POST", url: "/debug/fake/xid?uuid=GPU-A&xid=79", wantCode: 404},
 	}
-	if w := do("GET", "/healthz"); w.Code != 200 {
-		t.Fatalf("healthz %d", w.Code)
-	}
-	if w := do("POST", "/debug/fake/xid?uuid=GPU-A&xid=79"); w.Code != 200 || len(f.xids) != 1 {
-		t.Fatalf("xid %d %s", w.Code, w.Body)
-	}
-	if w := do("POST", "/debug/fake/xid?uuid=GPU-A&xid=x"); w.Code != 400 || !strings.Contains(w.Body.String(), `xid: "x" is not an XID number`) {
-		t.Fatalf("bad xid %d %s", w.Code, w.Body)
-	}
-	if w := do("POST", "/debug/fake/xid?uuid=GPU-Q&xid=79"); w.Code != 400 {
-		t.Fatalf("unknown uuid %d", w.Code)
-	}
-	if w := do("GET", "/debug/fake/recover?uuid=GPU-A"); w.Code != http.StatusMethodNotAllowed {
-		t.Fatalf("GET recover %d", w.Code)
-	}
-	if w := do("POST", "/debug/fake/recover?uuid=GPU-A"); w.Code != 200 || len(f.recovers) != 1 {
-		t.Fatalf("recover %d", w.Code)
-	}
-	// Without fault injection the debug endpoints do not exist.
-	w := httptest.NewRecorder()
-	nodeagent.Handler(prometheus.NewRegistry(), nil).ServeHTTP(w, httptest.NewRequest("POST", "/debug/fake/xid?uuid=GPU-A&xid=79", nil))
-	if w.Code != 404 {
-		t.Fatalf("debug endpoint without injection: %d", w.Code)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeFaults{}
+			h := nodeagent.Handler(prometheus.NewRegistry(), f)
+			if tc.noInjection {
+				h = nodeagent.Handler(prometheus.NewRegistry(), nil)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.url, nil))
+			if w.Code != tc.wantCode || !strings.Contains(w.Body.String(), tc.wantBody) {
+				t.Fatalf("%s %s: %d %s, want %d with %q", tc.method, tc.url, w.Code, w.Body, tc.wantCode, tc.wantBody)
+			}
+			if len(f.xids) != tc.wantXIDs {
+				t.Fatalf("%s %s: %d XIDs injected, want %d", tc.method, tc.url, len(f.xids), tc.wantXIDs)
+			}
+			if len(f.recovers) != tc.wantRecovers {
+				t.Fatalf("%s %s: %d recoveries, want %d", tc.method, tc.url, len(f.recovers), tc.wantRecovers)
+			}
+		})
 	}
 }
 

@@ -80,42 +80,52 @@ func TestReRegistrationOnDirectoryEvents(t *testing.T) {
 	}
 	// Failed attempts are not counted here: net.Listen binds kubelet.sock (the Create event)
 	// before it listens, so an attempt in that window is refused and retried 50 ms later, as
-	// with a real kubelet. TestRegistrationRetriesAStaleKubeletSocket covers that retry.
+	// with a real kubelet. TestRegistrationWhenKubeletStartsLater/RetriesAStaleKubeletSocket
+	// covers that retry.
 }
 
-// The plugin starts before the kubelet (no kubelet.sock yet): it serves and registers as soon
-// as kubelet.sock appears, without waiting for the poll.
+// The plugin starts before a kubelet answers on kubelet.sock and registers, once, as soon as
+// one does, without waiting for the hour-long poll.
 func TestRegistrationWhenKubeletStartsLater(t *testing.T) {
-	dir := t.TempDir()
-	p := newEventOnlyPlugin(t, dir)
-	startServe(t, p)
-	waitFor(t, "the plugin socket", func() bool { _, ok := statID(filepath.Join(dir, SocketName)); return ok })
-	k := startFakeKubelet(t, dir)
-	if r := k.waitRegistration(t, 10*time.Second); r.ResourceName != "nvidia.com/gpu" {
-		t.Fatalf("registration = %v", r)
+	tests := []struct {
+		name string
+		// staleSocket: kubelet.sock exists at start but does not answer (a stale file), so
+		// registration fails and the plugin retries on its own backoff; otherwise there is no
+		// kubelet.sock yet and the plugin registers when it appears.
+		staleSocket bool
+	}{
+		{name: "no kubelet.sock"},
+		{name: "RetriesAStaleKubeletSocket", staleSocket: true},
 	}
-	waitFor(t, "the registration answered", func() bool { return p.Registrations() == 1 })
-	k.noMoreRegistrations(t, "after kubelet.sock appeared")
-}
-
-// A kubelet.sock that exists but does not answer (a stale file) fails registration; the plugin
-// retries on its own backoff, not the hour-long poll, and registers once a kubelet answers.
-func TestRegistrationRetriesAStaleKubeletSocket(t *testing.T) {
-	dir := t.TempDir()
-	stale := filepath.Join(dir, KubeletSocketName)
-	if err := os.WriteFile(stale, nil, 0o600); err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			stale := filepath.Join(dir, KubeletSocketName)
+			if tc.staleSocket {
+				if err := os.WriteFile(stale, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := newEventOnlyPlugin(t, dir)
+			startServe(t, p)
+			waitFor(t, "the plugin socket", func() bool { _, ok := statID(filepath.Join(dir, SocketName)); return ok })
+			if tc.staleSocket {
+				waitFor(t, "two failed attempts (a retry)", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.regFailed >= 2 })
+			}
+			if n := p.Registrations(); n != 0 {
+				t.Fatalf("%d registrations before a kubelet answers, want 0", n)
+			}
+			if tc.staleSocket {
+				if err := os.Remove(stale); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k := startFakeKubelet(t, dir)
+			if r := k.waitRegistration(t, 10*time.Second); r.ResourceName != "nvidia.com/gpu" {
+				t.Fatalf("registration = %v", r)
+			}
+			waitFor(t, "the registration answered", func() bool { return p.Registrations() == 1 })
+			k.noMoreRegistrations(t, "after kubelet.sock appeared")
+		})
 	}
-	p := newEventOnlyPlugin(t, dir)
-	startServe(t, p)
-	waitFor(t, "two failed attempts (a retry)", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.regFailed >= 2 })
-	if n := p.Registrations(); n != 0 {
-		t.Fatalf("%d registrations with a stale kubelet.sock, want 0", n)
-	}
-	if err := os.Remove(stale); err != nil {
-		t.Fatal(err)
-	}
-	k := startFakeKubelet(t, dir)
-	k.waitRegistration(t, 10*time.Second)
-	waitFor(t, "one registration", func() bool { return p.Registrations() == 1 })
 }
