@@ -32,6 +32,7 @@ type pluginModel struct {
 	l     *ledger.Ledger
 	gpus  []string               // GPU UUIDs in index order
 	holds map[string]string      // slice ID the kubelet gave the pod ("" not admitted)
+	given map[string]string      // GPU the pod's container was given by Allocate's answer
 	free  map[string][]string    // free slice IDs per GPU UUID
 	dirty map[string]bool        // queued by the ledger for writing
 	pods  map[string]*corev1.Pod // as the plugin's informer last delivered them
@@ -40,7 +41,7 @@ type pluginModel struct {
 }
 
 func newPluginModel(inv device.Inventory) *pluginModel {
-	m := &pluginModel{holds: map[string]string{}, free: map[string][]string{}, dirty: map[string]bool{},
+	m := &pluginModel{holds: map[string]string{}, given: map[string]string{}, free: map[string][]string{}, dirty: map[string]bool{},
 		pods: map[string]*corev1.Pod{}, api: map[string]*corev1.Pod{}}
 	mib := map[string]int64{}
 	for _, g := range inv.GPUs {
@@ -147,9 +148,11 @@ func (m *pluginModel) admit(q string) {
 	if len(ids) != 1 {
 		return
 	}
-	if _, err := m.l.TryAllocate(ids); err != nil {
+	cl, err := m.l.TryAllocate(ids)
+	if err != nil {
 		return
 	}
+	m.given[q] = cl.Container.Devices[0].UUID // the env of the answer: what q's container uses
 	u, _, _ := device.ParseSliceID(ids[0])
 	for i, id := range m.free[u] {
 		if id == ids[0] {
@@ -206,6 +209,7 @@ func (m *pluginModel) remove(n string) {
 	}
 	uid := m.pods[n].UID
 	delete(m.holds, n)
+	delete(m.given, n)
 	delete(m.dirty, n)
 	delete(m.pods, n)
 	delete(m.api, n)
@@ -228,7 +232,8 @@ func (m *pluginModel) names() []string {
 // rebuild the cache from the pods listed by name): after every single
 // event no GPU has more sharers than the split count (checkInvariants), the node's total equals
 // the number of booked pods, and once every write has landed each GPU's sharers equal what the
-// plugin holds or plans there.
+// plugin holds or plans there, and each admitted pod's plan is the GPU Allocate's answer gave its
+// container.
 //
 // Subtest serialize-same-key runs the same burst with Config.SerializeSameKey (issue 15 option
 // (a)): a bind behind an in-flight pod of the same call key is refused at once (BindWait 0) and
@@ -465,6 +470,9 @@ func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused, swapped 
 	want := map[string]int{}
 	for _, x := range m.names() {
 		want[gpuOf(m.plan(x))]++
+		if g := m.given[x]; g != "" && gpuOf(m.plan(x)) != g {
+			t.Fatalf("seed %d, at rest: the plugin charges %s to GPU %s, but its container was given GPU %s", seed, x, gpuOf(m.plan(x)), g)
+		}
 	}
 	rebuilt := memoCache(t, inv)
 	for _, p := range m.list() {

@@ -207,7 +207,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	e, had := l.pods[p.UID]
 	if !had {
 		l.seen++
-		e = &podEntry{ref: ref, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
+		e = &podEntry{ref: ref, seen: l.seen, plan: cloneAllocation(&plan), claimed: map[string]*device.ContainerAllocation{}}
 		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)
@@ -219,7 +219,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	}
 	e.sig = device.SignatureOf(&req)
 	e.containerIDs = containerIDs(p)
-	e.anno = plan
+	e.anno = plan // e.plan is a copy: restoreClaims and Reconcile change it, never the annotation
 	if e.republish != nil && device.SlotKey(e.republish) == device.SlotKey(&plan) {
 		e.republish = nil // written
 	}
@@ -313,6 +313,14 @@ func (l *Ledger) Plan(uid types.UID) (device.Allocation, bool) {
 		out.Containers = append(out.Containers, cloneContainer(&e.plan.Containers[i]))
 	}
 	return out, true
+}
+
+func cloneAllocation(a *device.Allocation) device.Allocation {
+	out := device.Allocation{Node: a.Node, Containers: make([]device.ContainerAllocation, len(a.Containers))}
+	for i := range a.Containers {
+		out.Containers[i] = cloneContainer(&a.Containers[i])
+	}
+	return out
 }
 
 func cloneContainer(c *device.ContainerAllocation) device.ContainerAllocation {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
@@ -78,6 +79,14 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 			e.lastClaim, owner.lastClaim = owner.lastClaim, e.lastClaim
 			changed[e.ref], changed[owner.ref] = true, true
 		case owner == nil:
+			if slot := l.freeSlotFor(e, o.Container, o.IDs); slot != nil {
+				// The pod's own plan is held by another member already (a restored record that a
+				// swap had replaced, its rewrite lost to a restart): the call was answered with the
+				// group's slot that nobody holds.
+				klog.V(2).InfoS("The kubelet reports a container whose slot another pod holds; giving it the group's free slot", "pod", e.ref.String(), "container", o.Container)
+				e.plan = *slot
+				e.claimed = map[string]*device.ContainerAllocation{}
+			}
 			for i := range e.plan.Containers {
 				c := &e.plan.Containers[i]
 				if c.Name != o.Container || len(c.Devices) != len(o.IDs) {
@@ -109,6 +118,50 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 		}
 	}
 	return out
+}
+
+// freeSlotFor returns the slot pod e's container must be claimed from when the kubelet reports
+// ids for it that no claim covers, or nil when that is e's own plan (the usual case). e's own
+// plan is not free when the other members of its signature group hold it more often than the
+// group's planned annotations publish it: a half-applied swap (Reconcile's two record writes, a
+// plugin restart between them) restores e with the record the swap replaced, a slot another
+// member already holds. Then the container was answered with the slot the group publishes and
+// nobody holds: the one on the ids' GPUs when there is one, else the lowest. Only a pod with no
+// other claimed container is moved. Caller holds mu.
+func (l *Ledger) freeSlotFor(e *podEntry, container string, ids []string) *device.Allocation {
+	for name := range e.claimed {
+		if name != container {
+			return nil
+		}
+	}
+	var published, held Slots
+	for _, m := range []map[types.UID]*podEntry{l.pods, l.leaving} {
+		for _, o := range m {
+			if o.sig != e.sig {
+				continue
+			}
+			published.Add(o.published())
+			if o != e {
+				held.Add(&o.plan)
+			}
+		}
+	}
+	own := device.SlotKey(&e.plan)
+	if published.Count(own) > held.Count(own) {
+		return nil
+	}
+	free := published.Minus(&held)
+	if len(free) == 0 {
+		return nil
+	}
+	want, pick := SliceGPUs(ids), free[0]
+	for _, k := range free {
+		if c := published.Peek(k).Container(container); c != nil && sameSet(planGPUs(c), want) {
+			pick = k
+			break
+		}
+	}
+	return device.Renamed(published.Peek(pick), &e.plan)
 }
 
 // findClaim returns the pod and container whose claim overlaps ids.
