@@ -111,6 +111,10 @@ func (p *Plugin) listen(sock string) (*grpc.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The file is removed here (before the next Listen) and when Serve returns, never by the
+	// listener: a server stopped before its Serve goroutine ran closes its listener late, which
+	// would otherwise unlink the next server's socket at the same path.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(p.observeUnary, recoverUnary), grpc.ChainStreamInterceptor(recoverStream))
 	pluginapi.RegisterDevicePluginServer(srv, p)
 	go func() {
