@@ -122,8 +122,8 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 
 // freeSlotFor returns the slot pod e's container must be claimed from when the kubelet reports
 // ids for it that no claim covers, or nil when that is e's own plan (the usual case). e's own
-// plan is not free when the other members of its signature group hold it more often than the
-// group's planned annotations publish it: a half-applied swap (Reconcile's two record writes, a
+// plan is not free when other members of its signature group hold it already, at least as often
+// as the group's planned annotations publish it: a half-applied swap (Reconcile's two record writes, a
 // plugin restart between them) restores e with the record the swap replaced, a slot another
 // member already holds. Then the container was answered with the slot the group publishes and
 // nobody holds: the one on the ids' GPUs when there is one, else the lowest. Only a pod with no
@@ -147,7 +147,7 @@ func (l *Ledger) freeSlotFor(e *podEntry, container string, ids []string) *devic
 		}
 	}
 	own := device.SlotKey(&e.plan)
-	if published.Count(own) > held.Count(own) {
+	if held.Count(own) == 0 || published.Count(own) > held.Count(own) {
 		return nil
 	}
 	free := published.Minus(&held)

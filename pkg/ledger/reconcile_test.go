@@ -116,3 +116,21 @@ func mustRecord(t *testing.T, l *Ledger, p *corev1.Pod) device.Allocation {
 	}
 	return rec
 }
+
+// A pod alone in its signature group whose restored claimed record is not on the GPU the
+// kubelet's IDs name (the kubelet skipped GetPreferredAllocation) keeps the record's GPU: that is
+// what Allocate answered, and no other pod holds it.
+func TestReconcileLonePodKeepsRecordedGPU(t *testing.T) {
+	p := placedPod(t, "p", "GPU-A")
+	setRecord(t, p, device.AnnoClaimed, device.Allocation{Node: "node-1", Containers: []device.ContainerAllocation{{
+		Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: "GPU-B", MemoryMiB: 1000}}, SliceIDs: []string{"GPU-C::4"}}}})
+	l := newTestLedger()
+	l.UpsertPod(p)
+	l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-A::0"}}})
+	if got := usedGPU(t, l, p); got != "GPU-B" {
+		t.Fatalf("p uses %s after Reconcile; want GPU-B, its recorded answer", got)
+	}
+	if rec := mustRecord(t, l, p); rec.Containers[0].SliceIDs[0] != "GPU-A::0" {
+		t.Fatalf("p's slice IDs %v; want the kubelet's GPU-A::0", rec.Containers[0].SliceIDs)
+	}
+}
