@@ -7,10 +7,12 @@
 #      mode), pkg/dra BenchmarkPrepareResourceClaims and BenchmarkNodePrepareResourcesGRPC,
 #      pkg/extender BenchmarkExtenderScale (100..10,000 nodes; repetitions share each fleet).
 #   2. End-to-end scheduling (hack/bench/e2esched) on the local cluster: 1,000 simulated nodes,
-#      extender vs kube-scheduler alone. Uses the running cluster; when none answers, brings one up
-#      with hack/cluster/up.sh (HAMI_GO_SKIP_CHART=1: the chart is not needed) and tears it down
-#      afterwards. On a machine without the tool cache that first builds Kubernetes (20–30 min).
-#      HAMI_GO_BENCH_E2E=0 skips this part.
+#      extender vs kube-scheduler alone, and the DRA variants (whole-device claims on plain devices,
+#      claims of 4000 MiB / 10 cores on hami-go's ResourceSlices; HAMI_GO_BENCH_DRA_PODS pods per
+#      run, default 500; HAMI_GO_BENCH_DRA=0 leaves them out). Uses the running cluster; when none
+#      answers, brings one up with hack/cluster/up.sh (HAMI_GO_SKIP_CHART=1: the chart is not
+#      needed) and tears it down afterwards. On a machine without the tool cache that first builds
+#      Kubernetes (20–30 min). HAMI_GO_BENCH_E2E=0 skips this part.
 #   3. kube-scheduler's own benchmark harness, scheduler_perf (hack/schedperf/run.sh, issue 16):
 #      in-process API server and scheduler, 500 nodes x 8 GPUs (HAMI_GO_SCHEDPERF_SCALE), the
 #      extender and DRA workloads beside kube-scheduler alone. No cluster needed; the first run
@@ -23,8 +25,8 @@
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_NODES
-# (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE,
-# HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
+# (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_DRA (1), HAMI_GO_BENCH_DRA_PODS (500),
+# HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE, HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -72,7 +74,8 @@ if [[ $E2E != 0 ]]; then
   fi
   status=0
   "$TOOLS/e2esched" --kubeconfig "$STATE/kubeconfig" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
-    --pods "${HAMI_GO_BENCH_PODS:-2000}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
+    --pods "${HAMI_GO_BENCH_PODS:-2000}" --dra="$([[ ${HAMI_GO_BENCH_DRA:-1} == 0 ]] && echo false || echo true)" \
+    --dra-pods "${HAMI_GO_BENCH_DRA_PODS:-500}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
   if [[ $brought_up == 1 ]]; then
     hack/cluster/down.sh || true
   fi

@@ -9,12 +9,23 @@
 //     --gpumem MiB (HAMi resources);
 //   - baseline: the same kube-scheduler configuration without the extender (profile
 //     hami-go-bench-baseline) for the same pods asking nvidia.com/gpu: 1 only (whole GPUs the
-//     nodes advertise), labelled hami-go.io/ignore=true so the webhook leaves them alone.
+//     nodes advertise), labelled hami-go.io/ignore=true so the webhook leaves them alone;
+//   - dra-plain (--dra, --dra-pods pods per run): the baseline's configuration (profile
+//     hami-go-bench-dra) for pods with one ResourceClaim (from a ResourceClaimTemplate) for one
+//     whole device of DeviceClass hami-go-bench-plain: plain devices (no allowMultipleAllocations,
+//     no capacities) of driver bench-plain.hami-go.io;
+//   - dra-slices: the same for claims of one device of DeviceClass hami-go-bench-slices with
+//     capacity memory --gpumem MiB and cores --dra-cores, from ResourceSlices of driver
+//     gpu.hami-go.io built by hami-go's DRA driver's own builder (pkg/dra Devices).
 //
+// Each DRA variant runs with only its own driver's ResourceSlice on every simulated node (the
+// other driver's deleted before; see dra.go for why). A DRA run starts its kube-scheduler only
+// once kube-controller-manager has made every pod's claim, and the next run starts once those
+// claims are gone again.
 // No kubelet calls Allocate, so the extender's pods stay in flight: every pod is an identical
 // replica (same call key and signature), so none waits for another (docs/design.md; docs/cases.md C20).
-// Everything lives in namespace --namespace and on nodes bench-node-NNNN labelled
-// hami-go.io/bench-node=true and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
+// Everything lives in namespace --namespace, on nodes bench-node-NNNN labelled
+// hami-go.io/bench-node=true (as are the ResourceSlices and DeviceClasses) and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
 // land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON
 // (--out) read by hack/bench/report.
 package main
@@ -46,8 +57,15 @@ type Config struct {
 	Pods int
 	// Runs is the number of runs of each variant (interleaved).
 	Runs int
-	// GPUMemMiB is the nvidia.com/gpumem of each extender pod, MiB.
+	// GPUMemMiB is the nvidia.com/gpumem of each extender pod, MiB, and the memory capacity
+	// each dra-slices claim asks.
 	GPUMemMiB int64
+	// DRA runs the DRA variants (dra-plain, dra-slices) too.
+	DRA bool
+	// DRAPods is the number of pods per run of each DRA variant.
+	DRAPods int
+	// DRACores is the cores capacity (percent of a GPU) each dra-slices claim asks.
+	DRACores int64
 	// QPS and Burst are kube-scheduler's clientConnection (both variants), as values-local.yaml.
 	QPS, Burst int
 	// Namespace holds the pods.
@@ -73,7 +91,10 @@ func main() {
 	fs.IntVar(&cfg.Nodes, "nodes", 1000, "simulated nodes")
 	fs.IntVar(&cfg.Pods, "pods", 2000, "pods per run")
 	fs.IntVar(&cfg.Runs, "runs", 5, "runs of each variant")
-	fs.Int64Var(&cfg.GPUMemMiB, "gpumem", 4000, "nvidia.com/gpumem of each extender pod (MiB)")
+	fs.Int64Var(&cfg.GPUMemMiB, "gpumem", 4000, "nvidia.com/gpumem of each extender pod and memory of each dra-slices claim (MiB)")
+	fs.BoolVar(&cfg.DRA, "dra", true, "also run the DRA variants (dra-plain, dra-slices)")
+	fs.IntVar(&cfg.DRAPods, "dra-pods", 500, "pods per run of each DRA variant")
+	fs.Int64Var(&cfg.DRACores, "dra-cores", 10, "cores capacity (% of a GPU) of each dra-slices claim")
 	fs.IntVar(&cfg.QPS, "qps", 1000, "kube-scheduler clientConnection.qps")
 	fs.IntVar(&cfg.Burst, "burst", 1000, "kube-scheduler clientConnection.burst")
 	fs.StringVar(&cfg.Namespace, "namespace", "hami-go-bench", "namespace of the pods")
@@ -121,6 +142,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--lease-renew: %v is not in (0, 30s] (node leases expire after 40s)", c.LeaseRenew)
 	case c.Namespace == "":
 		return fmt.Errorf("--namespace is empty")
+	case !c.DRA:
+		return nil
+	case c.DRAPods < 10:
+		return fmt.Errorf("--dra-pods: %d is below 10", c.DRAPods)
+	case c.DRAPods > c.Nodes*gpusPerNode:
+		return fmt.Errorf("--dra-pods: %d do not fit on %d nodes of %d whole devices", c.DRAPods, c.Nodes, gpusPerNode)
+	case c.DRACores < 0 || c.DRACores > 100:
+		return fmt.Errorf("--dra-cores: %d is not in 0..100", c.DRACores)
 	}
 	return nil
 }

@@ -60,10 +60,16 @@ func benchPod(cfg Config, variant, run string, i int) *corev1.Pod {
 			Containers:   []corev1.Container{{Name: "main", Image: "docker.io/hami-go/workload:0.1.0", Command: []string{"pause"}}},
 		},
 	}
-	if variant == "extender" {
+	switch {
+	case variant == e2eresult.VariantExtender:
 		p.Spec.SchedulerName = ExtenderScheduler
 		limits["nvidia.com/gpumem"] = *resource.NewQuantity(cfg.GPUMemMiB, resource.DecimalSI)
-	} else {
+	case e2eresult.IsDRA(variant):
+		p.Spec.SchedulerName = DRAScheduler
+		p.Labels[device.LabelOptOut] = "true"
+		withClaim(p, variant)
+		return p
+	default:
 		p.Spec.SchedulerName = BaselineScheduler
 		p.Labels[device.LabelOptOut] = "true"
 	}
@@ -71,9 +77,28 @@ func benchPod(cfg Config, variant, run string, i int) *corev1.Pod {
 	return p
 }
 
-// runOnce creates cfg.Pods pods of variant while no scheduler of theirs runs, then starts that
-// variant's kube-scheduler (calling extenderURL for the extender variant) on a full queue, and
-// waits until all pods are bound (or RunTimeout); the scheduler is stopped before it returns.
+// variants are the variants of each run, in the order they run: extender, baseline, then
+// (cfg.DRA) dra-plain and dra-slices.
+func variants(cfg Config) []string {
+	v := []string{e2eresult.VariantExtender, e2eresult.VariantBaseline}
+	if cfg.DRA {
+		v = append(v, e2eresult.VariantDRAPlain, e2eresult.VariantDRASlices)
+	}
+	return v
+}
+
+// variantConfig is cfg for a run of variant: Pods is cfg.DRAPods for the DRA variants.
+func variantConfig(cfg Config, variant string) Config {
+	if e2eresult.IsDRA(variant) {
+		cfg.Pods = cfg.DRAPods
+	}
+	return cfg
+}
+
+// runOnce creates cfg.Pods pods of variant while no scheduler of theirs runs (for a DRA variant
+// it also waits until kube-controller-manager has made every pod's ResourceClaim), then starts
+// that variant's kube-scheduler (calling extenderURL for the extender variant) on a full queue,
+// and waits until all pods are bound (or RunTimeout); the scheduler is stopped before it returns.
 func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, extenderURL string, run int) (RunResult, error) {
 	r := RunResult{Variant: variant, Run: run}
 	id := strconv.Itoa(run)
@@ -84,17 +109,28 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	)
 	bound := map[string]time.Duration{}
 	done := make(chan struct{})
+	claimed := map[string]bool{} // DRA: pods whose ResourceClaim exists (their status names it)
+	claimsDone := make(chan struct{})
 	// An informer (list, then watch, re-established when the server ends a watch) sees every
 	// binding once; the first time a pod shows a nodeName is its binding time.
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	seen := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+		if !ok {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if podClaimed(p) && !claimed[p.Name] {
+			claimed[p.Name] = true
+			if len(claimed) == cfg.Pods {
+				close(claimsDone)
+			}
+		}
+		if p.Spec.NodeName == "" {
+			return
+		}
 		if _, ok := bound[p.Name]; ok {
 			return
 		}
@@ -127,9 +163,20 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	}
 	created := time.Since(start)
 	r.CreateSeconds = created.Seconds()
-	profile, url := ExtenderScheduler, extenderURL
-	if variant != "extender" {
-		profile, url = BaselineScheduler, ""
+	if e2eresult.IsDRA(variant) {
+		select {
+		case <-claimsDone:
+		case <-cctx.Done():
+			return r, fmt.Errorf("%s run %d: ResourceClaims of the pods not all made by kube-controller-manager: %w", variant, run, cctx.Err())
+		}
+		r.ClaimsSeconds = time.Since(start).Seconds() - r.CreateSeconds
+	}
+	profile, url := BaselineScheduler, ""
+	switch {
+	case variant == e2eresult.VariantExtender:
+		profile, url = ExtenderScheduler, extenderURL
+	case e2eresult.IsDRA(variant):
+		profile = DRAScheduler
 	}
 	sctx, stopSched := context.WithCancel(cctx)
 	defer stopSched()
@@ -162,6 +209,7 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	r.Bound = len(times)
 	r.Seconds, r.PodsPerSecond, r.SteadyPodsPerSecond = rates(times)
 	klog.InfoS("Run done", "variant", variant, "run", run, "bound", r.Bound, "of", cfg.Pods, "createdIn", created.Round(time.Millisecond),
+		"claimsIn", fmt.Sprintf("%.1fs", r.ClaimsSeconds),
 		"seconds", fmt.Sprintf("%.1f", r.Seconds), "podsPerSecond", fmt.Sprintf("%.1f", r.PodsPerSecond), "steady", fmt.Sprintf("%.1f", r.SteadyPodsPerSecond),
 		"schedulerCPU", fmt.Sprintf("%.1fs", r.SchedulerCPUSeconds), "selfCPU", fmt.Sprintf("%.1fs", r.SelfCPUSeconds))
 	if r.Bound < cfg.Pods {
@@ -170,8 +218,31 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	return r, nil
 }
 
-// Run sets up the simulated nodes and both schedulers, runs the variants interleaved
-// (extender, baseline, extender, ...), and always deletes what it created.
+// podClaimed reports whether p's status names a ResourceClaim for each of its pod claims (the
+// resource claim controller writes it after creating the claim from the template).
+func podClaimed(p *corev1.Pod) bool {
+	if len(p.Spec.ResourceClaims) == 0 || len(p.Status.ResourceClaimStatuses) < len(p.Spec.ResourceClaims) {
+		return false
+	}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// clearRun deletes a run's pods and waits until their ResourceClaims are gone too.
+func clearRun(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	if err := deletePods(ctx, cs, ns); err != nil {
+		return err
+	}
+	return waitClaimsGone(ctx, cs, ns)
+}
+
+// Run sets up the simulated nodes and the schedulers, runs the variants interleaved (extender,
+// baseline, dra-plain, dra-slices, extender, ...; each DRA variant with its own driver's
+// ResourceSlices published on every node), and always deletes what it created.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
@@ -186,15 +257,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("API server of %s: %w (bring the cluster up with hack/cluster/up.sh)", cfg.Kubeconfig, err)
 	}
 	res := &Result{Nodes: cfg.Nodes, Pods: cfg.Pods, QPS: cfg.QPS, GPUMemMiB: cfg.GPUMemMiB, Started: time.Now().UTC()}
+	if cfg.DRA {
+		res.DRAPods, res.DRACores = cfg.DRAPods, cfg.DRACores
+	}
 	// Leftovers of an interrupted earlier run first.
 	if err := deleteAll(cs, cfg.Namespace); err != nil {
 		return nil, fmt.Errorf("removing leftovers: %w", err)
 	}
 	defer func() {
 		if err := deleteAll(cs, cfg.Namespace); err != nil {
-			klog.ErrorS(err, "Cleanup incomplete: delete nodes -l "+benchLabel+"=true and namespace "+cfg.Namespace+" by hand")
+			klog.ErrorS(err, "Cleanup incomplete: delete nodes, resourceslices and deviceclasses -l "+benchLabel+"=true and namespace "+cfg.Namespace+" by hand")
 		} else {
-			klog.InfoS("Removed the simulated nodes, their Leases and the bench namespace")
+			klog.InfoS("Removed the simulated nodes, their Leases and ResourceSlices, the DeviceClasses and the bench namespace")
 		}
 	}()
 	for {
@@ -228,6 +302,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		time.Sleep(time.Second)
 	}
 	klog.InfoS("Simulated nodes ready", "nodes", cfg.Nodes, "took", time.Since(t).Round(time.Millisecond))
+	var slices *slicePublisher
+	if cfg.DRA {
+		if slices, err = setupDRA(ctx, cs, cfg); err != nil {
+			return nil, fmt.Errorf("DRA set-up: %w", err)
+		}
+	}
+	// publish puts a DRA variant's ResourceSlices (only those) on the nodes before its run.
+	publish := func(v string) error {
+		if !e2eresult.IsDRA(v) {
+			return nil
+		}
+		return slices.use(ctx, driverOf(v))
+	}
 	sctx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
 	url, err := startExtender(sctx, cs)
@@ -235,24 +322,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("extender: %w", err)
 	}
 	// Warm-up: a short run of each variant checks the set-up.
-	for _, v := range []string{"extender", "baseline"} {
+	for _, v := range variants(cfg) {
 		wcfg := cfg
 		wcfg.Pods, wcfg.RunTimeout = 10, 2*time.Minute
+		if err := publish(v); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
 		if _, err := runOnce(ctx, cs, wcfg, v, url, 0); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if err := deletePods(ctx, cs, cfg.Namespace); err != nil {
+	if err := clearRun(ctx, cs, cfg.Namespace); err != nil {
 		return nil, err
 	}
 	for run := 1; run <= cfg.Runs; run++ {
-		for _, v := range []string{"extender", "baseline"} {
-			r, err := runOnce(ctx, cs, cfg, v, url, run)
+		for _, v := range variants(cfg) {
+			if err := publish(v); err != nil {
+				return res, err
+			}
+			r, err := runOnce(ctx, cs, variantConfig(cfg, v), v, url, run)
 			res.Runs = append(res.Runs, r)
 			if err != nil {
 				return res, err
 			}
-			if err := deletePods(ctx, cs, cfg.Namespace); err != nil {
+			if err := clearRun(ctx, cs, cfg.Namespace); err != nil {
 				return res, err
 			}
 		}

@@ -20,7 +20,8 @@ import (
 )
 
 const (
-	// benchLabel marks every simulated node and Lease this program creates.
+	// benchLabel marks every simulated node, Lease, ResourceSlice and DeviceClass this program
+	// creates.
 	benchLabel = "hami-go.io/bench-node"
 	// benchTaint keeps every pod but this program's off the simulated nodes.
 	benchTaint  = "hami-go.io/bench"
@@ -32,17 +33,24 @@ const (
 
 func nodeName(i int) string { return fmt.Sprintf("bench-node-%04d", i) }
 
-// simNode returns the Node object of simulated node i: 8 H100-like GPUs of 81920 MiB in its
-// inventory annotation (split count 10), capacity nvidia.com/gpu 80, the bench label and taint.
-func simNode(i int) (*corev1.Node, error) {
-	name := nodeName(i)
-	inv := device.Inventory{Node: name, SplitCount: splitCount, MemoryScaling: 1}
+// simGPUs returns the GPUs of simulated node i: 8 H100-like GPUs of 81920 MiB (UUIDs unique
+// per node and index).
+func simGPUs(i int) []device.GPU {
+	gpus := make([]device.GPU, 0, gpusPerNode)
 	for g := 0; g < gpusPerNode; g++ {
-		inv.GPUs = append(inv.GPUs, device.GPU{
+		gpus = append(gpus, device.GPU{
 			UUID:  fmt.Sprintf("GPU-b0000000-%04x-4000-8000-%012x", i, g),
 			Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: gpuMiB, NUMANode: g / 4, Healthy: true,
 		})
 	}
+	return gpus
+}
+
+// simNode returns the Node object of simulated node i: 8 H100-like GPUs of 81920 MiB in its
+// inventory annotation (split count 10), capacity nvidia.com/gpu 80, the bench label and taint.
+func simNode(i int) (*corev1.Node, error) {
+	name := nodeName(i)
+	inv := device.Inventory{Node: name, SplitCount: splitCount, MemoryScaling: 1, GPUs: simGPUs(i)}
 	enc, err := device.EncodeInventory(inv)
 	if err != nil {
 		return nil, err
@@ -207,9 +215,9 @@ func renewLeases(ctx context.Context, cs kubernetes.Interface, period time.Durat
 	}
 }
 
-// deleteAll deletes the bench pods (grace 0: no kubelet will confirm), namespace, Leases and
-// nodes, and waits until the nodes are gone. It runs on a fresh context so it also cleans up
-// after SIGINT.
+// deleteAll deletes the bench pods (grace 0: no kubelet will confirm), namespace (with the
+// claim templates and claims), Leases, ResourceSlices, DeviceClasses and nodes, and waits until
+// the nodes are gone. It runs on a fresh context so it also cleans up after SIGINT.
 func deleteAll(cs kubernetes.Interface, ns string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -224,6 +232,7 @@ func deleteAll(cs kubernetes.Interface, ns string) error {
 	if err := cs.CoordinationV1().Leases(leaseNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, deleteDRA(ctx, cs)...)
 	if err := cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		errs = append(errs, err)
 	}

@@ -25,6 +25,12 @@ const (
 	ExtenderScheduler = "hami-go-bench-scheduler"
 	// BaselineScheduler is the profile of the kube-scheduler without the extender.
 	BaselineScheduler = "hami-go-bench-baseline"
+	// DRAScheduler is the profile of the DRA variants' kube-scheduler: the baseline's
+	// configuration (no extender) under a name of its own, with a log of its own.
+	DRAScheduler = "hami-go-bench-dra"
+	// draFeatureGates are the local cluster's feature gates (hack/cluster/lib.sh), named for the
+	// DRA variants' kube-scheduler too (consumable capacity is on by default since 1.36).
+	draFeatureGates = "DRAConsumableCapacity=true"
 )
 
 // startExtender runs pkg/extender on 127.0.0.1 (a free port) for profile ExtenderScheduler and
@@ -58,10 +64,10 @@ func startExtender(ctx context.Context, cs kubernetes.Interface) (string, error)
 	return "http://" + ln.Addr().String(), nil
 }
 
-// schedulerConfig is the KubeSchedulerConfiguration of both variants: the chart's settings
+// schedulerConfig is the KubeSchedulerConfiguration of every variant: the chart's settings
 // (charts/hami-go/templates/scheduler-configmap.yaml: percentageOfNodesToScore 100, the
-// extender's verbs and managed resources) with values-local.yaml's qps/burst; the baseline has
-// no extender. Leader election is off (each runs once).
+// extender's verbs and managed resources) with values-local.yaml's qps/burst; the baseline and
+// the DRA variants have no extender. Leader election is off (each runs once).
 func schedulerConfig(cfg Config, profile, extenderURL string) string {
 	s := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -119,7 +125,11 @@ func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, "--config="+conf, "--secure-port=0", "--v=1")
+	args := []string{"--config=" + conf, "--secure-port=0", "--v=1"}
+	if profile == DRAScheduler {
+		args = append(args, "--feature-gates="+draFeatureGates)
+	}
+	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 5 * time.Second
