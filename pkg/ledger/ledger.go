@@ -207,8 +207,11 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	e, had := l.pods[p.UID]
 	if !had {
 		l.seen++
-		e = &podEntry{ref: ref, seen: l.seen, plan: cloneAllocation(&plan), claimed: map[string]*device.ContainerAllocation{}}
+		e = &podEntry{ref: ref, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
 		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
+			// restoreClaims replaces containers of e.plan in place: a copy, so that e.anno keeps
+			// the planned slot (TestReconcileAfterRestartMidSwap).
+			e.plan = cloneAllocation(&plan)
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)
 			} else {
@@ -219,7 +222,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 	}
 	e.sig = device.SignatureOf(&req)
 	e.containerIDs = containerIDs(p)
-	e.anno = plan // e.plan is a copy: restoreClaims and Reconcile change it, never the annotation
+	e.anno = plan
 	if e.republish != nil && device.SlotKey(e.republish) == device.SlotKey(&plan) {
 		e.republish = nil // written
 	}
