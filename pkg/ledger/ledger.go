@@ -210,7 +210,7 @@ func (l *Ledger) upsertPodLocked(p *corev1.Pod) {
 		e = &podEntry{ref: ref, seen: l.seen, plan: plan, claimed: map[string]*device.ContainerAllocation{}}
 		if raw, ok := p.Annotations[device.AnnoClaimed]; ok {
 			// restoreClaims replaces containers of e.plan in place: a copy, so that e.anno keeps
-			// the planned slot (TestReconcileAfterRestartMidSwap).
+			// the planned slot (TestC04ReconcileAfterRestartMidSwap).
 			e.plan = cloneAllocation(&plan)
 			if c, err := device.DecodeAllocation(raw); err != nil {
 				klog.ErrorS(err, "Ignoring malformed claimed allocation", "pod", klog.KObj(p), "annotation", device.AnnoClaimed)

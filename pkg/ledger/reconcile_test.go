@@ -45,14 +45,14 @@ func usedGPU(t *testing.T, l *Ledger, p *corev1.Pod) string {
 	return rec.Containers[0].Devices[0].UUID
 }
 
-// A device-plugin restart in the middle of a swap (issue 15's second open window). Two
+// case C04: a device-plugin restart in the middle of a swap (issue 15's second open window). Two
 // interchangeable pods p (planned GPU-A) and q (planned GPU-B); the kubelet gives p a slice of
 // GPU-B and q one of GPU-A, so Allocate answers p's call with q's slot (env of GPU-B) and q's
 // with p's (GPU-A), and Reconcile swaps their records. Only p's rewritten record reaches the API
 // before the plugin restarts; q's still says GPU-B. The restarted plugin must find, from the
 // kubelet's report and the group's planned slots, that q runs on GPU-A: each GPU is charged once,
 // as the containers really use them, and no GPU is charged twice while another runs uncharged.
-func TestReconcileAfterRestartMidSwap(t *testing.T) {
+func TestC04ReconcileAfterRestartMidSwap(t *testing.T) {
 	l := newTestLedger()
 	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
 	l.UpsertPod(p)
@@ -120,7 +120,7 @@ func mustRecord(t *testing.T, l *Ledger, p *corev1.Pod) device.Allocation {
 // A pod alone in its signature group whose restored claimed record is not on the GPU the
 // kubelet's IDs name (the kubelet skipped GetPreferredAllocation) keeps the record's GPU: that is
 // what Allocate answered, and no other pod holds it.
-func TestReconcileLonePodKeepsRecordedGPU(t *testing.T) {
+func TestC04ReconcileLonePodKeepsRecordedGPU(t *testing.T) {
 	p := placedPod(t, "p", "GPU-A")
 	setRecord(t, p, device.AnnoClaimed, device.Allocation{Node: "node-1", Containers: []device.ContainerAllocation{{
 		Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: "GPU-B", MemoryMiB: 1000}}, SliceIDs: []string{"GPU-C::4"}}}})
