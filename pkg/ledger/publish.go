@@ -55,21 +55,11 @@ func (l *Ledger) forgetLocked(uid types.UID) {
 // member whose plan it is, then the first seen. Terminating members count but are not rewritten.
 // Caller holds mu.
 func (l *Ledger) republishLocked(sig device.Signature) {
-	var held, published Slots
+	held, published := l.groupSlots(sig, nil)
 	var live []*podEntry
-	count := func(e *podEntry) {
-		held.Add(&e.plan)
-		published.Add(e.published())
-	}
 	for _, e := range l.pods {
 		if e.sig == sig {
-			count(e)
 			live = append(live, e)
-		}
-	}
-	for _, e := range l.leaving {
-		if e.sig == sig {
-			count(e)
 		}
 	}
 	short := held.Minus(&published)
@@ -103,6 +93,24 @@ func (l *Ledger) republishLocked(sig device.Signature) {
 		klog.V(2).InfoS("Republishing a planned allocation so that its signature group adds up", "pod", pick.ref.String())
 		l.toWrite = append(l.toWrite, pick.ref)
 	}
+}
+
+// groupSlots returns the slots the members of signature group sig hold (their effective plans)
+// and publish (their planned annotations once pending writes land), terminating members
+// included; skip, when not nil, is left out of held. Caller holds mu.
+func (l *Ledger) groupSlots(sig device.Signature, skip *podEntry) (held, published Slots) {
+	for _, m := range []map[types.UID]*podEntry{l.pods, l.leaving} {
+		for _, e := range m {
+			if e.sig != sig {
+				continue
+			}
+			published.Add(e.published())
+			if e != skip {
+				held.Add(&e.plan)
+			}
+		}
+	}
+	return held, published
 }
 
 // published is the planned annotation the extender sees for e once pending writes land.

@@ -3,7 +3,6 @@ package ledger
 import (
 	"sort"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
@@ -134,18 +133,7 @@ func (l *Ledger) freeSlotFor(e *podEntry, container string, ids []string) *devic
 			return nil
 		}
 	}
-	var published, held Slots
-	for _, m := range []map[types.UID]*podEntry{l.pods, l.leaving} {
-		for _, o := range m {
-			if o.sig != e.sig {
-				continue
-			}
-			published.Add(o.published())
-			if o != e {
-				held.Add(&o.plan)
-			}
-		}
-	}
+	held, published := l.groupSlots(e.sig, e)
 	own := device.SlotKey(&e.plan)
 	if held.Count(own) == 0 || published.Count(own) > held.Count(own) {
 		return nil
