@@ -126,6 +126,7 @@ func testConfig(dir string) Config {
 	c.NodeName = testNode
 	c.DevicePluginDir = dir
 	c.AllocateWait = 0
+	c.NRISocket = "" // never register with a runtime on the test machine (a local cluster's containerd)
 	return c
 }
 

@@ -45,6 +45,7 @@ func testConfig(dir string) Config {
 	c.PluginDataDir = filepath.Join(dir, "plugin")
 	c.HAMiCoreLibrary = ""
 	c.PrepareWait = 0 // tests of the wait set it
+	c.NRISocket = ""  // never register with a runtime on the test machine (a local cluster's containerd)
 	return c
 }
 
