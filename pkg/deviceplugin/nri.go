@@ -12,7 +12,9 @@ import (
 // nriSource is the NRI env guard's Source in device-plugin mode (case C37): what Allocate
 // handed a container is the env the responder builds from the container's claim in the ledger,
 // after a reconcile with the kubelet's PodResources (so a claim Allocate took for an
-// interchangeable pod is first moved to the pod the kubelet gave the devices to).
+// interchangeable pod is first moved to the pod the kubelet gave the devices to) and with the
+// answer the runtime holds (nri.Container.Answered: a claim rebuilt after a restart moves to the
+// slot the answer took, case C04).
 type nriSource struct {
 	p *Plugin
 	// reconcile brings the ledger's claims in line with the kubelet's PodResources; nil = none.
@@ -25,12 +27,13 @@ func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
 	return nriSource{p: p, reconcile: reconcile}
 }
 
-// Allocated implements nri.Source: GPU with the env of the Allocate response the kubelet gave
-// a claimed container's device IDs (issued; rebuilt from the claim when the plugin has restarted
-// since);
-// no GPU for a container the ledger plans none (a pod without GPUs, a pod not placed by
-// hami-go, which Allocate refuses, or a container of a GPU pod that asks none); an error for a
-// container planned GPUs but not claimed (the guard refuses it; the kubelet retries).
+// Allocated implements nri.Source: GPU with the env of the Allocate response built from a
+// claimed container's claim (the response names no pod, so the claim rebuilds the very answer
+// the kubelet gave the container, after a swap or a restart too); no GPU for a container the
+// ledger plans none (a pod without GPUs, a pod not placed by hami-go, which Allocate refuses, or
+// a container of a GPU pod that asks none); an error for a container planned GPUs but not
+// claimed (the guard refuses it; the kubelet retries), or whose answer cannot be reconciled with
+// the claims (*ledger.AnsweredError).
 func (s nriSource) Allocated(ctx context.Context, c nri.Container) (nri.Allocated, error) {
 	uid := types.UID(c.PodUID)
 	_, _, planned := s.p.ledger.ContainerClaim(uid, c.Name)
@@ -40,12 +43,14 @@ func (s nriSource) Allocated(ctx context.Context, c nri.Container) (nri.Allocate
 	if s.reconcile != nil {
 		s.reconcile(ctx)
 	}
+	if c.Answered != nil {
+		if _, err := s.p.ledger.Answered(uid, c.Name, c.Answered); err != nil {
+			return nri.Allocated{}, err
+		}
+	}
 	cl, claimed, planned := s.p.ledger.ContainerClaim(uid, c.Name)
 	switch {
 	case claimed:
-		if env, ok := s.p.issued.lookup(cl.Container.SliceIDs); ok {
-			return nri.Allocated{GPU: true, Env: env}, nil
-		}
 		return nri.Allocated{GPU: true, Env: s.p.resp.build(cl).Envs}, nil
 	case planned:
 		return nri.Allocated{}, fmt.Errorf("container %s of pod %s/%s is planned GPUs but the device plugin has no claim for it yet", c.Name, c.PodNamespace, c.PodName)

@@ -85,16 +85,19 @@ func TestNRISourceReconcilesFirst(t *testing.T) {
 
 // case C37 with case C04: two identical pods; Allocate matches the kubelet's call for b's
 // container to a (the ledger cannot tell them apart), and the reconcile with the kubelet's
-// PodResources then swaps the claims. b's container holds the response of that call, whose
-// HAMi-core cache path names a: the guard's want is that response (by device IDs), not the
-// env rebuilt from b's claim, so b's own container is not refused.
-func TestNRISourceAfterSwapUsesTheIssuedResponse(t *testing.T) {
+// PodResources then swaps the claims. b's container holds the response of that call: the
+// guard's want, rebuilt from b's claim, is that response exactly (the response names no pod:
+// its HAMi-core cache path is the container's), so b's own container is not refused.
+func TestNRISourceAfterSwapIsTheResponse(t *testing.T) {
 	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920))
 	a := testPod("a", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
 	p.Ledger().UpsertPod(a)
 	p.Ledger().UpsertPod(b)
 	resp := mustAlloc(t, p, "GPU-A::3") // the kubelet's call for b; the ledger matches a
+	if cl, claimed, _ := p.Ledger().ContainerClaim(a.UID, "main"); !claimed || len(cl.Container.SliceIDs) != 1 {
+		t.Fatalf("the call was not matched to a (%+v, %v): the test no longer covers a swap", cl, claimed)
+	}
 	src := NRISource(p, func(context.Context) {
 		p.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: b.Namespace, Pod: b.Name, Container: "main", IDs: []string{"GPU-A::3"}}})
 	})
@@ -102,10 +105,55 @@ func TestNRISourceAfterSwapUsesTheIssuedResponse(t *testing.T) {
 	if err != nil || !got.GPU || !reflect.DeepEqual(got.Env, resp.Envs) {
 		t.Fatalf("b after the swap: %+v, %v; want the env of the response the kubelet gave b's IDs %v", got, err, resp.Envs)
 	}
-	if cache := got.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]; !strings.Contains(cache, string(a.UID)) {
-		t.Errorf("the response's cache path %q does not name a (%s): the test no longer covers a swap", cache, a.UID)
+	if cache := got.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]; cache != "/usr/local/vgpu/main.cache" {
+		t.Errorf("cache path %q, want the container's own /usr/local/vgpu/main.cache (no pod named)", cache)
 	}
 	if got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
 		t.Errorf("limit %q, want 1000m", got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"])
+	}
+}
+
+// case C04 through the guard: the plugin answers the kubelet's call for p's container with q's
+// slot (interchangeable pods, the kubelet chose GPU-B's IDs), then restarts before any record is
+// written. The restarted plugin's reconcile claims p from its own plan (GPU-A); at p's container
+// creation the runtime's env is the answer the kubelet kept (GPU-B), which moves the claim to
+// q's slot, so the guard pins p's env instead of refusing it, and q's later Allocate gets GPU-A.
+func TestNRISourceAfterRestartFollowsTheAnswer(t *testing.T) {
+	backend := newTestBackend(2, 81920)
+	p1, _ := newTestPlugin(t, testConfig(t.TempDir()), backend)
+	pp := testPod("p", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	pq := testPod("q", t0.Add(time.Second), testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-B"}})
+	p1.Ledger().UpsertPod(pp)
+	p1.Ledger().UpsertPod(pq)
+	resp := mustAlloc(t, p1, "GPU-B::3") // the kubelet's call for p; the ledger matches q's slot
+	if resp.Envs["CUDA_VISIBLE_DEVICES"] != "GPU-B" {
+		t.Fatalf("answer %v, want GPU-B (q's slot)", resp.Envs)
+	}
+	var env []string
+	for k, v := range resp.Envs {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+
+	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), backend) // restarted: nothing was written
+	p2.Ledger().UpsertPod(pp)
+	p2.Ledger().UpsertPod(pq)
+	src := NRISource(p2, func(context.Context) {
+		p2.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: pp.Namespace, Pod: pp.Name, Container: "main", IDs: []string{"GPU-B::3"}}})
+	})
+	ch, err := nri.NewGuard(src).Decide(context.Background(), nri.Container{PodUID: string(pp.UID), PodNamespace: pp.Namespace, PodName: pp.Name, Name: "main"}, env)
+	if err != nil || len(ch) != len(resp.Envs) {
+		t.Fatalf("p's container after the restart: %+v, %v; want every name pinned to the answer", ch, err)
+	}
+	for _, c := range ch {
+		if c.Value != resp.Envs[c.Name] {
+			t.Errorf("pinned %s=%s, want the answer's %s", c.Name, c.Value, resp.Envs[c.Name])
+		}
+	}
+	if got := mustAlloc(t, p2, "GPU-A::0").Envs["CUDA_VISIBLE_DEVICES"]; got != "GPU-A" {
+		t.Errorf("q's Allocate after the restart answered %s, want GPU-A (the slot p left)", got)
+	}
+	if u := p2.Ledger().Charged(); u["GPU-A"].Sharers != 1 || u["GPU-B"].Sharers != 1 {
+		t.Errorf("charged %+v, want one sharer on each GPU", u)
 	}
 }

@@ -51,8 +51,6 @@ type Plugin struct {
 	health  *gpuhealth.Health
 	ledger  *ledger.Ledger
 	resp    responder
-	// issued is the env each Allocate response gave, by device IDs (the NRI guard's want).
-	issued issued
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
@@ -263,9 +261,7 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 			return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
 		}
 		klog.V(2).InfoS("Allocate", "pod", cl.Pod.String(), "container", cl.Container.Name, "deviceIDs", c.DevicesIds, "repeat", cl.Repeat)
-		r := p.resp.build(cl)
-		p.issued.record(c.DevicesIds, r.Envs)
-		out.ContainerResponses = append(out.ContainerResponses, r)
+		out.ContainerResponses = append(out.ContainerResponses, p.resp.build(cl))
 	}
 	return out, nil
 }

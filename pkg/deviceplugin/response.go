@@ -37,7 +37,11 @@ func (c *Config) envConfig() gpuenv.Config {
 // builder the DRA driver shares (gpuenv.Build).
 func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse {
 	devs := cl.Container.Devices
-	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: string(cl.Pod.UID) + "_" + cl.Container.Name}
+	// The cache file is the container's own (HAMiContainerDir is in its root filesystem, not a
+	// host mount), so the container's name is unique enough, and it names no pod: Allocate cannot
+	// tell interchangeable pods apart (a swapped claim's answer would name the other pod), and a
+	// restarted plugin must rebuild the very answer the kubelet keeps (ledger.Ledger.Answered).
+	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: cl.Container.Name}
 	for i, d := range devs {
 		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
 	}

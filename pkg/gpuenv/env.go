@@ -87,7 +87,7 @@ type Request struct {
 	// Model is the NVML model name of the first GPU ("" = unknown).
 	Model string
 	// CacheName names the HAMi-core shared cache file of this container in HAMiContainerDir,
-	// e.g. "<pod UID>_<container>" (device plugin) or "<claim UID>" (DRA); ".cache" is added.
+	// e.g. "<container>" (device plugin) or "<claim UID>" (DRA); ".cache" is added.
 	CacheName string
 }
 

@@ -43,6 +43,13 @@ type Container struct {
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
+	// Answered are the GPU UUIDs of the container's MarkerEnv when the env sets it exactly once:
+	// then only hami-go's own answer set it (the device plugin's Allocate response, which the
+	// kubelet keeps in its checkpoint; the DRA driver's CDI spec), because hami-go sets it in
+	// every container it gives GPUs and a second writer (image ENV, the pod's env or envFrom)
+	// makes two entries. nil when it is absent or repeated. The device plugin's Source takes it
+	// as the truth when its claim was rebuilt after a restart (ledger.Ledger.Answered).
+	Answered []string
 }
 
 func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "/" + c.Name }
@@ -94,16 +101,26 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes 
 		return nil, nil
 	}
 	protected := false
-	marked := false
+	markers := 0
 	for _, e := range env {
-		name, _, _ := strings.Cut(e, "=")
+		name, value, _ := strings.Cut(e, "=")
 		if device.IsProtectedEnv(name) {
 			protected = true
-			marked = marked || name == MarkerEnv
+		}
+		if name == MarkerEnv {
+			markers++
+			c.Answered = nil
+			if value != "" {
+				c.Answered = strings.Split(value, ",")
+			}
 		}
 	}
 	if !protected {
 		return nil, nil
+	}
+	marked := markers > 0
+	if markers != 1 {
+		c.Answered = nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -130,13 +147,7 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes 
 // env adjustments, and its error refuses the container (containerd returns it from CRI
 // CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
 func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	c := Container{Name: ctr.GetName()}
-	if pod != nil {
-		c.PodUID, c.PodNamespace, c.PodName = pod.GetUid(), pod.GetNamespace(), pod.GetName()
-	}
-	for _, d := range ctr.GetCDIDevices() {
-		c.CDIDevices = append(c.CDIDevices, d.GetName())
-	}
+	c := containerOf(pod, ctr)
 	changes, err := g.Decide(ctx, c, ctr.GetEnv())
 	if err != nil {
 		klog.InfoS("Refusing container (protected env)", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name, "err", err)
@@ -151,6 +162,40 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	}
 	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(changes))
 	return adj, nil, nil
+}
+
+// Synchronize implements the NRI stub's SynchronizeInterface: when the guard (re)connects, the
+// runtime lists the containers it already has, and each GPU container's Source is asked again
+// as at its creation, so that a claim rebuilt after a restart follows the answer the container
+// really runs with (Container.Answered). A running container cannot be refused or adjusted any
+// more; what Decide would have refused is logged as an error.
+func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, p := range pods {
+		byID[p.GetId()] = p
+	}
+	for _, ctr := range ctrs {
+		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		c := containerOf(byID[ctr.GetPodSandboxId()], ctr)
+		if _, err := g.Decide(ctx, c, ctr.GetEnv()); err != nil {
+			klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name)
+		}
+	}
+	return nil, nil
+}
+
+// containerOf names ctr of pod (nil: unknown) as Decide takes it.
+func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
+	c := Container{Name: ctr.GetName()}
+	if pod != nil {
+		c.PodUID, c.PodNamespace, c.PodName = pod.GetUid(), pod.GetNamespace(), pod.GetName()
+	}
+	for _, d := range ctr.GetCDIDevices() {
+		c.CDIDevices = append(c.CDIDevices, d.GetName())
+	}
+	return c
 }
 
 // Run connects g to the runtime's NRI socket and serves it until ctx ends, reconnecting every

@@ -66,23 +66,42 @@ func TestGuardDecide(t *testing.T) {
 		errHas  string // "" = no error
 		refused *RefusedError
 		asks    bool // the Source is asked
+		// answered is Container.Answered as the Source is asked it: the marker's GPUs when the
+		// env sets it once (only hami-go's own answer did), nil when it is set twice.
+		answered []string
 	}{{
 		name: "no protected env: let through without asking (pods without GPUs never depend on hami-go)",
 		env:  []string{"PATH=/bin", "CUDA_HOME=/usr/local/cuda"},
 		src:  &standInSource{err: errors.New("must not be asked")},
 	}, {
-		name:    "GPU container, envFrom after the plugin widens the limit: refused",
-		env:     envOf([]string{"PATH=/bin"}, pluginEnv, []string{mem0 + "=81920m"}),
-		src:     &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
-		refused: &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true},
-		asks:    true,
+		name:     "GPU container, envFrom after the plugin widens the limit: refused",
+		env:      envOf([]string{"PATH=/bin"}, pluginEnv, []string{mem0 + "=81920m"}),
+		src:      &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
+		refused:  &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true},
+		asks:     true,
+		answered: []string{"GPU-a"},
 	}, {
 		name: "GPU container, image ENV before the plugin: pinned to hami-go's values",
 		env:  envOf([]string{mem0 + "=99999m", "LD_PRELOAD=/evil.so"}, pluginEnv),
 		src:  &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
 		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
 			set(MarkerEnv, "GPU-a"), empty("LD_PRELOAD")},
-		asks: true,
+		asks:     true,
+		answered: []string{"GPU-a"},
+	}, {
+		name:    "the pod's env sets the marker again: refused, and not passed on as the answer (two writers)",
+		env:     envOf(pluginEnv, []string{MarkerEnv + "=GPU-a,GPU-b"}),
+		src:     &standInSource{out: map[string]Allocated{"main": gpuAllocated}},
+		refused: &RefusedError{Name: MarkerEnv, Value: "GPU-a,GPU-b", Want: "GPU-a", HasWant: true},
+		asks:    true,
+	}, {
+		name: "one GPU container answered two GPUs: the answer's UUIDs in order",
+		env:  []string{"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", MarkerEnv + "=GPU-a,GPU-b"},
+		src: &standInSource{out: map[string]Allocated{"main": {GPU: true, Env: map[string]string{
+			"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b", MarkerEnv: "GPU-a,GPU-b"}}}},
+		out:      []EnvChange{set("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"), set(MarkerEnv, "GPU-a,GPU-b")},
+		asks:     true,
+		answered: []string{"GPU-a", "GPU-b"},
 	}, {
 		name: "container without GPUs, envFrom NVIDIA_VISIBLE_DEVICES=all: emptied",
 		env:  []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"},
@@ -90,17 +109,19 @@ func TestGuardDecide(t *testing.T) {
 		out:  []EnvChange{empty("NVIDIA_VISIBLE_DEVICES")},
 		asks: true,
 	}, {
-		name:   "the Source cannot tell (GPU container not yet known): refused, fail closed",
-		env:    pluginEnv,
-		src:    &standInSource{err: errors.New("container main of pod ns/p has no claim yet")},
-		errHas: "cannot tell which GPUs container ns/p/main was given, so its env cannot be checked (the kubelet retries): container main of pod ns/p has no claim yet",
-		asks:   true,
+		name:     "the Source cannot tell (GPU container not yet known): refused, fail closed",
+		env:      pluginEnv,
+		src:      &standInSource{err: errors.New("container main of pod ns/p has no claim yet")},
+		errHas:   "cannot tell which GPUs container ns/p/main was given, so its env cannot be checked (the kubelet retries): container main of pod ns/p has no claim yet",
+		asks:     true,
+		answered: []string{"GPU-a"},
 	}, {
-		name:   "hami-go's marker but no GPU known: refused, never emptied (emptying would lift the limits)",
-		env:    pluginEnv,
-		src:    &standInSource{},
-		errHas: "container ns/p/main carries HAMI_GO_GPU_UUIDS but hami-go has no GPU allocation for it",
-		asks:   true,
+		name:     "hami-go's marker but no GPU known: refused, never emptied (emptying would lift the limits)",
+		env:      pluginEnv,
+		src:      &standInSource{},
+		errHas:   "container ns/p/main carries HAMI_GO_GPU_UUIDS but hami-go has no GPU allocation for it",
+		asks:     true,
+		answered: []string{"GPU-a"},
 	}, {
 		name:   "a panic in the Source refuses the container, it does not reach the runtime",
 		env:    []string{"NVIDIA_VISIBLE_DEVICES=all"},
@@ -127,8 +148,10 @@ func TestGuardDecide(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.out) {
 				t.Errorf("Decide = %+v, want %+v", got, tc.out)
 			}
-			if asked := tc.src.calls(); (len(asked) > 0) != tc.asks || (tc.asks && !reflect.DeepEqual(asked, []Container{c})) {
-				t.Errorf("Source asked %+v, want asked=%v for %+v", asked, tc.asks, c)
+			want := c
+			want.Answered = tc.answered
+			if asked := tc.src.calls(); (len(asked) > 0) != tc.asks || (tc.asks && !reflect.DeepEqual(asked, []Container{want})) {
+				t.Errorf("Source asked %+v, want asked=%v for %+v", asked, tc.asks, want)
 			}
 		})
 	}
@@ -162,7 +185,7 @@ func TestGuardCreateContainer(t *testing.T) {
 	if err != nil || upd != nil {
 		t.Fatalf("CreateContainer = %v, %v, %v", adj, upd, err)
 	}
-	want := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", CDIDevices: []string{"gpu.hami-go.io/claim=c1"}}
+	want := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", CDIDevices: []string{"gpu.hami-go.io/claim=c1"}, Answered: []string{"GPU-a"}}
 	if got := src.calls(); !reflect.DeepEqual(got, []Container{want}) {
 		t.Errorf("Source asked %+v, want %+v", got, want)
 	}
@@ -177,6 +200,33 @@ func TestGuardCreateContainer(t *testing.T) {
 	ctr.Env = []string{"PATH=/bin"}
 	if adj, _, err := NewGuard(src).CreateContainer(context.Background(), pod, ctr); adj != nil || err != nil {
 		t.Errorf("no protected env: CreateContainer = %v, %v; want nothing", adj, err)
+	}
+}
+
+// case C04: when the guard (re)connects, the runtime lists the containers it already runs, and
+// the Source is asked again for each running GPU container with the answer the container runs
+// with, so that a claim rebuilt after a restart follows it. Stopped containers and containers
+// without protected env are not asked; nothing is updated, and a check that fails is not an
+// error of the synchronisation (the container runs already).
+func TestGuardSynchronize(t *testing.T) {
+	src := &standInSource{out: map[string]Allocated{"main": gpuAllocated}}
+	pods := []*api.PodSandbox{{Id: "sb1", Uid: "uid-1", Namespace: "ns", Name: "p"}, {Id: "sb2", Uid: "uid-2", Namespace: "ns", Name: "q"}}
+	ctrs := []*api.Container{
+		{Id: "c1", PodSandboxId: "sb1", Name: "main", State: api.ContainerState_CONTAINER_RUNNING, Env: pluginEnv},
+		{Id: "c2", PodSandboxId: "sb1", Name: "sidecar", State: api.ContainerState_CONTAINER_RUNNING, Env: []string{"PATH=/bin"}},
+		{Id: "c3", PodSandboxId: "sb2", Name: "main", State: api.ContainerState_CONTAINER_STOPPED, Env: pluginEnv},
+		{Id: "c4", PodSandboxId: "sb2", Name: "widened", State: api.ContainerState_CONTAINER_CREATED, Env: envOf(pluginEnv, []string{mem0 + "=81920m"})},
+	}
+	upd, err := NewGuard(src).Synchronize(context.Background(), pods, ctrs)
+	if err != nil || upd != nil {
+		t.Fatalf("Synchronize = %v, %v; want no updates, no error", upd, err)
+	}
+	want := []Container{
+		{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", Answered: []string{"GPU-a"}},
+		{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "widened", Answered: []string{"GPU-a"}},
+	}
+	if got := src.calls(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Source asked %+v, want %+v", got, want)
 	}
 }
 

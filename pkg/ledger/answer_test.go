@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// case C04, the window a restart opens before a claim is written: p (planned GPU-A) and q
+// (planned GPU-B) are interchangeable; the kubelet gives p a slice of GPU-B, so Allocate answers
+// p's call with q's slot (env of GPU-B), and the plugin restarts before any record is written.
+// The restarted plugin's Reconcile only sees p's IDs and claims p from its own plan, GPU-A. The
+// runtime's copy of the answer (NRI, at p's container creation) says GPU-B: p must take q's
+// slot and q p's, so that q's later Allocate is answered GPU-A and each GPU has one sharer.
+func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
+	restarted := func(t *testing.T) (*Ledger, *[]device.PodRef) {
+		t.Helper()
+		var dirty []device.PodRef
+		l := newTestLedger()
+		l.dirty = func(r device.PodRef) { dirty = append(dirty, r) }
+		l.UpsertPod(placedPod(t, "p", "GPU-A"))
+		l.UpsertPod(placedPod(t, "q", "GPU-B"))
+		l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-B::0"}}})
+		return l, &dirty
+	}
+
+	t.Run("the answered slot is free: the claim moves", func(t *testing.T) {
+		l, dirty := restarted(t)
+		p := placedPod(t, "p", "GPU-A")
+		if got := usedGPU(t, l, p); got != "GPU-A" {
+			t.Fatalf("before the runtime's report p uses %s; want GPU-A (its own plan)", got)
+		}
+		*dirty = nil
+		changed, err := l.Answered(p.UID, "main", []string{"GPU-B"})
+		if err != nil || !changed {
+			t.Fatalf("Answered = %v, %v; want changed", changed, err)
+		}
+		if got := usedGPU(t, l, p); got != "GPU-B" {
+			t.Fatalf("p uses %s; want GPU-B, the GPU its container was answered", got)
+		}
+		if rec := mustRecord(t, l, p); rec.Containers[0].SliceIDs[0] != "GPU-B::0" {
+			t.Errorf("p's slice IDs %v; want the kubelet's GPU-B::0", rec.Containers[0].SliceIDs)
+		}
+		if len(*dirty) != 1 || (*dirty)[0].Name != "p" {
+			t.Errorf("queued %v; want p's record", *dirty)
+		}
+		cq, err := l.TryAllocate([]string{"GPU-A::0"})
+		if err != nil || cq.Pod.Name != "q" || cq.Container.Devices[0].UUID != "GPU-A" {
+			t.Fatalf("q's call matched %+v, %v; want q on GPU-A, the slot p left", cq, err)
+		}
+		u := l.Charged()
+		for _, gpu := range []string{"GPU-A", "GPU-B"} {
+			if u[gpu].Sharers != 1 {
+				t.Errorf("%s charged to %d pods, want 1 (%+v)", gpu, u[gpu].Sharers, u)
+			}
+		}
+		if changed, err := l.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil {
+			t.Errorf("a second report of the same answer = %v, %v; want no change", changed, err)
+		}
+	})
+
+	t.Run("the answered slot is held: the container is refused", func(t *testing.T) {
+		l, dirty := restarted(t)
+		p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+		cq, err := l.TryAllocate([]string{"GPU-B::1"}) // q's own call, after the restart
+		if err != nil || cq.Pod.Name != "q" || cq.Container.Devices[0].UUID != "GPU-B" {
+			t.Fatalf("q's call matched %+v, %v; want q on GPU-B", cq, err)
+		}
+		*dirty = nil
+		changed, err := l.Answered(p.UID, "main", []string{"GPU-B"})
+		var ae *AnsweredError
+		if changed || !errors.As(err, &ae) || ae.Pod != "ns/p" || ae.Container != "main" || ae.Answered[0] != "GPU-B" || ae.Claimed[0] != "GPU-A" {
+			t.Fatalf("Answered = %v, %v; want an *AnsweredError for ns/p main answered GPU-B, claimed GPU-A", changed, err)
+		}
+		if got := usedGPU(t, l, p) + " " + usedGPU(t, l, q); got != "GPU-A GPU-B" || len(*dirty) != 0 {
+			t.Errorf("after the refusal p, q use %s, queued %v; want GPU-A GPU-B and nothing written", got, *dirty)
+		}
+	})
+
+	t.Run("an answer equal to the claim and an unclaimed container change nothing", func(t *testing.T) {
+		l, _ := restarted(t)
+		p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+		if changed, err := l.Answered(p.UID, "main", []string{"GPU-A"}); changed || err != nil {
+			t.Errorf("p answered its claim's GPU: %v, %v; want no change", changed, err)
+		}
+		if changed, err := l.Answered(q.UID, "main", []string{"GPU-A"}); changed || err != nil {
+			t.Errorf("q (not claimed): %v, %v; want no change", changed, err)
+		}
+		if changed, err := l.Answered("no-such-uid", "main", []string{"GPU-A"}); changed || err != nil {
+			t.Errorf("unknown pod: %v, %v; want no change", changed, err)
+		}
+	})
+}
