@@ -30,6 +30,7 @@ import (
 // extender restart (the informer's list, by name).
 type pluginModel struct {
 	l     *ledger.Ledger
+	cfg   ledger.Config          // what l is built with (a restart builds a new one)
 	gpus  []string               // GPU UUIDs in index order
 	holds map[string]string      // slice ID the kubelet gave the pod ("" not admitted)
 	given map[string]string      // GPU the pod's container was given by Allocate's answer
@@ -51,12 +52,37 @@ func newPluginModel(inv device.Inventory) *pluginModel {
 			m.free[g.UUID] = append(m.free[g.UUID], device.SliceID(g.UUID, i))
 		}
 	}
-	m.l = ledger.New(ledger.Config{
+	m.cfg = ledger.Config{
 		Node: inv.Node, Names: device.DefaultResourceNames(), Clock: clocktesting.NewFakeClock(t0),
 		Dirty:     func(r device.PodRef) { m.dirty[r.Name] = true },
 		GPUMemory: func(u string) (int64, bool) { v, ok := mib[u]; return v, ok },
-	})
+	}
+	m.l = ledger.New(m.cfg)
 	return m
+}
+
+// restart: the device plugin restarts and the writes it had queued are lost. The new ledger
+// gets the pods as the API holds them (its informer's list), reconciles with the kubelet (as
+// PodSync.Start does before the plugin serves), and then the NRI guard connects and the
+// runtime's Synchronize reports each running container's answer (Ledger.Answered). An answer
+// the ledger cannot take is a container that runs on a slot another pod holds: an over-commit.
+func (m *pluginModel) restart(t testing.TB) {
+	t.Helper()
+	m.l = ledger.New(m.cfg)
+	m.dirty = map[string]bool{}
+	m.pods = map[string]*corev1.Pod{}
+	for _, p := range m.list() {
+		m.pods[p.Name] = p
+		m.l.UpsertPod(p)
+	}
+	m.reconcile()
+	for _, q := range m.names() {
+		if g := m.given[q]; g != "" {
+			if _, err := m.l.Answered(m.pods[q].UID, "main", []string{g}); err != nil {
+				t.Fatalf("after a plugin restart: %v", err)
+			}
+		}
+	}
 }
 
 func gpuOf(a *device.Allocation) string { return a.Containers[0].Devices[0].UUID }
@@ -216,6 +242,16 @@ func (m *pluginModel) remove(n string) {
 	m.l.DeletePod(uid)
 }
 
+// republishPending reports whether the ledger has a republished plan still to write.
+func (m *pluginModel) republishPending() bool {
+	for _, p := range m.pods {
+		if m.l.PlannedRewrite(p.UID) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // names are the pods the ledger serves, sorted.
 func (m *pluginModel) names() []string {
 	var out []string
@@ -238,29 +274,38 @@ func (m *pluginModel) names() []string {
 // Subtest serialize-same-key runs the same burst with Config.SerializeSameKey (issue 15 option
 // (a)): a bind behind an in-flight pod of the same call key is refused at once (BindWait 0) and
 // the pod retried later, as kube-scheduler retries a refused bind.
+//
+// Subtest plugin-restarts restarts the device plugin at random steps, losing the writes it had
+// queued (claimed records, swaps), and then has the runtime report each running container's
+// answer (NRI Synchronize, Ledger.Answered); an answer the ledger cannot take fails the test. Not
+// while a republished plan is still to be written: a restart in the milliseconds between a
+// swapped pod's deletion and that write loses the fact (docs/design.md "Recoverable").
 func TestOvercountBurstWithPluginSwaps(t *testing.T) {
-	for _, serialize := range []bool{false, true} {
-		name := map[bool]string{false: "default", true: "serialize-same-key"}[serialize]
-		t.Run(name, func(t *testing.T) {
-			refused, swapped := 0, 0
+	for _, v := range []struct {
+		name                string
+		serialize, restarts bool
+	}{{"default", false, false}, {"serialize-same-key", true, false}, {"plugin-restarts", false, true}} {
+		t.Run(v.name, func(t *testing.T) {
+			refused, swapped, restarted := 0, 0, 0
 			for seed := int64(1); seed <= 100; seed++ {
 				t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
-					r, s := burstWithSwaps(t, seed, serialize)
-					refused, swapped = refused+r, swapped+s
+					r, s, n := burstWithSwaps(t, seed, v.serialize, v.restarts)
+					refused, swapped, restarted = refused+r, swapped+s, restarted+n
 				})
 			}
-			t.Logf("%s over 100 seeds: %d binds refused behind an in-flight pod of the same call key, %d records changed by Reconcile", name, refused, swapped)
+			t.Logf("%s over 100 seeds: %d binds refused behind an in-flight pod of the same call key, %d records changed by Reconcile, %d plugin restarts", v.name, refused, swapped, restarted)
 			// (a) refuses binds and leaves Reconcile nothing to swap; (c) never refuses and swaps.
-			if serialize != (refused > 0) || serialize != (swapped == 0) {
-				t.Fatalf("%s: %d binds refused, %d records swapped", name, refused, swapped)
+			if v.serialize != (refused > 0) || v.serialize != (swapped == 0) || v.restarts != (restarted > 0) {
+				t.Fatalf("%s: %d binds refused, %d records swapped, %d restarts", v.name, refused, swapped, restarted)
 			}
 		})
 	}
 }
 
-// burstWithSwaps runs one seed of the burst and returns how many binds were refused and how
-// many records the plugin's Reconcile changed.
-func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused, swapped int) {
+// burstWithSwaps runs one seed of the burst and returns how many binds were refused, how many
+// records the plugin's Reconcile changed and how often the plugin restarted (restarts: at
+// random steps, losing the writes it had queued).
+func burstWithSwaps(t *testing.T, seed int64, serialize, restarts bool) (refused, swapped, restarted int) {
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
 	newCache := func() *Cache {
@@ -438,6 +483,10 @@ func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused, swapped 
 			c.OnPodDelete(p, nil)
 			live--
 			check("delete " + x)
+		case r == 9 && restarts && rng.Intn(2) == 0 && !m.republishPending():
+			m.restart(t)
+			restarted++
+			history = append(history, fmt.Sprintf("plugin restart: records %v", m.claims()))
 		case r == 9 && rng.Intn(2) == 0 && len(m.dirty) == 0:
 			// The extender restarts: a new cache from the API's pods. Not while one of the
 			// plugin's writes is in flight: when the pod on the other side of a swap or of a
@@ -485,5 +534,5 @@ func burstWithSwaps(t *testing.T, seed int64, serialize bool) (refused, swapped 
 			}
 		}
 	}
-	return refused, swapped
+	return refused, swapped, restarted
 }

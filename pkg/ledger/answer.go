@@ -34,15 +34,18 @@ func (e *AnsweredError) Error() string {
 // container creation), which the runtime reports through NRI: gpus are the GPU UUIDs of that
 // answer (device.EnvGPUUUIDs). While the plugin runs, a claim is the answer, so nothing changes.
 // They differ only when the plugin restarted after answering and before the claimed record was
-// written: Reconcile then claimed the container from the pod's own plan, while the answer had
-// taken the slot of an interchangeable pod (Allocate cannot tell such pods apart). The claim then
-// moves as Reconcile's swap moves it: the pod takes the plan of the unclaimed member of its
-// signature group whose plan puts this container on gpus, and that member takes the pod's.
+// written: Reconcile then claimed the container from the pod's own plan (a guessed claim), while
+// the answer had taken the slot of an interchangeable pod (Allocate cannot tell such pods
+// apart). The answers the plugin gave before the restart hand out each slot of a signature group
+// once, so the claim moves as Reconcile's swap moves one: the pod takes the plan of a member of
+// its group whose plan puts this container on gpus and that is unclaimed, else whose claim of
+// this container is guessed too (its own answer, reported later, moves it on in turn), and that
+// member takes the pod's plan, keeping its own slice IDs. The pod's claim is then the answer.
 //
-// It returns whether the claim changed (the pod's record is then queued, Config.Dirty); an
-// *AnsweredError when no unclaimed member has such a plan (another pod holds the slot), or the
-// pod has other claimed containers to move with it; nil and false for a container that is not
-// claimed (the caller's usual path decides).
+// It returns whether the claim changed (the pod's record, and the member's when it is claimed,
+// are then queued, Config.Dirty); an *AnsweredError when no member can give the slot (another
+// pod holds it by an answer) or the pod has other claimed containers to move with it; nil and
+// false for a container that is not claimed (the caller's usual path decides).
 func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bool, err error) {
 	want := append([]string(nil), gpus...)
 	sort.Strings(want)
@@ -52,7 +55,11 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 			return
 		}
 		cl, ok := e.claimed[name]
-		if !ok || sameSet(planGPUs(cl), want) {
+		if !ok {
+			return
+		}
+		if sameSet(planGPUs(cl), want) {
+			delete(e.guessed, name)
 			return
 		}
 		refuse := &AnsweredError{Pod: e.ref.String(), Container: name, Answered: want, Claimed: planGPUs(cl)}
@@ -60,28 +67,61 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 			err = refuse
 			return
 		}
-		var from *podEntry
-		for _, f := range l.pods {
-			if f == e || f.sig != e.sig || len(f.claimed) > 0 || (from != nil && from.seen < f.seen) {
-				continue
-			}
-			if fc := f.plan.Container(name); fc != nil && len(fc.Devices) == len(cl.Devices) && sameSet(planGPUs(fc), want) {
-				from = f
-			}
-		}
+		from := l.slotGiver(e, name, want, len(cl.Devices))
 		if from == nil {
 			err = refuse
 			return
 		}
 		klog.V(2).InfoS("The runtime reports an Allocate answer that the claimed record lost to a restart; taking the slot it answered", "pod", e.ref.String(), "container", name, "slotOf", from.ref.String(), "gpus", want)
 		ids := cl.SliceIDs
+		var fromIDs []string
+		if fc := from.claimed[name]; fc != nil {
+			fromIDs = fc.SliceIDs
+		}
 		e.plan, from.plan = cloneAllocation(&from.plan), cloneAllocation(&e.plan)
 		c := e.plan.Container(name)
 		c.SliceIDs = append([]string(nil), ids...)
 		e.claimed = map[string]*device.ContainerAllocation{name: c}
+		delete(e.guessed, name)
 		l.toWrite = append(l.toWrite, e.ref)
+		if fromIDs != nil {
+			fc := from.plan.Container(name)
+			fc.SliceIDs = fromIDs
+			from.claimed = map[string]*device.ContainerAllocation{name: fc}
+			l.toWrite = append(l.toWrite, from.ref)
+		}
 		l.notifyLocked()
 		changed = true
 	})
 	return changed, err
+}
+
+// slotGiver returns the member of e's signature group whose plan puts container name (n
+// devices) on gpus and that can give that slot up: unclaimed, else claiming only that container
+// by a guess; the first seen of each kind, unclaimed first. nil when none. Caller holds mu.
+func (l *Ledger) slotGiver(e *podEntry, name string, gpus []string, n int) *podEntry {
+	var unclaimed, guessed *podEntry
+	for _, f := range l.pods {
+		if f == e || f.sig != e.sig {
+			continue
+		}
+		fc := f.plan.Container(name)
+		if fc == nil || len(fc.Devices) != n || !sameSet(planGPUs(fc), gpus) {
+			continue
+		}
+		switch {
+		case len(f.claimed) == 0:
+			if unclaimed == nil || f.seen < unclaimed.seen {
+				unclaimed = f
+			}
+		case len(f.claimed) == 1 && f.guessed[name] && f.claimed[name] != nil:
+			if guessed == nil || f.seen < guessed.seen {
+				guessed = f
+			}
+		}
+	}
+	if unclaimed != nil {
+		return unclaimed
+	}
+	return guessed
 }

@@ -8,11 +8,12 @@ import (
 )
 
 // case C04, the window a restart opens before a claim is written: p (planned GPU-A) and q
-// (planned GPU-B) are interchangeable; the kubelet gives p a slice of GPU-B, so Allocate answers
-// p's call with q's slot (env of GPU-B), and the plugin restarts before any record is written.
-// The restarted plugin's Reconcile only sees p's IDs and claims p from its own plan, GPU-A. The
-// runtime's copy of the answer (NRI, at p's container creation) says GPU-B: p must take q's
-// slot and q p's, so that q's later Allocate is answered GPU-A and each GPU has one sharer.
+// (planned GPU-B) are interchangeable; the kubelet skipped GetPreferredAllocation and gave p a
+// slice of GPU-C, Allocate answered p's call with q's slot (env of GPU-B), and the plugin
+// restarted before any record was written. The restarted plugin's Reconcile sees p's IDs, which
+// name no slot of the group, and claims p from its own plan, GPU-A. The runtime's copy of the
+// answer (NRI, at p's container creation) says GPU-B: p must take q's slot and q p's, so that
+// q's later Allocate is answered GPU-A and each GPU has one sharer.
 func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 	restarted := func(t *testing.T) (*Ledger, *[]device.PodRef) {
 		t.Helper()
@@ -21,7 +22,7 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 		l.dirty = func(r device.PodRef) { dirty = append(dirty, r) }
 		l.UpsertPod(placedPod(t, "p", "GPU-A"))
 		l.UpsertPod(placedPod(t, "q", "GPU-B"))
-		l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-B::0"}}})
+		l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-C::0"}}})
 		return l, &dirty
 	}
 
@@ -39,8 +40,8 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 		if got := usedGPU(t, l, p); got != "GPU-B" {
 			t.Fatalf("p uses %s; want GPU-B, the GPU its container was answered", got)
 		}
-		if rec := mustRecord(t, l, p); rec.Containers[0].SliceIDs[0] != "GPU-B::0" {
-			t.Errorf("p's slice IDs %v; want the kubelet's GPU-B::0", rec.Containers[0].SliceIDs)
+		if rec := mustRecord(t, l, p); rec.Containers[0].SliceIDs[0] != "GPU-C::0" {
+			t.Errorf("p's slice IDs %v; want the kubelet's GPU-C::0", rec.Containers[0].SliceIDs)
 		}
 		if len(*dirty) != 1 || (*dirty)[0].Name != "p" {
 			t.Errorf("queued %v; want p's record", *dirty)
@@ -50,9 +51,9 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 			t.Fatalf("q's call matched %+v, %v; want q on GPU-A, the slot p left", cq, err)
 		}
 		u := l.Charged()
-		for _, gpu := range []string{"GPU-A", "GPU-B"} {
-			if u[gpu].Sharers != 1 {
-				t.Errorf("%s charged to %d pods, want 1 (%+v)", gpu, u[gpu].Sharers, u)
+		for gpu, want := range map[string]int{"GPU-A": 1, "GPU-B": 1, "GPU-C": 0} {
+			if u[gpu].Sharers != want {
+				t.Errorf("%s charged to %d pods, want %d (%+v)", gpu, u[gpu].Sharers, want, u)
 			}
 		}
 		if changed, err := l.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil {
@@ -91,4 +92,25 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 			t.Errorf("unknown pod: %v, %v; want no change", changed, err)
 		}
 	})
+}
+
+// case C04: after a restart, an unclaimed member of a signature group for which the kubelet
+// reports slices takes the group's free slot on those slices' GPUs (the kubelet followed
+// GetPreferredAllocation, so the call was answered that slot), not its own plan.
+func TestC04ReconcileAfterRestartFollowsReportedGPU(t *testing.T) {
+	l := newTestLedger()
+	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+	l.UpsertPod(p)
+	l.UpsertPod(q)
+	l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-B::0"}}})
+	if got := usedGPU(t, l, p); got != "GPU-B" {
+		t.Fatalf("p uses %s; want GPU-B, the free slot on the GPU of its slices", got)
+	}
+	cq, err := l.TryAllocate([]string{"GPU-A::0"})
+	if err != nil || cq.Pod.Name != "q" || cq.Container.Devices[0].UUID != "GPU-A" {
+		t.Fatalf("q's call matched %+v, %v; want q on GPU-A", cq, err)
+	}
+	if changed, err := l.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil {
+		t.Errorf("the runtime's report of p's answer (GPU-B) = %v, %v; want no change", changed, err)
+	}
 }

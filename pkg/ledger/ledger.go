@@ -36,6 +36,10 @@ type podEntry struct {
 	plan device.Allocation
 	// claimed maps container name -> claimed allocation (SliceIDs set).
 	claimed map[string]*device.ContainerAllocation
+	// guessed names the claimed containers whose claim Reconcile made from the pod's plan for
+	// slices the kubelet reports and no claim covered (after a restart): the Allocate answer those
+	// slices got is not known until the runtime reports it (Ledger.Answered).
+	guessed map[string]bool
 	// lastClaim is when the latest container of this pod was claimed (the pod the kubelet is
 	// admitting now has the most recent one).
 	lastClaim time.Time

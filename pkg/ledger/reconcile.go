@@ -3,6 +3,7 @@ package ledger
 import (
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
@@ -23,9 +24,12 @@ type ObservedContainer struct {
 // interchangeable pods (equal signatures) may take each other's slots at Allocate, a container
 // the kubelet reports under pod Q whose IDs were claimed under pod P moves to Q, and P and Q
 // swap their effective plans, so P's later Allocate takes the slot Q left. Claims the kubelet
-// does not report yet (admission in flight) are kept. A container the kubelet reports that has
-// no claim (plugin restarted before its record was written) is claimed from the pod's plan.
-// It returns the pods whose records changed.
+// does not report yet (admission in flight) are kept. After a restart, first: a restored claim
+// of slices the kubelet reports under another pod that claims them is dropped (dropStaleLocked),
+// and the unclaimed members of each signature group get the slots the group leaves free
+// (rebalanceLocked). A container the kubelet reports that has no claim (plugin restarted before
+// its record was written) is then claimed from the pod's plan, a guess until the runtime
+// reports the container's answer (Ledger.Answered). It returns the pods whose records changed.
 func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 	l.mu.Lock()
 	// PodResources names pods by namespace/name only (no UID). A name that stands for two pods
@@ -48,6 +52,23 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 		seen[k] = true
 	}
 	changed := map[device.PodRef]bool{}
+	l.dropStaleLocked(obs, byName, ambiguous, changed)
+	sigs := map[device.Signature]bool{}
+	for _, e := range l.pods {
+		sigs[e.sig] = true
+	}
+	reported := map[*podEntry]map[string][]string{} // the GPUs the kubelet's IDs name, by container
+	for _, o := range obs {
+		if e := byName[o.Namespace+"/"+o.Pod]; e != nil && len(o.IDs) > 0 && !ambiguous[o.Namespace+"/"+o.Pod] {
+			if reported[e] == nil {
+				reported[e] = map[string][]string{}
+			}
+			reported[e][o.Container] = SliceGPUs(o.IDs)
+		}
+	}
+	for sig := range sigs {
+		l.rebalanceLocked(sig, reported)
+	}
 	sort.Slice(obs, func(i, j int) bool {
 		if obs[i].Namespace+"/"+obs[i].Pod != obs[j].Namespace+"/"+obs[j].Pod {
 			return obs[i].Namespace+"/"+obs[i].Pod < obs[j].Namespace+"/"+obs[j].Pod
@@ -75,17 +96,10 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 			klog.V(2).InfoS("Interchangeable pods took each other's slots; swapping their records", "pod", e.ref.String(), "slotOf", owner.ref.String())
 			e.plan, owner.plan = owner.plan, e.plan
 			e.claimed, owner.claimed = owner.claimed, e.claimed
+			e.guessed, owner.guessed = owner.guessed, e.guessed
 			e.lastClaim, owner.lastClaim = owner.lastClaim, e.lastClaim
 			changed[e.ref], changed[owner.ref] = true, true
 		case owner == nil:
-			if slot := l.freeSlotFor(e, o.Container, o.IDs); slot != nil {
-				// The pod's own plan is held by another member already (a restored record that a
-				// swap had replaced, its rewrite lost to a restart): the call was answered with the
-				// group's slot that nobody holds.
-				klog.V(2).InfoS("The kubelet reports a container whose slot another pod holds; giving it the group's free slot", "pod", e.ref.String(), "container", o.Container)
-				e.plan = *slot
-				e.claimed = map[string]*device.ContainerAllocation{}
-			}
 			for i := range e.plan.Containers {
 				c := &e.plan.Containers[i]
 				if c.Name != o.Container || len(c.Devices) != len(o.IDs) {
@@ -94,6 +108,10 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 				c.SliceIDs = append([]string(nil), o.IDs...)
 				sort.Strings(c.SliceIDs)
 				e.claimed[c.Name] = c
+				if e.guessed == nil {
+					e.guessed = map[string]bool{}
+				}
+				e.guessed[c.Name] = true
 				changed[e.ref] = true
 			}
 		case owner == e && oc != o.Container:
@@ -119,37 +137,123 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 	return out
 }
 
-// freeSlotFor returns the slot pod e's container must be claimed from when the kubelet reports
-// ids for it that no claim covers, or nil when that is e's own plan (the usual case). e's own
-// plan is not free when other members of its signature group hold it already, at least as often
-// as the group's planned annotations publish it: a half-applied swap (Reconcile's two record writes, a
-// plugin restart between them) restores e with the record the swap replaced, a slot another
-// member already holds. Then the container was answered with the slot the group publishes and
-// nobody holds: the one on the ids' GPUs when there is one, else the lowest. Only a pod with no
-// other claimed container is moved. Caller holds mu.
-func (l *Ledger) freeSlotFor(e *podEntry, container string, ids []string) *device.Allocation {
-	for name := range e.claimed {
-		if name != container {
-			return nil
+// dropStaleLocked drops the claims that overlap slices the kubelet reports under another pod
+// whose own claim covers them: a slice is held by one container at a time, so such a claim is a
+// stale duplicate (the second record write of a swap lost to a restart restores a record that
+// still names the slot the other pod took). The pod is unclaimed again; rebalanceLocked then
+// gives it the slot its group publishes and nobody holds. Caller holds mu.
+func (l *Ledger) dropStaleLocked(obs []ObservedContainer, byName map[string]*podEntry, ambiguous map[string]bool, changed map[device.PodRef]bool) {
+	for _, o := range obs {
+		q := byName[o.Namespace+"/"+o.Pod]
+		if q == nil || ambiguous[o.Namespace+"/"+o.Pod] {
+			continue
+		}
+		if cl, ok := q.claimed[o.Container]; !ok || !sameSet(cl.SliceIDs, o.IDs) {
+			continue
+		}
+		for _, e := range l.pods {
+			if e == q {
+				continue
+			}
+			for name, cl := range e.claimed {
+				if !overlaps(cl.SliceIDs, o.IDs) {
+					continue
+				}
+				klog.V(2).InfoS("Dropping a stale claim: the kubelet reports its slices under another pod", "pod", e.ref.String(), "container", name, "heldBy", q.ref.String())
+				cl.SliceIDs = nil
+				delete(e.claimed, name)
+				delete(e.guessed, name)
+				changed[e.ref] = true
+			}
 		}
 	}
-	held, published := l.groupSlots(e.sig, e)
-	own := device.SlotKey(&e.plan)
-	if held.Count(own) == 0 || published.Count(own) > held.Count(own) {
-		return nil
-	}
-	free := published.Minus(&held)
-	if len(free) == 0 {
-		return nil
-	}
-	want, pick := SliceGPUs(ids), free[0]
-	for _, k := range free {
-		if c := published.Peek(k).Container(container); c != nil && sameSet(planGPUs(c), want) {
-			pick = k
-			break
+}
+
+// rebalanceLocked gives the unclaimed members of signature group sig the slots that the group's
+// planned annotations leave once the claimed and terminating members' plans are taken out, as
+// the extender charges them (pkg/extender normalizeLocked, with Slots): a member whose plan is
+// among those slots keeps it, the others take the rest, first seen first, lowest first; but a
+// member the kubelet reports slices for (reported: the GPUs they name, by container) first takes
+// the slot on those GPUs when one is left (its call was answered that slot when the kubelet
+// followed GetPreferredAllocation). Unclaimed members' plans are a permutation of those slots,
+// so this changes nothing the extender charges.
+// While the plugin runs this changes nothing (the invariant, Slots). After a restart it gives
+// back what a swap had given the unclaimed member of a swapped pair (the swap lived in memory;
+// only the claimed member's record was written), and a member whose stale claim was dropped
+// (dropStaleLocked) the slot nobody holds. Caller holds mu.
+func (l *Ledger) rebalanceLocked(sig device.Signature, reported map[*podEntry]map[string][]string) {
+	var published, held Slots
+	var unclaimed []*podEntry
+	for i, m := range []map[types.UID]*podEntry{l.pods, l.leaving} {
+		for _, e := range m {
+			if e.sig != sig {
+				continue
+			}
+			published.Add(e.published())
+			if i == 1 || len(e.claimed) > 0 {
+				held.Add(&e.plan)
+			} else {
+				unclaimed = append(unclaimed, e)
+			}
 		}
 	}
-	return device.Renamed(published.Peek(pick), &e.plan)
+	var free Slots
+	for _, k := range published.Minus(&held) {
+		free.Add(published.Peek(k))
+	}
+	sort.Slice(unclaimed, func(i, j int) bool { return unclaimed[i].seen < unclaimed[j].seen })
+	var rest, moved []*podEntry
+	for _, e := range unclaimed {
+		if k := slotOn(&free, reported[e]); k != "" {
+			l.giveSlot(e, free.Take(k))
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	for _, e := range rest {
+		if free.Take(device.SlotKey(&e.plan)) == nil {
+			moved = append(moved, e)
+		}
+	}
+	for _, e := range moved {
+		if slot := free.TakeLowest(); slot != nil {
+			l.giveSlot(e, slot)
+		}
+	}
+}
+
+// giveSlot makes slot the plan of unclaimed pod e (a no-op when it is e's plan already).
+func (l *Ledger) giveSlot(e *podEntry, slot *device.Allocation) {
+	if device.SlotKey(slot) == device.SlotKey(&e.plan) {
+		return
+	}
+	klog.V(2).InfoS("Giving an unclaimed pod the slot its signature group leaves free", "pod", e.ref.String())
+	e.plan = *device.Renamed(slot, &e.plan)
+}
+
+// slotOn returns the key of a slot in free that puts each container named in gpus on exactly
+// those GPUs; "" when gpus is empty or no slot does.
+func slotOn(free *Slots, gpus map[string][]string) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	for _, k := range free.Keys() {
+		if onGPUs(free.Peek(k), gpus) {
+			return k
+		}
+	}
+	return ""
+}
+
+// onGPUs reports whether slot puts each container named in gpus on exactly those GPUs.
+func onGPUs(slot *device.Allocation, gpus map[string][]string) bool {
+	for name, want := range gpus {
+		c := slot.Container(name)
+		if c == nil || !sameSet(planGPUs(c), want) {
+			return false
+		}
+	}
+	return true
 }
 
 // findClaim returns the pod and container whose claim overlaps ids.

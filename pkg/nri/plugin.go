@@ -168,21 +168,32 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 // runtime lists the containers it already has, and each GPU container's Source is asked again
 // as at its creation, so that a claim rebuilt after a restart follows the answer the container
 // really runs with (Container.Answered). A running container cannot be refused or adjusted any
-// more; what Decide would have refused is logged as an error.
+// more, so the checks run after Synchronize returns (the runtime bounds the call's time, and
+// the device plugin's Source asks the kubelet for each container); what Decide would have
+// refused is logged as an error.
 func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
 		byID[p.GetId()] = p
 	}
+	type check struct {
+		c   Container
+		env []string
+	}
+	var checks []check
 	for _, ctr := range ctrs {
-		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
-			continue
-		}
-		c := containerOf(byID[ctr.GetPodSandboxId()], ctr)
-		if _, err := g.Decide(ctx, c, ctr.GetEnv()); err != nil {
-			klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name)
+		if ctr.GetState() != api.ContainerState_CONTAINER_STOPPED {
+			checks = append(checks, check{containerOf(byID[ctr.GetPodSandboxId()], ctr), ctr.GetEnv()})
 		}
 	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		for _, ch := range checks {
+			if _, err := g.Decide(ctx, ch.c, ch.env); err != nil {
+				klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
+			}
+		}
+	}()
 	return nil, nil
 }
 

@@ -225,6 +225,11 @@ func TestGuardSynchronize(t *testing.T) {
 		{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", Answered: []string{"GPU-a"}},
 		{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "widened", Answered: []string{"GPU-a"}},
 	}
+	deadline := time.Now().Add(10 * time.Second) // the checks run after Synchronize returns
+	for len(src.calls()) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // and no more than those
 	if got := src.calls(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Source asked %+v, want %+v", got, want)
 	}
