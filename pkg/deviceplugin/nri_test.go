@@ -141,7 +141,11 @@ func TestNRISourceAfterRestartFollowsTheAnswer(t *testing.T) {
 	src := NRISource(p2, func(context.Context) {
 		p2.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: pp.Namespace, Pod: pp.Name, Container: "main", IDs: []string{"GPU-B::3"}}})
 	})
-	ch, err := nri.NewGuard(src).Decide(context.Background(), nri.Container{PodUID: string(pp.UID), PodNamespace: pp.Namespace, PodName: pp.Name, Name: "main"}, env)
+	g := nri.NewGuard(src)
+	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := g.Decide(context.Background(), nri.Container{PodUID: string(pp.UID), PodNamespace: pp.Namespace, PodName: pp.Name, Name: "main"}, env)
 	if err != nil || len(ch) != len(resp.Envs) {
 		t.Fatalf("p's container after the restart: %+v, %v; want every name pinned to the answer", ch, err)
 	}

@@ -69,7 +69,17 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// case C37: the env guard starts once the ledger has its pods and claims back (informer
 	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
 	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...), nri.DefaultRetry)
+		g := nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...)
+		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
+		// case C04: a container created while the plugin was down runs with an answer whose
+		// claimed record a restart may have lost; the guard reports those (Synchronize) before
+		// the kubelet's next Allocate can take the slot they run on.
+		select {
+		case <-g.Ready():
+		case <-ctx.Done():
+		case <-p.opts.Clock.After(nri.DefaultRetry):
+			klog.InfoS("The NRI env guard has not checked the running containers yet; serving the kubelet anyway", "socket", cfg.NRISocket, "waited", nri.DefaultRetry)
+		}
 	}
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

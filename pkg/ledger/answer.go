@@ -36,16 +36,20 @@ func (e *AnsweredError) Error() string {
 // They differ only when the plugin restarted after answering and before the claimed record was
 // written: Reconcile then claimed the container from the pod's own plan (a guessed claim), while
 // the answer had taken the slot of an interchangeable pod (Allocate cannot tell such pods
-// apart). The answers the plugin gave before the restart hand out each slot of a signature group
-// once, so the claim moves as Reconcile's swap moves one: the pod takes the plan of a member of
-// its group whose plan puts this container on gpus and that is unclaimed, else whose claim of
-// this container is guessed too (its own answer, reported later, moves it on in turn), and that
-// member takes the pod's plan, keeping its own slice IDs. The pod's claim is then the answer.
+// apart). Only guessed claims move: a claim this plugin made at Allocate is the answer, and a
+// different report (a forged env) is the guard's to refuse. The answers the plugin gave before the restart hand out each slot of a signature group
+// once, so the claim moves to the slot the answer took: a slot of the group on gpus that its
+// planned annotations publish and no member holds, when there is one; else, as Reconcile's swap
+// moves a claim, the plan of a member whose plan puts this container on gpus and that is
+// unclaimed, else whose claim of this container is guessed too (its own answer, reported later,
+// moves it on in turn), and that member takes the pod's plan, keeping its own slice IDs. The
+// pod's claim is then the answer.
 //
 // It returns whether the claim changed (the pod's record, and the member's when it is claimed,
 // are then queued, Config.Dirty); an *AnsweredError when no member can give the slot (another
 // pod holds it by an answer) or the pod has other claimed containers to move with it; nil and
-// false for a container that is not claimed (the caller's usual path decides).
+// false for a container that is not claimed or whose claim is not a guess (the caller's usual
+// path decides).
 func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bool, err error) {
 	want := append([]string(nil), gpus...)
 	sort.Strings(want)
@@ -55,8 +59,8 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 			return
 		}
 		cl, ok := e.claimed[name]
-		if !ok {
-			return
+		if !ok || !e.guessed[name] {
+			return // a claim made here is the answer: the guard's env check decides
 		}
 		if sameSet(planGPUs(cl), want) {
 			delete(e.guessed, name)
@@ -65,6 +69,19 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 		refuse := &AnsweredError{Pod: e.ref.String(), Container: name, Answered: want, Claimed: planGPUs(cl)}
 		if len(e.claimed) > 1 {
 			err = refuse
+			return
+		}
+		if slot := l.freeSlotOn(e, name, want); slot != nil {
+			klog.V(2).InfoS("The runtime reports an Allocate answer on a slot of the pod's signature group that nobody holds; taking it", "pod", e.ref.String(), "container", name, "gpus", want)
+			ids := cl.SliceIDs
+			e.plan = *device.Renamed(slot, &e.plan)
+			c := e.plan.Container(name)
+			c.SliceIDs = append([]string(nil), ids...)
+			e.claimed = map[string]*device.ContainerAllocation{name: c}
+			delete(e.guessed, name)
+			l.toWrite = append(l.toWrite, e.ref)
+			l.notifyLocked()
+			changed = true
 			return
 		}
 		from := l.slotGiver(e, name, want, len(cl.Devices))
@@ -94,6 +111,19 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 		changed = true
 	})
 	return changed, err
+}
+
+// freeSlotOn returns a slot of e's signature group that its planned annotations publish more
+// often than its members hold it (e left out), with container name on gpus; nil when none.
+// Caller holds mu.
+func (l *Ledger) freeSlotOn(e *podEntry, name string, gpus []string) *device.Allocation {
+	held, published := l.groupSlots(e.sig, e)
+	for _, k := range published.Minus(&held) {
+		if slot := published.Peek(k); onGPUs(slot, map[string][]string{name: gpus}) {
+			return slot
+		}
+	}
+	return nil
 }
 
 // slotGiver returns the member of e's signature group whose plan puts container name (n

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -112,5 +114,85 @@ func TestC04ReconcileAfterRestartFollowsReportedGPU(t *testing.T) {
 	}
 	if changed, err := l.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil {
 		t.Errorf("the runtime's report of p's answer (GPU-B) = %v, %v; want no change", changed, err)
+	}
+}
+
+// case C04: only a claim the plugin did not make itself moves. A claim Allocate made in this
+// process is the answer; a different report (an env a tenant forged) changes nothing here, and
+// the guard's env check refuses the container.
+func TestC04AnsweredLeavesAllocateClaims(t *testing.T) {
+	l := newTestLedger()
+	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+	l.UpsertPod(p)
+	l.UpsertPod(q)
+	if cl, err := l.TryAllocate([]string{"GPU-A::0"}); err != nil || cl.Pod.Name != "p" {
+		t.Fatalf("p's call matched %+v, %v", cl, err)
+	}
+	if changed, err := l.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil {
+		t.Fatalf("Answered on an Allocate claim = %v, %v; want no change", changed, err)
+	}
+	if got := usedGPU(t, l, p); got != "GPU-A" {
+		t.Fatalf("p uses %s; want GPU-A, what Allocate answered", got)
+	}
+}
+
+// case C04: claims restored from records are guesses too (a record may hold a guess a restart
+// wrote before the runtime reported the answer). Two restarts: p and q, answered each other's
+// slots, are first guessed crossed, their records written; the second restart restores them,
+// and the runtime's reports still uncross them.
+func TestC04AnsweredAfterTwoRestarts(t *testing.T) {
+	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+	truth := []ObservedContainer{
+		{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-C::0"}},
+		{Namespace: "ns", Pod: "q", Container: "main", IDs: []string{"GPU-C::1"}},
+	}
+	first := newTestLedger()
+	first.UpsertPod(p.DeepCopy())
+	first.UpsertPod(q.DeepCopy())
+	first.Reconcile(append([]ObservedContainer(nil), truth...)) // p guessed A, q guessed B
+	setRecord(t, p, device.AnnoClaimed, mustRecord(t, first, p))
+	setRecord(t, q, device.AnnoClaimed, mustRecord(t, first, q))
+
+	second := newTestLedger()
+	second.UpsertPod(p)
+	second.UpsertPod(q)
+	second.Reconcile(append([]ObservedContainer(nil), truth...))
+	if changed, err := second.Answered(p.UID, "main", []string{"GPU-B"}); !changed || err != nil {
+		t.Fatalf("p answered GPU-B: %v, %v; want the claims swapped", changed, err)
+	}
+	if changed, err := second.Answered(q.UID, "main", []string{"GPU-A"}); changed || err != nil {
+		t.Fatalf("q answered GPU-A: %v, %v; want nothing left to change", changed, err)
+	}
+	if got := usedGPU(t, second, p) + " " + usedGPU(t, second, q); got != "GPU-B GPU-A" {
+		t.Fatalf("p, q use %s; want GPU-B GPU-A", got)
+	}
+}
+
+// case C04: an answer on a slot the group's planned annotations publish and no member holds
+// (the pod's guessed slot is held twice) takes that slot.
+func TestC04AnsweredTakesFreeSlot(t *testing.T) {
+	l := newTestLedger()
+	p, q, r := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-A"), placedPod(t, "r", "GPU-B")
+	// p and q run on GPU-A by their records; r's record, from an earlier guess, put r on GPU-A
+	// too: GPU-A is held three times and published twice, GPU-B published once and held by
+	// nobody, and no member is unclaimed to give a slot.
+	for i, pod := range []*corev1.Pod{p, q, r} {
+		setRecord(t, pod, device.AnnoClaimed, device.Allocation{Node: "node-1", Containers: []device.ContainerAllocation{{
+			Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: "GPU-A", MemoryMiB: 1000}}, SliceIDs: []string{device.SliceID("GPU-A", i)}}}})
+		l.UpsertPod(pod)
+	}
+	l.Reconcile([]ObservedContainer{
+		{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-A::0"}},
+		{Namespace: "ns", Pod: "q", Container: "main", IDs: []string{"GPU-A::1"}},
+		{Namespace: "ns", Pod: "r", Container: "main", IDs: []string{"GPU-A::2"}},
+	})
+	if changed, err := l.Answered(r.UID, "main", []string{"GPU-B"}); !changed || err != nil {
+		t.Fatalf("Answered = %v, %v; want r moved to the free GPU-B slot", changed, err)
+	}
+	if got := usedGPU(t, l, r); got != "GPU-B" {
+		t.Fatalf("r uses %s; want GPU-B", got)
+	}
+	if got := usedGPU(t, l, p) + " " + usedGPU(t, l, q); got != "GPU-A GPU-A" {
+		t.Errorf("p, q use %s; want GPU-A GPU-A (untouched)", got)
 	}
 }

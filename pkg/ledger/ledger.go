@@ -36,9 +36,11 @@ type podEntry struct {
 	plan device.Allocation
 	// claimed maps container name -> claimed allocation (SliceIDs set).
 	claimed map[string]*device.ContainerAllocation
-	// guessed names the claimed containers whose claim Reconcile made from the pod's plan for
-	// slices the kubelet reports and no claim covered (after a restart): the Allocate answer those
-	// slices got is not known until the runtime reports it (Ledger.Answered).
+	// guessed names the claimed containers whose claim this plugin did not make at Allocate: a
+	// claim restored from the pod's claimed record (which may itself have been a guess, or have
+	// lost the second write of a swap), or made by Reconcile from the pod's plan for slices the
+	// kubelet reports and no claim covered. The Allocate answer is not known until the runtime
+	// reports it (Ledger.Answered).
 	guessed map[string]bool
 	// lastClaim is when the latest container of this pod was claimed (the pod the kubelet is
 	// admitting now has the most recent one).
@@ -258,6 +260,10 @@ func (e *podEntry) restoreClaims(c *device.Allocation, req *device.PodRequest, g
 			if e.plan.Containers[j].Name == cc.Name && len(e.plan.Containers[j].Devices) == len(cc.Devices) {
 				e.plan.Containers[j] = cc
 				e.claimed[cc.Name] = &e.plan.Containers[j]
+				if e.guessed == nil {
+					e.guessed = map[string]bool{}
+				}
+				e.guessed[cc.Name] = true
 			}
 		}
 	}

@@ -57,8 +57,13 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 	for _, e := range l.pods {
 		sigs[e.sig] = true
 	}
-	reported := map[*podEntry]map[string][]string{} // the GPUs the kubelet's IDs name, by container
+	// The GPUs the kubelet's IDs name, by container, for pods whose IDs no claim covers (a claim
+	// that does is the answer those IDs got, which the swap below moves to the pod).
+	reported := map[*podEntry]map[string][]string{}
 	for _, o := range obs {
+		if owner, _ := l.findClaim(o.IDs); owner != nil {
+			continue
+		}
 		if e := byName[o.Namespace+"/"+o.Pod]; e != nil && len(o.IDs) > 0 && !ambiguous[o.Namespace+"/"+o.Pod] {
 			if reported[e] == nil {
 				reported[e] = map[string][]string{}
@@ -177,7 +182,8 @@ func (l *Ledger) dropStaleLocked(obs []ObservedContainer, byName map[string]*pod
 // the slot on those GPUs when one is left (its call was answered that slot when the kubelet
 // followed GetPreferredAllocation). Unclaimed members' plans are a permutation of those slots,
 // so this changes nothing the extender charges.
-// While the plugin runs this changes nothing (the invariant, Slots). After a restart it gives
+// While the plugin runs, a member's plan only changes here when the kubelet reports slices for
+// it that no claim covers (a restart lost its claim). After a restart it gives
 // back what a swap had given the unclaimed member of a swapped pair (the swap lived in memory;
 // only the claimed member's record was written), and a member whose stale claim was dropped
 // (dropStaleLocked) the slot nobody holds. Caller holds mu.

@@ -3,8 +3,10 @@ package nri
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -43,12 +45,15 @@ type Container struct {
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
-	// Answered are the GPU UUIDs of the container's MarkerEnv when the env sets it exactly once:
-	// then only hami-go's own answer set it (the device plugin's Allocate response, which the
-	// kubelet keeps in its checkpoint; the DRA driver's CDI spec), because hami-go sets it in
-	// every container it gives GPUs and a second writer (image ENV, the pod's env or envFrom)
-	// makes two entries. nil when it is absent or repeated. The device plugin's Source takes it
-	// as the truth when its claim was rebuilt after a restart (ledger.Ledger.Answered).
+	// Answered are the GPU UUIDs of the container's MarkerEnv when the env sets it exactly once
+	// and the runtime is one that keeps a repeated name as two entries (containerd >= 2.0,
+	// Guard.Configure): then only hami-go's own answer set it (the device plugin's Allocate
+	// response, which the kubelet keeps in its checkpoint; the DRA driver's CDI spec), because
+	// hami-go sets it in every container it gives GPUs and a second writer (image ENV, the pod's
+	// env or envFrom) makes a second entry. nil when it is absent or repeated, and on runtimes
+	// where a later value replaces an earlier one (containerd 1.x, CRI-O: an envFrom value could
+	// stand alone). The device plugin's Source takes it as the truth for a claim it rebuilt after
+	// a restart (ledger.Ledger.Answered).
 	Answered []string
 }
 
@@ -82,11 +87,23 @@ type Source interface {
 type Guard struct {
 	src    Source
 	exempt map[string]bool
+	// answers is set (Configure) when the runtime keeps a repeated env name as two entries, which
+	// the single-marker rule of Container.Answered relies on.
+	answers atomic.Bool
+	ready   chan struct{} // closed by markReady
+	once    sync.Once
 }
+
+// Ready returns a channel closed once the guard has checked the containers the runtime already
+// has (its first Synchronize), or its first attempt to connect has failed (no NRI on this node:
+// there is nothing to wait for). The device plugin serves the kubelet after it (case C04).
+func (g *Guard) Ready() <-chan struct{} { return g.ready }
+
+func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}}
+	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
@@ -119,7 +136,7 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes 
 		return nil, nil
 	}
 	marked := markers > 0
-	if markers != 1 {
+	if markers != 1 || !g.answers.Load() {
 		c.Answered = nil
 	}
 	defer func() {
@@ -164,13 +181,25 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	return adj, nil, nil
 }
 
+// Configure implements the NRI stub's ConfigureInterface (the events stay those the guard
+// handles): it notes whether the runtime keeps every entry of a repeated env name in the order
+// the CRI env gives them, image ENV first (containerd >= 2.0, measured on 2.4.2:
+// docs/components.md), which Container.Answered relies on.
+func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	n, err := strconv.Atoi(major)
+	g.answers.Store(runtime == "containerd" && err == nil && n >= 2)
+	klog.V(2).InfoS("NRI runtime", "runtime", runtime, "version", version, "answersFromEnv", g.answers.Load())
+	return 0, nil
+}
+
 // Synchronize implements the NRI stub's SynchronizeInterface: when the guard (re)connects, the
 // runtime lists the containers it already has, and each GPU container's Source is asked again
 // as at its creation, so that a claim rebuilt after a restart follows the answer the container
 // really runs with (Container.Answered). A running container cannot be refused or adjusted any
 // more, so the checks run after Synchronize returns (the runtime bounds the call's time, and
-// the device plugin's Source asks the kubelet for each container); what Decide would have
-// refused is logged as an error.
+// the device plugin's Source asks the kubelet for each container), and Ready is closed when they
+// are done; what Decide would have refused is logged as an error.
 func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
@@ -188,6 +217,7 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
+		defer g.markReady()
 		for _, ch := range checks {
 			if _, err := g.Decide(ctx, ch.c, ch.env); err != nil {
 				klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
@@ -219,6 +249,9 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 		connected, err := serveOnce(ctx, socket, g)
 		if ctx.Err() != nil {
 			return
+		}
+		if !connected {
+			g.markReady()
 		}
 		if connected || !failed {
 			klog.ErrorS(err, "NRI env guard not connected; retrying", "socket", socket, "retry", retry)

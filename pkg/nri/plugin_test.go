@@ -56,6 +56,39 @@ func envOf(parts ...[]string) []string {
 	return out
 }
 
+// onContainerd2 is g as the runtime configures it on containerd 2.4.2.
+func onContainerd2(g *Guard) *Guard {
+	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// case C04: the marker's value is passed on as the answer only on runtimes that keep a repeated
+// env name as two entries (containerd >= 2.0); where a later value replaces an earlier one, a
+// tenant's envFrom value could be the only entry. The guard subscribes to the events it handles.
+func TestGuardConfigure(t *testing.T) {
+	for _, tc := range []struct {
+		runtime, version string
+		answers          bool
+	}{
+		{"containerd", "v2.4.2", true}, {"containerd", "2.0.0", true}, {"containerd", "v1.7.20", false},
+		{"cri-o", "1.31.0", false}, {"containerd", "", false}, {"containerd", "devel", false},
+	} {
+		src := &standInSource{out: map[string]Allocated{"main": gpuAllocated}}
+		g := NewGuard(src)
+		if ev, err := g.Configure(context.Background(), "", tc.runtime, tc.version); ev != 0 || err != nil {
+			t.Fatalf("Configure(%s %s) = %v, %v; want 0 (the handled events), nil", tc.runtime, tc.version, ev, err)
+		}
+		if _, err := g.Decide(context.Background(), Container{PodNamespace: "ns", PodName: "p", Name: "main"}, pluginEnv); err != nil {
+			t.Fatalf("%s %s: Decide: %v", tc.runtime, tc.version, err)
+		}
+		if got := src.calls()[0].Answered; (got != nil) != tc.answers {
+			t.Errorf("%s %s: Answered = %v, want set=%v", tc.runtime, tc.version, got, tc.answers)
+		}
+	}
+}
+
 // case C37: the guard's decision per container, with what it asks the Source.
 func TestGuardDecide(t *testing.T) {
 	for _, tc := range []struct {
@@ -131,7 +164,7 @@ func TestGuardDecide(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main"}
-			got, err := NewGuard(tc.src).Decide(context.Background(), c, tc.env)
+			got, err := onContainerd2(NewGuard(tc.src)).Decide(context.Background(), c, tc.env)
 			switch {
 			case tc.refused != nil:
 				var r *RefusedError
@@ -181,7 +214,7 @@ func TestGuardCreateContainer(t *testing.T) {
 	pod := &api.PodSandbox{Uid: "uid-1", Namespace: "ns", Name: "p"}
 	ctr := &api.Container{Name: "main", Env: envOf([]string{mem0 + "=99999m"}, pluginEnv),
 		CDIDevices: []*api.CDIDevice{{Name: "gpu.hami-go.io/claim=c1"}}}
-	adj, upd, err := NewGuard(src).CreateContainer(context.Background(), pod, ctr)
+	adj, upd, err := onContainerd2(NewGuard(src)).CreateContainer(context.Background(), pod, ctr)
 	if err != nil || upd != nil {
 		t.Fatalf("CreateContainer = %v, %v, %v", adj, upd, err)
 	}
@@ -217,7 +250,7 @@ func TestGuardSynchronize(t *testing.T) {
 		{Id: "c3", PodSandboxId: "sb2", Name: "main", State: api.ContainerState_CONTAINER_STOPPED, Env: pluginEnv},
 		{Id: "c4", PodSandboxId: "sb2", Name: "widened", State: api.ContainerState_CONTAINER_CREATED, Env: envOf(pluginEnv, []string{mem0 + "=81920m"})},
 	}
-	upd, err := NewGuard(src).Synchronize(context.Background(), pods, ctrs)
+	upd, err := onContainerd2(NewGuard(src)).Synchronize(context.Background(), pods, ctrs)
 	if err != nil || upd != nil {
 		t.Fatalf("Synchronize = %v, %v; want no updates, no error", upd, err)
 	}
@@ -232,6 +265,37 @@ func TestGuardSynchronize(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // and no more than those
 	if got := src.calls(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Source asked %+v, want %+v", got, want)
+	}
+}
+
+// case C04: Ready closes once the runtime's containers are checked (the first Synchronize), and
+// on a node without NRI at the first failed connect, so the device plugin never waits for a
+// runtime that has none.
+func TestGuardReady(t *testing.T) {
+	g := onContainerd2(NewGuard(&standInSource{}))
+	select {
+	case <-g.Ready():
+		t.Fatal("Ready closed before anything happened")
+	default:
+	}
+	if _, err := g.Synchronize(context.Background(), nil, []*api.Container{{Name: "main", Env: pluginEnv}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ready not closed after Synchronize's checks")
+	}
+
+	g = NewGuard(&standInSource{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { Run(ctx, filepath.Join(t.TempDir(), "no-nri.sock"), g, time.Hour); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-g.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ready not closed after the first failed connect")
 	}
 }
 
@@ -261,7 +325,8 @@ func TestRunThroughNRI(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	src := &standInSource{out: map[string]Allocated{"gpu": gpuAllocated}}
-	go func() { Run(ctx, socket, NewGuard(src), 50*time.Millisecond); close(done) }()
+	g := NewGuard(src)
+	go func() { Run(ctx, socket, g, 50*time.Millisecond); close(done) }()
 	defer func() { cancel(); <-done }()
 	time.Sleep(200 * time.Millisecond) // a few failed connects first
 	r := startRuntime()
@@ -288,6 +353,11 @@ func TestRunThroughNRI(t *testing.T) {
 		}
 	}
 	waitEmptied(r)
+	select {
+	case <-g.Ready():
+	default:
+		t.Error("Ready not closed although the guard has connected and synchronized")
+	}
 
 	widen := &api.Container{Id: "c2", PodSandboxId: "sb", Name: "gpu", Env: envOf(pluginEnv, []string{mem0 + "=81920m"})}
 	_, err := r.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{Pod: pod, Container: widen})
