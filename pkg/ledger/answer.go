@@ -101,9 +101,9 @@ func (l *Ledger) Answered(uid types.UID, name string, gpus []string) (changed bo
 		e.claimed = map[string]*device.ContainerAllocation{name: c}
 		delete(e.guessed, name)
 		l.toWrite = append(l.toWrite, e.ref)
+		fc := from.plan.Container(name)
+		fc.SliceIDs = fromIDs // nil for an unclaimed member: e's IDs are not its
 		if fromIDs != nil {
-			fc := from.plan.Container(name)
-			fc.SliceIDs = fromIDs
 			from.claimed = map[string]*device.ContainerAllocation{name: fc}
 			l.toWrite = append(l.toWrite, from.ref)
 		}
