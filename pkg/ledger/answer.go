@@ -37,13 +37,13 @@ func (e *AnsweredError) Error() string {
 // written: Reconcile then claimed the container from the pod's own plan (a guessed claim), while
 // the answer had taken the slot of an interchangeable pod (Allocate cannot tell such pods
 // apart). Only guessed claims move: a claim this plugin made at Allocate is the answer, and a
-// different report (a forged env) is the guard's to refuse. The answers the plugin gave before the restart hand out each slot of a signature group
-// once, so the claim moves to the slot the answer took: a slot of the group on gpus that its
-// planned annotations publish and no member holds, when there is one; else, as Reconcile's swap
-// moves a claim, the plan of a member whose plan puts this container on gpus and that is
-// unclaimed, else whose claim of this container is guessed too (its own answer, reported later,
-// moves it on in turn), and that member takes the pod's plan, keeping its own slice IDs. The
-// pod's claim is then the answer.
+// different report (a forged env) is the guard's to refuse. The answers the plugin gave before
+// the restart hand out each slot of a signature group once, so the claim moves to the slot the
+// answer took: a slot of the group on gpus that its planned annotations publish and no member
+// holds, when there is one; else, as Reconcile's swap moves a claim, the plan of a member whose
+// plan puts this container on gpus and that is unclaimed, else whose claim of this container is
+// guessed too (its own answer, reported later, moves it on in turn), and that member takes the
+// pod's plan, keeping its own slice IDs. The pod's claim is then the answer.
 //
 // It returns whether the claim changed (the pod's record, and the member's when it is claimed,
 // are then queued, Config.Dirty); an *AnsweredError when no member can give the slot (another
