@@ -9,6 +9,16 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
+// pairLedger is a ledger serving p (planned GPU-A) and q (planned GPU-B): one signature group.
+func pairLedger(t *testing.T) (*Ledger, *corev1.Pod, *corev1.Pod) {
+	t.Helper()
+	l := newTestLedger()
+	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
+	l.UpsertPod(p)
+	l.UpsertPod(q)
+	return l, p, q
+}
+
 // case C04, the window a restart opens before a claim is written: p (planned GPU-A) and q
 // (planned GPU-B) are interchangeable; the kubelet skipped GetPreferredAllocation and gave p a
 // slice of GPU-C, Allocate answered p's call with q's slot (env of GPU-B), and the plugin
@@ -20,10 +30,8 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 	restarted := func(t *testing.T) (*Ledger, *[]device.PodRef) {
 		t.Helper()
 		var dirty []device.PodRef
-		l := newTestLedger()
+		l, _, _ := pairLedger(t)
 		l.dirty = func(r device.PodRef) { dirty = append(dirty, r) }
-		l.UpsertPod(placedPod(t, "p", "GPU-A"))
-		l.UpsertPod(placedPod(t, "q", "GPU-B"))
 		l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-C::0"}}})
 		return l, &dirty
 	}
@@ -100,10 +108,7 @@ func TestC04AnsweredAfterRestartBeforeClaimWritten(t *testing.T) {
 // reports slices takes the group's free slot on those slices' GPUs (the kubelet followed
 // GetPreferredAllocation, so the call was answered that slot), not its own plan.
 func TestC04ReconcileAfterRestartFollowsReportedGPU(t *testing.T) {
-	l := newTestLedger()
-	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
-	l.UpsertPod(p)
-	l.UpsertPod(q)
+	l, p, _ := pairLedger(t)
 	l.Reconcile([]ObservedContainer{{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-B::0"}}})
 	if got := usedGPU(t, l, p); got != "GPU-B" {
 		t.Fatalf("p uses %s; want GPU-B, the free slot on the GPU of its slices", got)
@@ -121,10 +126,7 @@ func TestC04ReconcileAfterRestartFollowsReportedGPU(t *testing.T) {
 // process is the answer; a different report (an env a tenant forged) changes nothing here, and
 // the guard's env check refuses the container.
 func TestC04AnsweredLeavesAllocateClaims(t *testing.T) {
-	l := newTestLedger()
-	p, q := placedPod(t, "p", "GPU-A"), placedPod(t, "q", "GPU-B")
-	l.UpsertPod(p)
-	l.UpsertPod(q)
+	l, p, _ := pairLedger(t)
 	if cl, err := l.TryAllocate([]string{"GPU-A::0"}); err != nil || cl.Pod.Name != "p" {
 		t.Fatalf("p's call matched %+v, %v", cl, err)
 	}
