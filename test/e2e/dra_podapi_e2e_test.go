@@ -382,6 +382,7 @@ type rayWorker struct {
 func TestDRAPodAPIKubeRaySeed(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
+	c.waitNoAllocatedClaims(t, time.Minute)
 	total := c.draMemoryMiB(t)
 	createRayCluster(t, c, ns, rayCluster("whole", 2, 0))
 	whole := c.rayWorkers(t, ns, c.waitRayPods(t, ns, "whole", 3))
@@ -419,6 +420,36 @@ func TestDRAPodAPIKubeRaySeed(t *testing.T) {
 	}
 	for name, w := range sliced {
 		t.Logf("sliced worker %s: %s, %d MiB; %s", name, w.device, w.memMiB, w.registered)
+	}
+}
+
+// waitNoAllocatedClaims waits until no ResourceClaim in the cluster holds an allocation: an
+// earlier test's claims go after its pods (the resource-claim controller deletes them), and one
+// still allocated would take room on a GPU that first-fit placement here expects empty. It logs
+// what it waited for.
+func (c *Cluster) waitNoAllocatedClaims(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var left []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, rc := range l.Items {
+			if rc.Status.Allocation != nil {
+				left = append(left, rc.Namespace+"/"+rc.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Logf("claims still allocated after %v: %v; placing anyway", timeout, left)
+		return
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Logf("waited %v for earlier tests' claims to go", d.Round(100*time.Millisecond))
 	}
 }
 
