@@ -118,7 +118,7 @@ func TestNRISourceAfterSwapIsTheResponse(t *testing.T) {
 // written. The restarted plugin's reconcile claims p from its own plan (GPU-A); at p's container
 // creation the runtime's env is the answer the kubelet kept (GPU-B), which moves the claim to
 // q's slot, so the guard pins p's env instead of refusing it, and q's later Allocate gets GPU-A.
-func TestNRISourceAfterRestartFollowsTheAnswer(t *testing.T) {
+func TestC04NRISourceAfterRestartFollowsTheAnswer(t *testing.T) {
 	backend := newTestBackend(2, 81920)
 	p1, _ := newTestPlugin(t, testConfig(t.TempDir()), backend)
 	pp := testPod("p", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})

@@ -67,7 +67,7 @@ func onContainerd2(g *Guard) *Guard {
 // case C04: the marker's value is passed on as the answer only on runtimes that keep a repeated
 // env name as two entries (containerd >= 2.0); where a later value replaces an earlier one, a
 // tenant's envFrom value could be the only entry. The guard subscribes to the events it handles.
-func TestGuardConfigure(t *testing.T) {
+func TestC04GuardConfigure(t *testing.T) {
 	for _, tc := range []struct {
 		runtime, version string
 		answers          bool
@@ -241,7 +241,7 @@ func TestGuardCreateContainer(t *testing.T) {
 // with, so that a claim rebuilt after a restart follows it. Stopped containers and containers
 // without protected env are not asked; nothing is updated, and a check that fails is not an
 // error of the synchronisation (the container runs already).
-func TestGuardSynchronize(t *testing.T) {
+func TestC04GuardSynchronize(t *testing.T) {
 	src := &standInSource{out: map[string]Allocated{"main": gpuAllocated}}
 	pods := []*api.PodSandbox{{Id: "sb1", Uid: "uid-1", Namespace: "ns", Name: "p"}, {Id: "sb2", Uid: "uid-2", Namespace: "ns", Name: "q"}}
 	ctrs := []*api.Container{
@@ -271,7 +271,7 @@ func TestGuardSynchronize(t *testing.T) {
 // case C04: Ready closes once the runtime's containers are checked (the first Synchronize), and
 // on a node without NRI at the first failed connect, so the device plugin never waits for a
 // runtime that has none.
-func TestGuardReady(t *testing.T) {
+func TestC04GuardReady(t *testing.T) {
 	g := onContainerd2(NewGuard(&standInSource{}))
 	select {
 	case <-g.Ready():
