@@ -35,6 +35,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the pod to appear in the informer")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
 	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", c.PodResourcesSocket, "the kubelet's PodResources API socket")
+	fs.StringVar(&c.ApplyPlanAt, "apply-plan-at", c.ApplyPlanAt, "where each pod's planned allocation is applied: allocate (the kubelet's Allocate call, matched to a pod) or create-container (the NRI env guard at container creation, where the runtime names the pod; needs --nri-socket)")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the node's liveness Lease hami-go-<node>")
 	cliflags.AddResourceNames(fs, &c.Resources)
 	if err := cliflags.Parse(fs, args); err != nil {

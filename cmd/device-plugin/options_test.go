@@ -35,7 +35,7 @@ func TestEveryFlag(t *testing.T) {
 		"--probe-interval=2s", "--allocate-wait=3s", "--device-plugin-dir=/d", "--pod-resources-socket=/p.sock",
 		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
 		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4", "--reserved-memory=2048,GPU-a=1Gi,3=0",
-		"--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system",
+		"--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system", "--apply-plan-at=create-container",
 	}
 	o, err := parseOptions(args, flagtest.Env(nil))
 	if err != nil {
@@ -45,30 +45,32 @@ func TestEveryFlag(t *testing.T) {
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
 		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, cliflags.JoinXIDs(c.ApplicationXIDs),
 		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.PodResourcesSocket, c.LeaseNamespace, c.MetricsAddress,
-		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String(), c.NRISocket, strings.Join(c.NRIExemptNamespaces, ",")}
+		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String(), c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","), c.ApplyPlanAt}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
-		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024", "/n.sock", "sys,kube-system"}
+		5, 2 * time.Second, 3 * time.Second, "/d", "/p.sock", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024", "/n.sock", "sys,kube-system", "create-container"}
 	flagtest.Fields(t, got, want)
 }
 
 func TestBadFlags(t *testing.T) {
 	flagtest.BadFlags(t, parse, map[string]string{
-		"":                                       "--node-name is empty",
-		"--node-name=n --split-count=0":          "--split-count: 0 is outside 1..1000",
-		"--node-name=n --memory-scaling=0.5":     "--memory-scaling: 0.5 is outside",
-		"--node-name=n --enforcement=cuda":       `--enforcement: "cuda" is not hami-core, mps or none`,
-		"--node-name=n --device-list-strategy=x": `--device-list-strategy: "x" is not envvar or cdi`,
-		"--node-name=n --application-xids=1,x":   `--application-xids: "x" is not an XID number`,
-		"--node-name=n --backend=gpu":            `--backend: "gpu" is not nvml or fake`,
-		"--node-name=n --fake-fault-injection":   "--fake-fault-injection needs --backend=fake",
-		"--node-name=n --recovery-probes=0":      "--recovery-probes: 0 is below 1",
-		"--node-name=n --probe-interval=0s":      "--probe-interval: 0s is not positive",
-		"--node-name=n --allocate-wait=1m":       "--allocate-wait: 1m0s is outside 0..30s",
-		"--node-name=n --metrics-address=":       "--metrics-address is empty",
-		"--node-name=n --resource-count=":        "resource name count is empty",
-		"--node-name=n extra":                    "unexpected arguments",
-		"--node-name=n --reserved-memory=2GB":    `--reserved-memory: entry "2GB"`,
-		"--node-name=n --reserved-memory=gpu0=1": `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
+		"":                                                             "--node-name is empty",
+		"--node-name=n --split-count=0":                                "--split-count: 0 is outside 1..1000",
+		"--node-name=n --memory-scaling=0.5":                           "--memory-scaling: 0.5 is outside",
+		"--node-name=n --enforcement=cuda":                             `--enforcement: "cuda" is not hami-core, mps or none`,
+		"--node-name=n --device-list-strategy=x":                       `--device-list-strategy: "x" is not envvar or cdi`,
+		"--node-name=n --application-xids=1,x":                         `--application-xids: "x" is not an XID number`,
+		"--node-name=n --backend=gpu":                                  `--backend: "gpu" is not nvml or fake`,
+		"--node-name=n --fake-fault-injection":                         "--fake-fault-injection needs --backend=fake",
+		"--node-name=n --recovery-probes=0":                            "--recovery-probes: 0 is below 1",
+		"--node-name=n --probe-interval=0s":                            "--probe-interval: 0s is not positive",
+		"--node-name=n --allocate-wait=1m":                             "--allocate-wait: 1m0s is outside 0..30s",
+		"--node-name=n --metrics-address=":                             "--metrics-address is empty",
+		"--node-name=n --resource-count=":                              "resource name count is empty",
+		"--node-name=n extra":                                          "unexpected arguments",
+		"--node-name=n --reserved-memory=2GB":                          `--reserved-memory: entry "2GB"`,
+		"--node-name=n --reserved-memory=gpu0=1":                       `--reserved-memory: entry "gpu0=1": "gpu0" is neither a GPU UUID`,
+		"--node-name=n --apply-plan-at=kubelet":                        `--apply-plan-at: "kubelet" is not allocate or create-container`,
+		"--node-name=n --apply-plan-at=create-container --nri-socket=": "--apply-plan-at=create-container needs the NRI env guard, but --nri-socket is empty",
 	})
 }
 

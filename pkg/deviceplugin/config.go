@@ -24,6 +24,20 @@ const (
 	StrategyCDI = "cdi"
 )
 
+// Where the device plugin applies each pod's planned allocation (Config.ApplyPlanAt; the
+// designs of docs/design.md "Slot protocol: the decision").
+const (
+	// PlanAtAllocate answers the kubelet's Allocate call with the plan of the pod the call is
+	// matched to (design (c)): Allocate does not name the pod, so interchangeable pods may take
+	// each other's slot and the ledger sorts that out (Reconcile, republished plans).
+	PlanAtAllocate = "allocate"
+	// PlanAtCreateContainer answers Allocate with an empty MarkerEnv only, and the NRI env guard
+	// applies the pod's own plan at CreateContainer, where the runtime names the pod
+	// (design (b)): nothing is matched, swapped or republished. It needs the NRI guard
+	// (NRISocket): Allocate is refused while the guard is not connected.
+	PlanAtCreateContainer = "create-container"
+)
+
 // Config is everything the device plugin needs; cmd/device-plugin fills it from flags
 // (docs/components.md).
 type Config struct {
@@ -71,6 +85,8 @@ type Config struct {
 	NRISocket string
 	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
 	NRIExemptNamespaces []string
+	// ApplyPlanAt is PlanAtAllocate or PlanAtCreateContainer (--apply-plan-at).
+	ApplyPlanAt string
 }
 
 // SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.
@@ -96,6 +112,7 @@ func Defaults() Config {
 		LeaseNamespace:     "kube-node-lease",
 		MetricsAddress:     ":9400",
 		NRISocket:          nri.DefaultSocket,
+		ApplyPlanAt:        PlanAtAllocate,
 	}
 }
 
@@ -143,6 +160,15 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseNamespace == "" {
 		return fmt.Errorf("--lease-namespace is empty")
+	}
+	switch c.ApplyPlanAt {
+	case PlanAtAllocate:
+	case PlanAtCreateContainer:
+		if c.NRISocket == "" {
+			return fmt.Errorf("--apply-plan-at=%s needs the NRI env guard, but --nri-socket is empty", c.ApplyPlanAt)
+		}
+	default:
+		return fmt.Errorf("--apply-plan-at: %q is not %s or %s", c.ApplyPlanAt, PlanAtAllocate, PlanAtCreateContainer)
 	}
 	return nil
 }

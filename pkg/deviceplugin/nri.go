@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
+	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
@@ -27,6 +29,25 @@ func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
 	return nriSource{p: p, reconcile: reconcile}
 }
 
+// applyPlan is Allocated for a container whose Allocate answer left the plan to the guard
+// (PlanAtCreateContainer; decided by the answer in the container's env, so that a container
+// answered before the plugin's --apply-plan-at changed is checked as it was answered): the
+// container claims its pod's own plan (Ledger.ClaimPlanned), and the guard adds the env and CDI
+// devices the Allocate response would have carried.
+func (s nriSource) applyPlan(uid types.UID, c nri.Container) (nri.Allocated, error) {
+	cl, planned, err := s.p.ledger.ClaimPlanned(uid, c.Name)
+	if err != nil || !planned {
+		return nri.Allocated{}, err
+	}
+	resp := s.p.resp.build(cl)
+	a := nri.Allocated{GPU: true, Env: resp.Envs, Pending: true}
+	for _, d := range resp.CdiDevices {
+		a.CDIDevices = append(a.CDIDevices, d.Name)
+	}
+	klog.V(2).InfoS("Applying the pod's plan at container creation", "pod", cl.Pod.String(), "container", c.Name, "gpus", resp.Envs[device.EnvGPUUUIDs], "repeat", cl.Repeat)
+	return a, nil
+}
+
 // Allocated implements nri.Source: GPU with the env of the Allocate response built from a
 // claimed container's claim (the response names no pod, so the claim rebuilds the very answer
 // the kubelet gave the container, after a swap or a restart too); no GPU for a container the
@@ -36,6 +57,9 @@ func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
 // the claims (*ledger.AnsweredError).
 func (s nriSource) Allocated(ctx context.Context, c nri.Container) (nri.Allocated, error) {
 	uid := types.UID(c.PodUID)
+	if c.AnswerPending {
+		return s.applyPlan(uid, c)
+	}
 	_, _, planned := s.p.ledger.ContainerClaim(uid, c.Name)
 	if !planned {
 		return nri.Allocated{}, nil

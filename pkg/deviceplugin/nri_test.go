@@ -57,7 +57,7 @@ func TestNRISource(t *testing.T) {
 	}
 	sort.Strings(env)
 	g := nri.NewGuard(src)
-	if ch, err := g.Decide(ctx, c("gpu"), env); err != nil || len(ch) != len(resp.Envs) {
+	if ch, err := g.Decide(ctx, c("gpu"), env); err != nil || len(ch.Env) != len(resp.Envs) {
 		t.Errorf("plugin env only: %+v, %v; want every name pinned", ch, err)
 	}
 	_, err = g.Decide(ctx, c("gpu"), append(env, "CUDA_DEVICE_MEMORY_LIMIT_0=81920m"))
@@ -146,10 +146,10 @@ func TestC04NRISourceAfterRestartFollowsTheAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch, err := g.Decide(context.Background(), nri.Container{PodUID: string(pp.UID), PodNamespace: pp.Namespace, PodName: pp.Name, Name: "main"}, env)
-	if err != nil || len(ch) != len(resp.Envs) {
+	if err != nil || len(ch.Env) != len(resp.Envs) {
 		t.Fatalf("p's container after the restart: %+v, %v; want every name pinned to the answer", ch, err)
 	}
-	for _, c := range ch {
+	for _, c := range ch.Env {
 		if c.Value != resp.Envs[c.Name] {
 			t.Errorf("pinned %s=%s, want the answer's %s", c.Name, c.Value, resp.Envs[c.Name])
 		}

@@ -54,6 +54,9 @@ type Plugin struct {
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
+	// guardConnected reports whether the NRI env guard is connected to the runtime (Run sets
+	// it before serving; nil: there is no guard). Allocate under PlanAtCreateContainer needs it.
+	guardConnected func() bool
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -246,13 +249,26 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, r *pluginapi.Preferre
 	return out, nil
 }
 
-// Allocate implements the kubelet API: each container request is matched to the pod and
-// container it serves (Ledger.Allocate) and answered from the claimed devices.
+// Allocate implements the kubelet API. Under PlanAtAllocate each container request is matched
+// to the pod and container it serves (Ledger.Allocate) and answered from the claimed devices;
+// under PlanAtCreateContainer it is answered with the pending answer (pendingResponse) and the
+// NRI env guard applies the pod's own plan when the runtime creates the container.
 func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	out := &pluginapi.AllocateResponse{}
 	for i, c := range r.ContainerRequests {
 		if err := p.checkIDs(c.DevicesIds); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
+		}
+		if p.cfg.ApplyPlanAt == PlanAtCreateContainer {
+			if p.guardConnected == nil || !p.guardConnected() {
+				err := fmt.Errorf("--apply-plan-at=%s, but the NRI env guard is not connected to the runtime (%s), so no plan could be applied to the container; "+
+					"refusing the devices rather than handing them out unlimited", PlanAtCreateContainer, p.cfg.NRISocket)
+				klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
+				return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
+			}
+			klog.V(2).InfoS("Allocate (plan left to container creation)", "deviceIDs", c.DevicesIds)
+			out.ContainerResponses = append(out.ContainerResponses, p.resp.pending())
+			continue
 		}
 		cl, err := p.ledger.Allocate(ctx, c.DevicesIds, p.cfg.AllocateWait, p.opts.Clock.After)
 		if err != nil {

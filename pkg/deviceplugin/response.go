@@ -60,3 +60,16 @@ func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse 
 	}
 	return resp
 }
+
+// pending is the Allocate answer under PlanAtCreateContainer: MarkerEnv, empty, which tells the
+// NRI env guard that the container's plan is still to be applied (nri.Container.AnswerPending),
+// and the mounts of the enforcement mode, which name no GPU. No GPU is named and no limit set:
+// a container the guard never sees (it disconnected after Allocate) gets no GPU under the cdi
+// strategy, whose devices the guard adds.
+func (r *responder) pending() *pluginapi.ContainerAllocateResponse {
+	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{device.EnvGPUUUIDs: ""}}
+	for _, m := range gpuenv.Build(r.cfg.envConfig(), gpuenv.Request{}, r.exists).Mounts {
+		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
+	}
+	return resp
+}

@@ -36,7 +36,11 @@ type Deps struct {
 // inventory and labels on change and renews the Lease every 10 s, serves metrics, and (with
 // Config.NRISocket) runs the NRI env guard (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, d Deps) error {
-	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, d.PodResources)
+	podRes := d.PodResources
+	if cfg.ApplyPlanAt == PlanAtCreateContainer {
+		podRes = nil // each claim is the pod's own plan: nothing to reconcile with the kubelet's IDs
+	}
+	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, podRes)
 	opts := d.Options
 	if opts.Recorder == nil {
 		rec, stop := NewEventRecorder(ctx, d.Client, cfg.NodeName)
@@ -70,6 +74,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
 	if cfg.NRISocket != "" {
 		g := nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...)
+		p.guardConnected = g.Connected
 		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 		// case C04: a container created while the plugin was down runs with an answer whose
 		// claimed record a restart may have lost; the guard reports those (Synchronize) before

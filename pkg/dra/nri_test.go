@@ -81,7 +81,7 @@ func TestNRISourceToolkitCDI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
-	for _, e := range ch {
+	for _, e := range ch.Env {
 		if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.Value != "" {
 			t.Errorf("NVIDIA_VISIBLE_DEVICES set to %q, want emptied", e.Value)
 		}

@@ -39,6 +39,10 @@ type pluginModel struct {
 	pods  map[string]*corev1.Pod // as the plugin's informer last delivered them
 	api   map[string]*corev1.Pod // latest write of each pod, resourceVersion set
 	rv    int                    // the API server's last resourceVersion
+	// planAtCreate models --apply-plan-at=create-container (issue 15 design (b)): Allocate
+	// claims nothing, the NRI guard claims the pod's own plan at container creation
+	// (Ledger.ClaimPlanned), and the plugin never reconciles with the kubelet's IDs.
+	planAtCreate bool
 }
 
 func newPluginModel(inv device.Inventory) *pluginModel {
@@ -66,6 +70,9 @@ func newPluginModel(inv device.Inventory) *pluginModel {
 // PodSync.Start does before the plugin serves), and then the NRI guard connects and the
 // runtime's Synchronize reports each running container's answer (Ledger.Answered). An answer
 // the ledger cannot take is a container that runs on a slot another pod holds: an over-commit.
+//
+// Under planAtCreate, Synchronize claims each running container's own plan again
+// (Ledger.ClaimPlanned), which must be the GPU the container runs on.
 func (m *pluginModel) restart(t testing.TB) {
 	t.Helper()
 	m.l = ledger.New(m.cfg)
@@ -77,12 +84,28 @@ func (m *pluginModel) restart(t testing.TB) {
 	}
 	m.reconcile()
 	for _, q := range m.names() {
-		if g := m.given[q]; g != "" {
+		g := m.given[q]
+		switch {
+		case g == "":
+		case m.planAtCreate:
+			if cl, _, err := m.l.ClaimPlanned(m.pods[q].UID, "main"); err != nil || cl.Container.Devices[0].UUID != g {
+				t.Fatalf("after a plugin restart: %s claims %+v, %v; its container runs on %s", q, cl, err, g)
+			}
+		default:
 			if _, err := m.l.Answered(m.pods[q].UID, "main", []string{g}); err != nil {
 				t.Fatalf("after a plugin restart: %v", err)
 			}
 		}
 	}
+}
+
+// claimName names a claimed container in the test's records: its first slice ID, or, for a claim
+// made at container creation (no slice IDs), "on <GPU>".
+func claimName(c device.ContainerAllocation) string {
+	if len(c.SliceIDs) > 0 {
+		return c.SliceIDs[0]
+	}
+	return "on " + c.Devices[0].UUID
 }
 
 func gpuOf(a *device.Allocation) string { return a.Containers[0].Devices[0].UUID }
@@ -109,7 +132,7 @@ func (m *pluginModel) plan(n string) *device.Allocation {
 func (m *pluginModel) claim(n string) string {
 	if p := m.pods[n]; p != nil {
 		if rec, ok := m.l.ClaimedRecord(p.UID); ok && len(rec.Containers) > 0 {
-			return rec.Containers[0].SliceIDs[0]
+			return claimName(rec.Containers[0])
 		}
 	}
 	return ""
@@ -134,7 +157,7 @@ func (m *pluginModel) claimWritten(t testing.TB, n string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Containers[0].SliceIDs[0]
+	return claimName(a.Containers[0])
 }
 
 // stored is p as the API server stores a write of it: with the next resourceVersion.
@@ -174,11 +197,21 @@ func (m *pluginModel) admit(q string) {
 	if len(ids) != 1 {
 		return
 	}
-	cl, err := m.l.TryAllocate(ids)
-	if err != nil {
-		return
+	if m.planAtCreate {
+		// Allocate answers the pending answer; the runtime then creates q's container, and the
+		// guard claims q's own plan.
+		cl, planned, err := m.l.ClaimPlanned(m.pods[q].UID, "main")
+		if err != nil || !planned {
+			panic(fmt.Sprintf("ClaimPlanned(%s) = %+v, %v, %v", q, cl, planned, err))
+		}
+		m.given[q] = cl.Container.Devices[0].UUID
+	} else {
+		cl, err := m.l.TryAllocate(ids)
+		if err != nil {
+			return
+		}
+		m.given[q] = cl.Container.Devices[0].UUID // the env of the answer: what q's container uses
 	}
-	m.given[q] = cl.Container.Devices[0].UUID // the env of the answer: what q's container uses
 	u, _, _ := device.ParseSliceID(ids[0])
 	for i, id := range m.free[u] {
 		if id == ids[0] {
@@ -193,6 +226,9 @@ func (m *pluginModel) admit(q string) {
 // reconcile runs the ledger's Reconcile on what the kubelet holds and returns how many pods'
 // records it changed (swaps).
 func (m *pluginModel) reconcile() int {
+	if m.planAtCreate {
+		return 0 // the plugin does not reconcile: each claim is its pod's own plan
+	}
 	var obs []ledger.ObservedContainer
 	for q, id := range m.holds {
 		if id != "" {
@@ -280,32 +316,46 @@ func (m *pluginModel) names() []string {
 // answer (NRI Synchronize, Ledger.Answered); an answer the ledger cannot take fails the test. Not
 // while a republished plan is still to be written: a restart in the milliseconds between a
 // swapped pod's deletion and that write loses the fact (docs/design.md "Recoverable").
+//
+// Subtest apply-plan-at-create-container is design (b) (--apply-plan-at=create-container): the
+// kubelet's slice names no pod's GPU, each container claims its own pod's plan at creation, and
+// the plugin restarts at random steps, with none of the exceptions above: any pod may be deleted
+// at any step, and the plugin and the extender restart with writes in flight.
 func TestOvercountBurstWithPluginSwaps(t *testing.T) {
-	for _, v := range []struct {
-		name                string
-		serialize, restarts bool
-	}{{"default", false, false}, {"serialize-same-key", true, false}, {"plugin-restarts", false, true}} {
+	for _, v := range []burstVariant{
+		{name: "default"}, {name: "serialize-same-key", serialize: true}, {name: "plugin-restarts", restarts: true},
+		{name: "apply-plan-at-create-container", restarts: true, planAtCreate: true},
+	} {
 		t.Run(v.name, func(t *testing.T) {
 			refused, swapped, restarted := 0, 0, 0
 			for seed := int64(1); seed <= 100; seed++ {
 				t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
-					r, s, n := burstWithSwaps(t, seed, v.serialize, v.restarts)
+					r, s, n := burstWithSwaps(t, seed, v)
 					refused, swapped, restarted = refused+r, swapped+s, restarted+n
 				})
 			}
 			t.Logf("%s over 100 seeds: %d binds refused behind an in-flight pod of the same call key, %d records changed by Reconcile, %d plugin restarts", v.name, refused, swapped, restarted)
-			// (a) refuses binds and leaves Reconcile nothing to swap; (c) never refuses and swaps.
-			if v.serialize != (refused > 0) || v.serialize != (swapped == 0) || v.restarts != (restarted > 0) {
+			// (a) refuses binds and leaves Reconcile nothing to swap; (b) neither refuses nor
+			// swaps; (c) never refuses and swaps.
+			if v.serialize != (refused > 0) || (v.serialize || v.planAtCreate) != (swapped == 0) || v.restarts != (restarted > 0) {
 				t.Fatalf("%s: %d binds refused, %d records swapped, %d restarts", v.name, refused, swapped, restarted)
 			}
 		})
 	}
 }
 
+// burstVariant is one design the burst model runs: serialize is Config.SerializeSameKey (design
+// (a)), planAtCreate --apply-plan-at=create-container (design (b)), neither today's (c);
+// restarts restarts the plugin at random steps, losing the writes it had queued.
+type burstVariant struct {
+	name                              string
+	serialize, restarts, planAtCreate bool
+}
+
 // burstWithSwaps runs one seed of the burst and returns how many binds were refused, how many
-// records the plugin's Reconcile changed and how often the plugin restarted (restarts: at
-// random steps, losing the writes it had queued).
-func burstWithSwaps(t *testing.T, seed int64, serialize, restarts bool) (refused, swapped, restarted int) {
+// records the plugin's Reconcile changed and how often the plugin restarted.
+func burstWithSwaps(t *testing.T, seed int64, v burstVariant) (refused, swapped, restarted int) {
+	serialize, restarts := v.serialize, v.restarts
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
 	newCache := func() *Cache {
@@ -317,6 +367,7 @@ func burstWithSwaps(t *testing.T, seed int64, serialize, restarts bool) (refused
 	c := newCache()               // replaced at an extender restart
 	filtered := map[string]bool{} // pods reserved by Filter whose bind was refused
 	m := newPluginModel(inv)
+	m.planAtCreate = v.planAtCreate
 	nodes := []string{"node-1"}
 	total := func() int {
 		s := 0
@@ -461,7 +512,7 @@ func burstWithSwaps(t *testing.T, seed int64, serialize, restarts bool) (refused
 				settled := m.holds[x] != "" && m.claim(x) == m.holds[x]
 				waitingOwn := m.holds[x] == "" && m.claim(x) == "" && device.SlotKey(m.plan(x)) == device.SlotKey(plannedPtr(t, m.pods[x]))
 				claimWritten := m.claim(x) == m.claimWritten(t, x)
-				if (settled || waitingOwn) && claimWritten {
+				if v.planAtCreate || (settled || waitingOwn) && claimWritten {
 					running = append(running, x)
 				}
 			}
@@ -483,11 +534,11 @@ func burstWithSwaps(t *testing.T, seed int64, serialize, restarts bool) (refused
 			c.OnPodDelete(p, nil)
 			live--
 			check("delete " + x)
-		case r == 9 && restarts && rng.Intn(2) == 0 && !m.republishPending():
+		case r == 9 && restarts && rng.Intn(2) == 0 && (v.planAtCreate || !m.republishPending()):
 			m.restart(t)
 			restarted++
 			history = append(history, fmt.Sprintf("plugin restart: records %v", m.claims()))
-		case r == 9 && rng.Intn(2) == 0 && len(m.dirty) == 0:
+		case r == 9 && rng.Intn(2) == 0 && (v.planAtCreate || len(m.dirty) == 0):
 			// The extender restarts: a new cache from the API's pods. Not while one of the
 			// plugin's writes is in flight: when the pod on the other side of a swap or of a
 			// republished plan was deleted meanwhile, the API does not hold the fact until the

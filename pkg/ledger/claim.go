@@ -1,6 +1,9 @@
 package ledger
 
 import (
+	"errors"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -66,4 +69,52 @@ func (l *Ledger) ContainerClaim(uid types.UID, name string) (cl Claim, claimed, 
 		return Claim{Pod: e.ref, Container: cloneContainer(c)}, true, true
 	}
 	return Claim{}, false, e.plan.Container(name) != nil
+}
+
+// ClaimPlanned claims container name of pod uid with the pod's own planned allocation. It is the
+// whole match when the device plugin applies each pod's plan at container creation
+// (--apply-plan-at=create-container, design (b) of docs/design.md): the runtime names the pod
+// there, so no two pods can take each other's slot and nothing is swapped or republished. The
+// claim carries no slice IDs (the kubelet's IDs name no GPU of the pod's). A container claimed
+// already (the runtime creates it again after it exited) gets its claim back, Repeat set.
+//
+// planned is false when the ledger plans the container no GPUs: a pod without GPUs, a container
+// of a GPU pod that asks none, or a pod the informer has not delivered yet. Errors (planned
+// true): the pod uses the count resource but cannot be served (not placed by hami-go, or a plan
+// that does not grant what it asks: case C36), or it terminates and never claimed the container.
+func (l *Ledger) ClaimPlanned(uid types.UID, name string) (cl Claim, planned bool, err error) {
+	l.mu.Lock()
+	e, ok := l.pods[uid]
+	if !ok {
+		defer l.mu.Unlock()
+		if u, bad := l.unplaced[uid]; bad {
+			return Claim{}, true, errors.New(u.why)
+		}
+		e, ok := l.leaving[uid]
+		switch {
+		case !ok || e.plan.Container(name) == nil:
+			return Claim{}, false, nil
+		case e.claimed[name] != nil:
+			return Claim{Pod: e.ref, Container: cloneContainer(e.claimed[name]), Repeat: true}, true, nil
+		}
+		return Claim{}, true, fmt.Errorf("pod %s terminates; its container %s gets no GPU", e.ref, name)
+	}
+	if c, ok := e.claimed[name]; ok {
+		defer l.mu.Unlock()
+		return Claim{Pod: e.ref, Container: cloneContainer(c), Repeat: true}, true, nil
+	}
+	c := e.plan.Container(name)
+	if c == nil {
+		l.mu.Unlock()
+		return Claim{}, false, nil
+	}
+	e.claimed[name] = c
+	e.lastClaim = l.clock.Now()
+	l.notifyLocked()
+	out := Claim{Pod: e.ref, Container: cloneContainer(c)}
+	l.mu.Unlock()
+	if l.dirty != nil {
+		l.dirty(e.ref)
+	}
+	return out, true, nil
 }

@@ -23,19 +23,27 @@ type EnvChange struct {
 }
 
 // RefusedError says why a container cannot be created: its env sets a protected name after
-// hami-go's value (pod env or envFrom: they come last), which no NRI adjustment can undo.
-// Want is empty when hami-go set no value for Name (a container without GPUs, or a name the
-// allocation does not use).
+// hami-go's value (pod env or envFrom: they come last), or more than once where hami-go's answer
+// put no entry of it, which no NRI adjustment can undo. Want is empty when hami-go set no value
+// for Name (a container without GPUs, or a name the allocation does not use).
 type RefusedError struct {
 	Name  string
 	Value string // the last value in the container's env, the one the process would see
 	Want  string
 	// HasWant is true when hami-go set Name for this container (to Want).
 	HasWant bool
+	// Repeated is true when hami-go's answer put no entry of Name in the env (a name its answer
+	// leaves to the guard, design (b); or one it does not set) and the env has more than one.
+	Repeated bool
 }
 
 func (e *RefusedError) Error() string {
-	if e.HasWant {
+	switch {
+	case e.HasWant && e.Repeated:
+		return fmt.Sprintf("hami-go: the container's env sets %s more than once (last %s=%s); hami-go sets %s=%s for this container "+
+			"and cannot override a repeated name (remove %s from the container's env, envFrom and image ENV)",
+			e.Name, e.Name, e.Value, e.Name, e.Want, e.Name)
+	case e.HasWant:
 		return fmt.Sprintf("hami-go: the container's env sets %s=%s after the value %s=%s that hami-go allocated; "+
 			"env, envFrom and image ENV may not change a GPU slice's limits (remove %s from the container's env)",
 			e.Name, e.Value, e.Name, e.Want, e.Name)
@@ -51,9 +59,11 @@ func (e *RefusedError) Error() string {
 // env is the container's OCI process env as NRI delivers it at CreateContainer ("NAME=VALUE";
 // entries without '=' are ignored): image ENV first, then the CRI env in the kubelet's order
 // (the device plugin's env, then the container's envFrom and env values), duplicates kept
-// (containerd 2.4, pkg/oci replaceOrAppendEnvValues). want is the env hami-go allocated the
-// container (the device plugin's Allocate response); names that are not protected are ignored;
-// nil for a container without GPUs.
+// (containerd 2.4, pkg/oci replaceOrAppendEnvValues). answer is the protected env hami-go's own
+// answer put in env before the container's values: the device plugin's Allocate response or the
+// DRA claims' CDI specs, which is want itself; or, when the device plugin applies the pod's plan
+// at CreateContainer (design (b)), only the empty MarkerEnv. want is the env the container must
+// run with; names that are not protected are ignored; nil for a container without GPUs.
 //
 // What an adjustment can do follows from how containerd 2.4 applies it (NRI v0.12
 // pkg/runtime-tools/generate AdjustEnv over containerd's spec generator, whose AddProcessEnv
@@ -62,16 +72,18 @@ func (e *RefusedError) Error() string {
 // first entry of an adjusted name takes the adjustment's value before the later entries are
 // written over it; runc also keeps the last value of a repeated name (both measured on
 // containerd 2.4.2 with Debian's runc 1.1.5). Hence:
-//   - a wanted name whose last value is hami-go's (for example image ENV before the plugin's
-//     entry) is set, which also drops the earlier entries;
+//   - a name of the answer whose last value is the answer's (for example image ENV before the
+//     plugin's entry) is set to want's value, which also drops the earlier entries: when the two
+//     differ (design (b)'s marker) only one entry may be there;
 //   - a wanted name that is missing is added;
-//   - a wanted name whose last value differs (pod env or envFrom after the plugin's entry) is
-//     refused: the later entry would win over any adjustment;
-//   - a protected name hami-go did not set is emptied when it appears once, refused when it
-//     appears more than once (the later entry's value would be written over the empty one).
+//   - a name of the answer whose last value differs (pod env or envFrom after the plugin's entry)
+//     is refused: the later entry would win over any adjustment;
+//   - any other protected name is set (to want's value, or emptied) when it appears once, and
+//     refused when it appears more than once (the later entry's value would be written over the
+//     adjusted one).
 //
 // The changes are sorted by name. An error names the first refused name in name order.
-func PlanEnv(env []string, want map[string]string) ([]EnvChange, error) {
+func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) {
 	last := map[string]string{}
 	count := map[string]int{}
 	for _, e := range env {
@@ -95,16 +107,16 @@ func PlanEnv(env []string, want map[string]string) ([]EnvChange, error) {
 	var changes []EnvChange
 	for _, n := range names {
 		w, wanted := want[n]
+		a, answered := answer[n]
 		switch {
-		case wanted && count[n] > 0 && last[n] != w:
-			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: true}
-		case wanted:
-			changes = append(changes, EnvChange{Name: n, Value: w})
-		case count[n] > 1:
-			return nil, &RefusedError{Name: n, Value: last[n]}
-		default:
-			changes = append(changes, EnvChange{Name: n})
+		case answered && count[n] > 0 && last[n] != a:
+			return nil, &RefusedError{Name: n, Value: last[n], Want: a, HasWant: true}
+		case answered && a != w && count[n] > 1:
+			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: true}
+		case !answered && count[n] > 1:
+			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: wanted}
 		}
+		changes = append(changes, EnvChange{Name: n, Value: w})
 	}
 	return changes, nil
 }

@@ -52,7 +52,7 @@ func TestPlanEnv(t *testing.T) {
 		out:  nil,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := PlanEnv(tc.env, tc.want)
+			got, err := PlanEnv(tc.env, tc.want, tc.want)
 			if err != nil {
 				t.Fatalf("PlanEnv: %v", err)
 			}
@@ -88,7 +88,7 @@ func TestPlanEnvRefuses(t *testing.T) {
 		err:  RefusedError{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := PlanEnv(tc.env, tc.want)
+			got, err := PlanEnv(tc.env, tc.want, tc.want)
 			var r *RefusedError
 			if !errors.As(err, &r) {
 				t.Fatalf("PlanEnv = %+v, %v; want a *RefusedError", got, err)

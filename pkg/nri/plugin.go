@@ -55,6 +55,12 @@ type Container struct {
 	// stand alone). The device plugin's Source takes it as the truth for a claim it rebuilt after
 	// a restart (ledger.Ledger.Answered).
 	Answered []string
+	// AnswerPending is true when the env sets MarkerEnv exactly once, empty: the device plugin's
+	// Allocate answer left the container's plan to the guard (--apply-plan-at=create-container,
+	// design (b) of docs/design.md). A second writer of the marker makes a second entry, or on
+	// runtimes where a later value replaces an earlier one, a non-empty value; either way the
+	// container is then checked as an answered one, whose claim Allocate made.
+	AnswerPending bool
 }
 
 func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "/" + c.Name }
@@ -63,9 +69,18 @@ func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "
 type Allocated struct {
 	// GPU is true when hami-go gave the container GPUs.
 	GPU bool
-	// Env is the env hami-go set in the container (the device plugin's Allocate response, the
-	// DRA claims' CDI specs); nil when GPU is false.
+	// Env is the env the container must run with: the env hami-go's answer set in it (the device
+	// plugin's Allocate response, the DRA claims' CDI specs), or, when Pending, the env the guard
+	// adds; nil when GPU is false.
 	Env map[string]string
+	// Pending is true when hami-go's answer left the allocation to the guard: the device plugin
+	// applies each pod's own plan at CreateContainer (--apply-plan-at=create-container, design
+	// (b) of docs/design.md), and its Allocate response set only MarkerEnv, empty. The guard then
+	// adds Env and CDIDevices.
+	Pending bool
+	// CDIDevices are the fully qualified CDI device names the guard adds when Pending
+	// ("vendor/class=name"; the device plugin's cdi strategy).
+	CDIDevices []string
 }
 
 // Source says what hami-go allocated a container: the device plugin's ledger or the DRA
@@ -90,7 +105,9 @@ type Guard struct {
 	// answers is set (Configure) when the runtime keeps a repeated env name as two entries, which
 	// the single-marker rule of Container.Answered relies on.
 	answers atomic.Bool
-	ready   chan struct{} // closed by markReady
+	// connected is true while the guard is registered with the runtime (Connected).
+	connected atomic.Bool
+	ready     chan struct{} // closed by markReady
 	once    sync.Once
 }
 
@@ -101,6 +118,11 @@ func (g *Guard) Ready() <-chan struct{} { return g.ready }
 
 func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 
+// Connected reports whether the guard is registered with the runtime now: only then does the
+// runtime ask it at CreateContainer. The device plugin that leaves each pod's plan to the guard
+// (Allocated.Pending) answers Allocate only while it is.
+func (g *Guard) Connected() bool { return g.connected.Load() }
+
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
 	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{})}
@@ -110,12 +132,19 @@ func NewGuard(src Source, exempt ...string) *Guard {
 	return g
 }
 
-// Decide is the guard's whole decision for one container: the env adjustment (nil: none), or an
+// Adjustment is what the guard changes in one container: its env, and the CDI devices it adds
+// (Allocated.Pending only).
+type Adjustment struct {
+	Env        []EnvChange
+	CDIDevices []string
+}
+
+// Decide is the guard's whole decision for one container: the adjustment (zero: none), or an
 // error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
 // env is the container's OCI env at CreateContainer (see PlanEnv).
-func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes []EnvChange, err error) {
+func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
 	if g.exempt[c.PodNamespace] {
-		return nil, nil
+		return Adjustment{}, nil
 	}
 	protected := false
 	markers := 0
@@ -133,31 +162,43 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes 
 		}
 	}
 	if !protected {
-		return nil, nil
+		return Adjustment{}, nil
 	}
 	marked := markers > 0
+	c.AnswerPending = markers == 1 && c.Answered == nil
 	if markers != 1 || !g.answers.Load() {
 		c.Answered = nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			changes = nil
+			adj = Adjustment{}
 			err = fmt.Errorf("hami-go: internal error while checking the container's env: %v", r)
 		}
 	}()
 	a, err := g.src.Allocated(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
+		return Adjustment{}, fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
 	}
 	if !a.GPU && marked {
-		return nil, fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
+		return Adjustment{}, fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
 			"an image or envFrom may not set %s)", c, MarkerEnv, MarkerEnv)
 	}
-	var want map[string]string
+	var want, answer map[string]string
 	if a.GPU {
-		want = a.Env
+		want, answer = a.Env, a.Env
 	}
-	return PlanEnv(env, want)
+	if a.Pending {
+		answer = map[string]string{MarkerEnv: ""}
+	}
+	changes, err := PlanEnv(env, answer, want)
+	if err != nil {
+		return Adjustment{}, err
+	}
+	adj = Adjustment{Env: changes}
+	if a.Pending {
+		adj.CDIDevices = a.CDIDevices
+	}
+	return adj, nil
 }
 
 // CreateContainer implements the NRI stub's CreateContainerInterface: Decide's changes become
@@ -165,19 +206,22 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (changes 
 // CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
 func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	c := containerOf(pod, ctr)
-	changes, err := g.Decide(ctx, c, ctr.GetEnv())
+	d, err := g.Decide(ctx, c, ctr.GetEnv())
 	if err != nil {
 		klog.InfoS("Refusing container (protected env)", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name, "err", err)
 		return nil, nil, err
 	}
-	if len(changes) == 0 {
+	if len(d.Env) == 0 && len(d.CDIDevices) == 0 {
 		return nil, nil, nil
 	}
 	adj := &api.ContainerAdjustment{}
-	for _, ch := range changes {
+	for _, ch := range d.Env {
 		adj.AddEnv(ch.Name, ch.Value)
 	}
-	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(changes))
+	for _, name := range d.CDIDevices {
+		adj.AddCDIDevice(&api.CDIDevice{Name: name})
+	}
+	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(d.Env), "cdiDevices", len(d.CDIDevices))
 	return adj, nil, nil
 }
 
@@ -283,6 +327,8 @@ func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, er
 		return false, err
 	}
 	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
+	g.connected.Store(true)
+	defer g.connected.Store(false)
 	select {
 	case <-closed:
 		s.Stop()

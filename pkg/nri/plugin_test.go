@@ -48,6 +48,16 @@ var gpuAllocated = Allocated{GPU: true, Env: map[string]string{
 // pluginEnv is the device plugin's env for gpuAllocated as the runtime lists it.
 var pluginEnv = []string{"CUDA_VISIBLE_DEVICES=GPU-a", mem0 + "=1000m", "HAMI_GO_GPU_MEMORY_MIB=1000", MarkerEnv + "=GPU-a"}
 
+// pendingAllocated is gpuAllocated left to the guard (--apply-plan-at=create-container: the
+// Allocate response set only the empty marker), with a CDI device to add.
+var pendingAllocated = Allocated{GPU: true, Env: gpuAllocated.Env, Pending: true, CDIDevices: []string{"hami-go.io/gpu=GPU-a"}}
+
+// pendingEnv is that Allocate response as the runtime lists it.
+var pendingEnv = []string{MarkerEnv + "="}
+
+// pendingOut is what the guard sets for pendingAllocated.
+var pendingOut = []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"), set(MarkerEnv, "GPU-a")}
+
 func envOf(parts ...[]string) []string {
 	var out []string
 	for _, p := range parts {
@@ -96,12 +106,16 @@ func TestGuardDecide(t *testing.T) {
 		env     []string
 		src     *standInSource
 		out     []EnvChange
-		errHas  string // "" = no error
+		cdi     []string // CDI devices added
+		errHas  string   // "" = no error
 		refused *RefusedError
 		asks    bool // the Source is asked
 		// answered is Container.Answered as the Source is asked it: the marker's GPUs when the
 		// env sets it once (only hami-go's own answer did), nil when it is set twice.
 		answered []string
+		// pending is Container.AnswerPending as the Source is asked it: the env's only marker is
+		// empty (Allocate left the plan to the guard).
+		pending bool
 	}{{
 		name: "no protected env: let through without asking (pods without GPUs never depend on hami-go)",
 		env:  []string{"PATH=/bin", "CUDA_HOME=/usr/local/cuda"},
@@ -156,6 +170,42 @@ func TestGuardDecide(t *testing.T) {
 		asks:     true,
 		answered: []string{"GPU-a"},
 	}, {
+		name: "plan left to the guard (design (b)): Allocate's empty marker and the image's ENV are set to the plan, its CDI devices added",
+		env:  envOf([]string{"NVIDIA_VISIBLE_DEVICES=all", mem0 + "=99999m"}, pendingEnv),
+		src:  &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
+			set(MarkerEnv, "GPU-a"), empty("NVIDIA_VISIBLE_DEVICES")},
+		cdi:     []string{"hami-go.io/gpu=GPU-a"},
+		asks:    true,
+		pending: true,
+	}, {
+		name:    "plan left to the guard: an envFrom limit alone (no image ENV) is set to the plan's",
+		env:     envOf(pendingEnv, []string{mem0 + "=81920m"}),
+		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		out:     pendingOut,
+		cdi:     []string{"hami-go.io/gpu=GPU-a"},
+		asks:    true,
+		pending: true,
+	}, {
+		name:    "plan left to the guard: image ENV and envFrom both set a limit: refused (the later entry would win)",
+		env:     envOf([]string{mem0 + "=99999m"}, pendingEnv, []string{mem0 + "=81920m"}),
+		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		refused: &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true, Repeated: true},
+		asks:    true,
+		pending: true,
+	}, {
+		name:    "plan left to the guard: envFrom sets the marker after Allocate's empty one: refused",
+		env:     envOf(pendingEnv, []string{MarkerEnv + "=GPU-b"}),
+		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		refused: &RefusedError{Name: MarkerEnv, Value: "GPU-b", Want: "", HasWant: true},
+		asks:    true,
+	}, {
+		name:    "plan left to the guard: the image sets the marker before Allocate's: refused (the empty one would win)",
+		env:     envOf([]string{MarkerEnv + "=GPU-a"}, pendingEnv),
+		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		refused: &RefusedError{Name: MarkerEnv, Value: "", Want: "GPU-a", HasWant: true, Repeated: true},
+		asks:    true,
+	}, {
 		name:   "a panic in the Source refuses the container, it does not reach the runtime",
 		env:    []string{"NVIDIA_VISIBLE_DEVICES=all"},
 		src:    &standInSource{panic: true},
@@ -178,11 +228,12 @@ func TestGuardDecide(t *testing.T) {
 			case err != nil:
 				t.Fatalf("Decide: %v", err)
 			}
-			if !reflect.DeepEqual(got, tc.out) {
-				t.Errorf("Decide = %+v, want %+v", got, tc.out)
+			if !reflect.DeepEqual(got, Adjustment{Env: tc.out, CDIDevices: tc.cdi}) {
+				t.Errorf("Decide = %+v, want env %+v, CDI devices %v", got, tc.out, tc.cdi)
 			}
 			want := c
 			want.Answered = tc.answered
+			want.AnswerPending = tc.pending
 			if asked := tc.src.calls(); (len(asked) > 0) != tc.asks || (tc.asks && !reflect.DeepEqual(asked, []Container{want})) {
 				t.Errorf("Source asked %+v, want asked=%v for %+v", asked, tc.asks, want)
 			}
@@ -198,7 +249,7 @@ func TestGuardExemptNamespaces(t *testing.T) {
 	env := []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=all"}
 	for ns, refused := range map[string]bool{"hami-go-system": false, "kube-system": false, "tenant": true} {
 		ch, err := g.Decide(context.Background(), Container{PodNamespace: ns, PodName: "p", Name: "main"}, env)
-		if (err != nil) != refused || ch != nil {
+		if (err != nil) != refused || len(ch.Env) != 0 {
 			t.Errorf("namespace %s: %+v, %v; want refused=%v and no changes", ns, ch, err, refused)
 		}
 	}
@@ -228,6 +279,14 @@ func TestGuardCreateContainer(t *testing.T) {
 	}
 	if w := []string{mem0 + "=1000m", "CUDA_VISIBLE_DEVICES=GPU-a", "HAMI_GO_GPU_MEMORY_MIB=1000", MarkerEnv + "=GPU-a"}; !reflect.DeepEqual(env, w) {
 		t.Errorf("adjusted env %v, want %v", env, w)
+	}
+
+	// The plan left to the guard (--apply-plan-at=create-container): its CDI devices are added.
+	src.out["main"] = pendingAllocated
+	ctr.Env = pendingEnv
+	adj, _, err = onContainerd2(NewGuard(src)).CreateContainer(context.Background(), pod, ctr)
+	if err != nil || len(adj.GetEnv()) != len(pendingOut) || len(adj.GetCDIDevices()) != 1 || adj.GetCDIDevices()[0].GetName() != "hami-go.io/gpu=GPU-a" {
+		t.Errorf("pending plan: CreateContainer = %v, %v; want %d env changes and CDI device hami-go.io/gpu=GPU-a", adj, err, len(pendingOut))
 	}
 
 	ctr.Env = []string{"PATH=/bin"}

@@ -42,6 +42,8 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 		{"devicePlugin.enforcement=strict", `devicePlugin.enforcement must be "hami-core", "mps" or "none", got "strict"`},
 		{"devicePlugin.deviceListStrategy=volume", `devicePlugin.deviceListStrategy must be "envvar", "cdi" or "" (cdi for nvml, envvar for fake), got "volume"`},
 		{"webhook.resourceAnnotations=ignore", `webhook.resourceAnnotations must be "deny" or "warn", got "ignore"`},
+		{"devicePlugin.applyPlanAt=kubelet", `devicePlugin.applyPlanAt must be "allocate" or "create-container", got "kubelet"`},
+		{"devicePlugin.applyPlanAt=create-container,devicePlugin.nriSocket=", "devicePlugin.applyPlanAt=create-container needs the NRI env guard, but devicePlugin.nriSocket is empty"},
 		{"devicePlugin.splitCount=0", "devicePlugin.splitCount must be >= 1, got 0"},
 		{"devicePlugin.memoryScaling=0.5", "devicePlugin.memoryScaling must be >= 1, got 0.5"},
 		{"scheduler.extender.nodePolicy=pack", `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},

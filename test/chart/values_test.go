@@ -151,6 +151,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.recoveryProbes=5"}, dpFlag("--recovery-probes"), "5"},
 		{[]string{"devicePlugin.probeInterval=9s"}, dpFlag("--probe-interval"), "9s"},
 		{[]string{"devicePlugin.allocateWait=3s"}, dpFlag("--allocate-wait"), "3s"},
+		{[]string{"devicePlugin.applyPlanAt=create-container"}, dpFlag("--apply-plan-at"), "create-container"},
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-plugin-dir")(t, r) + " " + dpFlag("--pod-resources-socket")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
 		}, "/data/kubelet/device-plugins /data/kubelet/pod-resources/kubelet.sock /data/kubelet/device-plugins"},

@@ -150,6 +150,12 @@ seccompProfile:
 {{- if not (has (toString $dp.deviceListStrategy) (list "" "envvar" "cdi")) -}}
 {{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\", \"cdi\" or \"\" (cdi for nvml, envvar for fake), got %q" (toString $dp.deviceListStrategy)) -}}
 {{- end -}}
+{{- if not (has $dp.applyPlanAt (list "allocate" "create-container")) -}}
+{{- fail (printf "devicePlugin.applyPlanAt must be \"allocate\" or \"create-container\", got %q" (toString $dp.applyPlanAt)) -}}
+{{- end -}}
+{{- if and (eq $dp.applyPlanAt "create-container") (not $dp.nriSocket) -}}
+{{- fail "devicePlugin.applyPlanAt=create-container needs the NRI env guard, but devicePlugin.nriSocket is empty" -}}
+{{- end -}}
 {{- if not (has .Values.webhook.resourceAnnotations (list "deny" "warn")) -}}
 {{- fail (printf "webhook.resourceAnnotations must be \"deny\" or \"warn\", got %q" (toString .Values.webhook.resourceAnnotations)) -}}
 {{- end -}}

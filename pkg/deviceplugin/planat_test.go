@@ -1,0 +1,107 @@
+package deviceplugin
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/nri"
+)
+
+// planAtCreateConfig is testConfig with --apply-plan-at=create-container (and a socket path,
+// which New never dials).
+func planAtCreateConfig(t *testing.T, strategy string) Config {
+	cfg := testConfig(t.TempDir())
+	cfg.ApplyPlanAt = PlanAtCreateContainer
+	cfg.NRISocket = "/nonexistent/nri.sock"
+	cfg.DeviceListStrategy = strategy
+	cfg.CDISpecDir = t.TempDir()
+	return cfg
+}
+
+// case C04 under design (b) (--apply-plan-at=create-container): Allocate names no GPU, and the
+// NRI env guard gives each of two interchangeable pods its own plan at container creation,
+// whichever slices the kubelet chose for them: p (planned GPU-A) gets a slice of GPU-B from the
+// kubelet and still runs on GPU-A with the env Allocate would have answered under design (c);
+// each GPU is charged once, and each claimed record is the pod's plan.
+func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
+	for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
+		t.Run(strategy, func(t *testing.T) {
+			p, _ := newTestPlugin(t, planAtCreateConfig(t, strategy), newTestBackend(2, 81920))
+			pp := testPod("p", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+			pq := testPod("q", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-B"}})
+			p.Ledger().UpsertPod(pp)
+			p.Ledger().UpsertPod(pq)
+
+			_, err := alloc(t, p, "GPU-B::0")
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--apply-plan-at=create-container, but the NRI env guard is not connected") {
+				t.Fatalf("Allocate without a connected guard: %v; want FailedPrecondition naming --apply-plan-at", err)
+			}
+			p.guardConnected = func() bool { return true }
+			resp := mustAlloc(t, p, "GPU-B::0") // the kubelet's slice for p, on q's GPU
+			if !reflect.DeepEqual(resp.Envs, map[string]string{device.EnvGPUUUIDs: ""}) || len(resp.CdiDevices) != 0 {
+				t.Fatalf("Allocate answered env %v, CDI devices %v; want only the empty %s", resp.Envs, resp.CdiDevices, device.EnvGPUUUIDs)
+			}
+			if _, claimed, _ := p.Ledger().ContainerClaim(pp.UID, "main"); claimed {
+				t.Fatal("Allocate claimed p's container; the claim is made at container creation")
+			}
+
+			g := nri.NewGuard(NRISource(p, func(context.Context) { t.Error("reconciled with the kubelet under create-container") }))
+			if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				pod *podEntryRef
+				gpu string
+			}{{&podEntryRef{pp.UID, pp.Namespace, pp.Name}, "GPU-A"}, {&podEntryRef{pq.UID, pq.Namespace, pq.Name}, "GPU-B"}} {
+				// The runtime's env: a CUDA image's ENV, then the pending answer.
+				env := []string{"NVIDIA_VISIBLE_DEVICES=all", device.EnvGPUUUIDs + "="}
+				c := nri.Container{PodUID: string(tc.pod.uid), PodNamespace: tc.pod.ns, PodName: tc.pod.name, Name: "main"}
+				adj, err := g.Decide(context.Background(), c, env)
+				if err != nil {
+					t.Fatalf("pod %s: Decide: %v", tc.pod.name, err)
+				}
+				cl, claimed, _ := p.Ledger().ContainerClaim(tc.pod.uid, "main")
+				if !claimed || cl.Container.Devices[0].UUID != tc.gpu {
+					t.Fatalf("pod %s: claim %+v (claimed %v); want its own plan on %s", tc.pod.name, cl, claimed, tc.gpu)
+				}
+				want := p.resp.build(cl) // what design (c) would have answered for this claim
+				got := map[string]string{}
+				for _, ch := range adj.Env {
+					got[ch.Name] = ch.Value
+				}
+				if strategy == StrategyCDI {
+					want.Envs["NVIDIA_VISIBLE_DEVICES"] = "" // the image's value, emptied: the GPU comes as a CDI device
+				}
+				if !reflect.DeepEqual(got, want.Envs) {
+					t.Errorf("pod %s: the guard sets %v; want %v", tc.pod.name, got, want.Envs)
+				}
+				var cdi []string
+				for _, d := range want.CdiDevices {
+					cdi = append(cdi, d.Name)
+				}
+				if !reflect.DeepEqual(adj.CDIDevices, cdi) {
+					t.Errorf("pod %s: the guard adds CDI devices %v; want %v", tc.pod.name, adj.CDIDevices, cdi)
+				}
+				if rec, ok := p.Ledger().ClaimedRecord(tc.pod.uid); !ok || len(rec.Containers) != 1 || rec.Containers[0].Devices[0].UUID != tc.gpu {
+					t.Errorf("pod %s: claimed record %+v; want its plan on %s", tc.pod.name, rec, tc.gpu)
+				}
+			}
+			if u := p.Ledger().Charged(); u["GPU-A"].Sharers != 1 || u["GPU-B"].Sharers != 1 {
+				t.Errorf("charged %+v, want one sharer on each GPU", u)
+			}
+		})
+	}
+}
+
+// podEntryRef names a test pod for the guard.
+type podEntryRef struct {
+	uid      types.UID
+	ns, name string
+}
