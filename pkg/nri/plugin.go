@@ -108,7 +108,7 @@ type Guard struct {
 	// connected is true while the guard is registered with the runtime (Connected).
 	connected atomic.Bool
 	ready     chan struct{} // closed by markReady
-	once    sync.Once
+	once      sync.Once
 }
 
 // Ready returns a channel closed once the guard has checked the containers the runtime already
