@@ -47,6 +47,12 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if n.Backend != cliflags.BackendFake && c.FakeFaultInjection {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
+	if c.ApplyPlanAt == deviceplugin.PlanAtCreateContainer && n.Backend == cliflags.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
+		// A container the NRI guard misses (created while it reconnects) must get no GPU: under
+		// the cdi strategy the guard adds the devices, under envvar the image's own
+		// NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) would stand.
+		return o, fmt.Errorf("--apply-plan-at=%s needs --device-list-strategy=cdi with --backend=nvml (got envvar)", c.ApplyPlanAt)
+	}
 	if c.PodResourcesSocket == "" {
 		return o, fmt.Errorf("--pod-resources-socket is empty")
 	}

@@ -78,6 +78,9 @@ func (e *RefusedError) Error() string {
 //   - a wanted name that is missing is added;
 //   - a name of the answer whose last value differs (pod env or envFrom after the plugin's entry)
 //     is refused: the later entry would win over any adjustment;
+//   - a wanted name the answer left out (design (b)) with an entry after the answer's is refused
+//     as under (c): the container's own envFrom or env set it, and a tenant gets feedback rather
+//     than a silent override;
 //   - any other protected name is set (to want's value, or emptied) when it appears once, and
 //     refused when it appears more than once (the later entry's value would be written over the
 //     adjusted one).
@@ -86,13 +89,22 @@ func (e *RefusedError) Error() string {
 func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) {
 	last := map[string]string{}
 	count := map[string]int{}
-	for _, e := range env {
+	// late names the protected names with an entry after the answer's first one: the
+	// container's own envFrom and env values, which the kubelet lists after the device plugin's.
+	late := map[string]bool{}
+	answerAt := -1
+	for i, e := range env {
 		name, value, ok := strings.Cut(e, "=")
 		if !ok || !device.IsProtectedEnv(name) {
 			continue
 		}
 		last[name] = value
 		count[name]++
+		if a, answered := answer[name]; answered && a == value && answerAt < 0 {
+			answerAt = i
+		} else if answerAt >= 0 {
+			late[name] = true
+		}
 	}
 	names := make([]string, 0, len(last)+len(want))
 	for n := range last {
@@ -115,6 +127,8 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: true}
 		case !answered && count[n] > 1:
 			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: wanted}
+		case !answered && wanted && late[n]:
+			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: true}
 		}
 		changes = append(changes, EnvChange{Name: n, Value: w})
 	}

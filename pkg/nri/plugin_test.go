@@ -179,8 +179,15 @@ func TestGuardDecide(t *testing.T) {
 		asks:    true,
 		pending: true,
 	}, {
-		name:    "plan left to the guard: an envFrom limit alone (no image ENV) is set to the plan's",
+		name:    "plan left to the guard: an envFrom limit (after Allocate's marker) is refused, as under design (c)",
 		env:     envOf(pendingEnv, []string{mem0 + "=81920m"}),
+		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
+		refused: &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true},
+		asks:    true,
+		pending: true,
+	}, {
+		name:    "plan left to the guard: an image ENV limit alone is set to the plan's",
+		env:     envOf([]string{mem0 + "=81920m"}, pendingEnv),
 		src:     &standInSource{out: map[string]Allocated{"main": pendingAllocated}},
 		out:     pendingOut,
 		cdi:     []string{"hami-go.io/gpu=GPU-a"},

@@ -44,6 +44,7 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 		{"webhook.resourceAnnotations=ignore", `webhook.resourceAnnotations must be "deny" or "warn", got "ignore"`},
 		{"devicePlugin.applyPlanAt=kubelet", `devicePlugin.applyPlanAt must be "allocate" or "create-container", got "kubelet"`},
 		{"devicePlugin.applyPlanAt=create-container,devicePlugin.nriSocket=", "devicePlugin.applyPlanAt=create-container needs the NRI env guard, but devicePlugin.nriSocket is empty"},
+		{"devicePlugin.applyPlanAt=create-container,devicePlugin.deviceListStrategy=envvar", "devicePlugin.applyPlanAt=create-container needs devicePlugin.deviceListStrategy=cdi on real GPUs"},
 		{"devicePlugin.splitCount=0", "devicePlugin.splitCount must be >= 1, got 0"},
 		{"devicePlugin.memoryScaling=0.5", "devicePlugin.memoryScaling must be >= 1, got 0.5"},
 		{"scheduler.extender.nodePolicy=pack", `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},

@@ -133,7 +133,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.splitCount=4"}, dpFlag("--split-count"), "4"},
 		{[]string{"devicePlugin.memoryScaling=1.5"}, dpFlag("--memory-scaling"), "1.5"},
 		{[]string{"devicePlugin.enforcement=none"}, dpFlag("--enforcement"), "none"},
-		{[]string{"devicePlugin.deviceListStrategy=envvar"}, dpFlag("--device-list-strategy"), "envvar"},
+		{[]string{"devicePlugin.deviceListStrategy=envvar", "devicePlugin.applyPlanAt=allocate"}, dpFlag("--device-list-strategy"), "envvar"},
 		// case C37: "" = cdi for real GPUs, envvar for fake ones (no device nodes, no CDI in containerd 1.6).
 		{[]string{"devicePlugin.backend=fake"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-list-strategy")(t, r) + " " + words(hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["cdi"] == "")
@@ -151,7 +151,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.recoveryProbes=5"}, dpFlag("--recovery-probes"), "5"},
 		{[]string{"devicePlugin.probeInterval=9s"}, dpFlag("--probe-interval"), "9s"},
 		{[]string{"devicePlugin.allocateWait=3s"}, dpFlag("--allocate-wait"), "3s"},
-		{[]string{"devicePlugin.applyPlanAt=create-container"}, dpFlag("--apply-plan-at"), "create-container"},
+		{[]string{"devicePlugin.applyPlanAt=allocate"}, dpFlag("--apply-plan-at"), "allocate"},
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-plugin-dir")(t, r) + " " + dpFlag("--pod-resources-socket")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
 		}, "/data/kubelet/device-plugins /data/kubelet/pod-resources/kubelet.sock /data/kubelet/device-plugins"},
@@ -160,7 +160,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return dpFlag("--nri-socket")(t, r) + " " + hostPaths(spec)["nri"] + " " + mounts(container(t, spec, "device-plugin"))["/run/containerd/nri"]
 		}, "/run/containerd/nri/nri.sock /run/containerd/nri nri"},
-		{[]string{"devicePlugin.nriSocket="}, func(t testing.TB, r rendered) string {
+		{[]string{"devicePlugin.nriSocket=", "devicePlugin.applyPlanAt=allocate"}, func(t testing.TB, r rendered) string {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			_, has := hostPaths(spec)["nri"]
 			return words(dpFlag("--nri-socket")(t, r) == "", has)

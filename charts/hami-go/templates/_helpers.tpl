@@ -156,6 +156,9 @@ seccompProfile:
 {{- if and (eq $dp.applyPlanAt "create-container") (not $dp.nriSocket) -}}
 {{- fail "devicePlugin.applyPlanAt=create-container needs the NRI env guard, but devicePlugin.nriSocket is empty" -}}
 {{- end -}}
+{{- if and (eq $dp.applyPlanAt "create-container") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
+{{- fail "devicePlugin.applyPlanAt=create-container needs devicePlugin.deviceListStrategy=cdi on real GPUs (a container the NRI guard misses must get no GPU, not the image's NVIDIA_VISIBLE_DEVICES)" -}}
+{{- end -}}
 {{- if not (has .Values.webhook.resourceAnnotations (list "deny" "warn")) -}}
 {{- fail (printf "webhook.resourceAnnotations must be \"deny\" or \"warn\", got %q" (toString .Values.webhook.resourceAnnotations)) -}}
 {{- end -}}
