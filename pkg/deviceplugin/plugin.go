@@ -121,7 +121,8 @@ func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus..
 
 // Inventory returns the node inventory with current health.
 func (p *Plugin) Inventory() device.Inventory {
-	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling}
+	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling,
+		OwnPlanAtCreate: p.cfg.ApplyPlanAt == PlanAtCreateContainer}
 	for _, g := range p.gpus {
 		g.Healthy = p.health.Healthy(g.UUID)
 		g.NVLinkPeers = append([]string(nil), g.NVLinkPeers...)

@@ -20,8 +20,12 @@ func refuse(format string, a ...any) error { return &BindRefusal{Reason: fmt.Spr
 // confusableLocked returns an in-flight pod on ns that the device plugin could confuse with a
 // pod of call key key and signature sig (same call key, different signature; case C20), or nil.
 // With sameKey (Config.SerializeSameKey) any in-flight pod of the same call key counts, identical
-// ones included. Caller holds mu.
+// ones included. None on a node whose device plugin applies each pod's own plan at container
+// creation (device.Inventory.OwnPlanAtCreate): nothing there can be confused. Caller holds mu.
 func confusableLocked(ns *nodeState, k device.PodRef, key device.CallKey, sig device.Signature, sameKey bool) *booking {
+	if ns.ownPlans.Load() {
+		return nil
+	}
 	for _, m := range ns.members {
 		if m.key != k && m.inFlight() && m.hasKey && m.callKey == key && (sameKey || m.sig != sig) {
 			return m

@@ -3,6 +3,7 @@ package extender
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -69,9 +70,11 @@ type nodeState struct {
 	mu   sync.Mutex
 	name string
 	// invRaw is the last AnnoInventory value seen (decoded only when it changes).
-	invRaw    string
-	inv       *device.Inventory
-	invErr    string
+	invRaw string
+	inv    *device.Inventory
+	invErr string
+	// ownPlans is inv.OwnPlanAtCreate, readable under the cache's lock alone (BookForBind).
+	ownPlans  atomic.Bool
 	hasLease  bool
 	leaseTime time.Time
 	// used is the sum of the charges of members; recomputed on every change.

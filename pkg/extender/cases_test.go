@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -451,4 +452,48 @@ func TestC20BindSerialization(t *testing.T) {
 		t.Fatalf("twin (same signature as in-flight big): %v", err)
 	}
 	checkInvariants(t, e.ext.cache)
+}
+
+// case C20 on a node whose device plugin applies each pod's own plan at container creation
+// (Inventory.OwnPlanAtCreate, --apply-plan-at=create-container): no Allocate call there can take
+// another pod's slot, so a confusable pod (same call key, other size) binds at once while the
+// first is in flight, and so does an identical one under --serialize-same-key; on a node
+// without it the bind is refused (BindWait 0: at once).
+func TestC20NoSerializationWhereOwnPlanAtCreate(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		for _, sameKey := range []bool{false, true} {
+			t.Run(fmt.Sprintf("ownPlanAtCreate=%v/serializeSameKey=%v", own, sameKey), func(t *testing.T) {
+				inv := testInventory("node-1", 2, 81920, 10)
+				inv.OwnPlanAtCreate = own
+				c := memoCache(t, inv)
+				c.cfg.BindWait = 0
+				c.cfg.SerializeSameKey = sameKey
+				big, small := bigSmall()
+				twin := podtest.Pending("default", "small-twin", podtest.GPU("main", 1, "600", 0))
+				var errs []string
+				for _, p := range []*corev1.Pod{small, big, twin} {
+					req, _, err := c.ParseRequest(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					NewScheduler(c).Filter(p, []string{"node-1"})
+					if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err != nil {
+						errs = append(errs, p.Name)
+					}
+				}
+				var want []string
+				switch {
+				case own:
+				case sameKey:
+					want = []string{"big", "small-twin"}
+				default:
+					want = []string{"big"}
+				}
+				if !slices.Equal(errs, want) {
+					t.Errorf("binds refused behind in-flight small: %v, want %v", errs, want)
+				}
+				checkInvariants(t, c)
+			})
+		}
+	}
 }
