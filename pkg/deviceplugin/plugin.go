@@ -252,7 +252,7 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, r *pluginapi.Preferre
 
 // Allocate implements the kubelet API. Under PlanAtAllocate each container request is matched
 // to the pod and container it serves (Ledger.Allocate) and answered from the claimed devices;
-// under PlanAtCreateContainer it is answered with the pending answer (pendingResponse) and the
+// under PlanAtCreateContainer it is answered with the pending answer (responder.pending) and the
 // NRI env guard applies the pod's own plan when the runtime creates the container.
 func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	out := &pluginapi.AllocateResponse{}
