@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -35,6 +36,13 @@ func NRISource(p *Plugin, reconcile func(context.Context)) nri.Source {
 // container claims its pod's own plan (Ledger.ClaimPlanned), and the guard adds the env and CDI
 // devices the Allocate response would have carried.
 func (s nriSource) applyPlan(uid types.UID, c nri.Container) (nri.Allocated, error) {
+	for _, d := range c.CDIDevices {
+		if strings.HasPrefix(d, CDIKind+cdiDeviceNameSeparator) {
+			// Only an Allocate that matched the call (--apply-plan-at=allocate) names hami-go's
+			// CDI devices: its answer is in the container, whatever the env's marker says.
+			return nri.Allocated{}, fmt.Errorf("container %s carries an empty %s but the CDI device %s of an Allocate answer", c, nri.MarkerEnv, d)
+		}
+	}
 	cl, planned, err := s.p.ledger.ClaimPlanned(uid, c.Name)
 	if err != nil || !planned {
 		return nri.Allocated{}, err

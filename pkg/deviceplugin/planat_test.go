@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -43,11 +44,22 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 			p.Ledger().UpsertPod(pp)
 			p.Ledger().UpsertPod(pq)
 
-			_, err := alloc(t, p, "GPU-B::0")
-			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--apply-plan-at=create-container, but the NRI env guard is not connected") {
-				t.Fatalf("Allocate without a connected guard: %v; want FailedPrecondition naming --apply-plan-at", err)
+			for _, why := range []string{"", "the NRI env guard is not connected to the runtime"} {
+				p.canApplyPlans = nil
+				if why != "" {
+					p.canApplyPlans = func(cdi bool) error {
+						if cdi != (strategy == StrategyCDI) {
+							t.Errorf("asked whether CDI devices can be applied: %v, strategy %s", cdi, strategy)
+						}
+						return errors.New(why)
+					}
+				}
+				_, err := alloc(t, p, "GPU-B::0")
+				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--apply-plan-at=create-container, but ") || !strings.Contains(err.Error(), why) {
+					t.Fatalf("Allocate while the guard cannot apply plans (%q): %v; want FailedPrecondition naming --apply-plan-at and why", why, err)
+				}
 			}
-			p.guardConnected = func() bool { return true }
+			p.canApplyPlans = func(bool) error { return nil }
 			resp := mustAlloc(t, p, "GPU-B::0") // the kubelet's slice for p, on q's GPU
 			if !reflect.DeepEqual(resp.Envs, map[string]string{device.EnvGPUUUIDs: ""}) || len(resp.CdiDevices) != 0 {
 				t.Fatalf("Allocate answered env %v, CDI devices %v; want only the empty %s", resp.Envs, resp.CdiDevices, device.EnvGPUUUIDs)
@@ -100,6 +112,12 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 			if u := p.Ledger().Charged(); u["GPU-A"].Sharers != 1 || u["GPU-B"].Sharers != 1 {
 				t.Errorf("charged %+v, want one sharer on each GPU", u)
 			}
+			// An empty marker beside the CDI device of an Allocate answer (a runtime where a
+			// tenant's envFrom value replaces the plugin's): refused, never given a second GPU.
+			c := nri.Container{PodUID: string(pq.UID), PodNamespace: pq.Namespace, PodName: pq.Name, Name: "main", CDIDevices: []string{CDIKind + "=GPU-A"}}
+			if _, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="}); err == nil || !strings.Contains(err.Error(), "carries an empty HAMI_GO_GPU_UUIDS but the CDI device hami-go.io/gpu=GPU-A") {
+				t.Errorf("pending marker with an Allocate answer's CDI device: %v; want refused", err)
+			}
 		})
 	}
 }
@@ -121,7 +139,7 @@ func BenchmarkApplyPlanAtCreate(b *testing.B) {
 	cfg.NRISocket = "/nonexistent/nri.sock"
 	cfg.SplitCount = 100
 	p, _ := newTestPlugin(b, cfg, newTestBackend(8, 81559))
-	p.guardConnected = func() bool { return true }
+	p.canApplyPlans = func(bool) error { return nil }
 	g := nri.NewGuard(NRISource(p, nil))
 	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
 		b.Fatal(err)

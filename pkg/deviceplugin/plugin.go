@@ -54,9 +54,10 @@ type Plugin struct {
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
-	// guardConnected reports whether the NRI env guard is connected to the runtime (Run sets
-	// it before serving; nil: there is no guard). Allocate under PlanAtCreateContainer needs it.
-	guardConnected func() bool
+	// canApplyPlans says why the NRI env guard cannot apply a pending answer's plan now, or nil
+	// (nri.Guard.CanApplyPlans; Run sets it before serving; nil: there is no guard). Allocate
+	// under PlanAtCreateContainer answers only when it says nil.
+	canApplyPlans func(cdi bool) error
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -261,9 +262,13 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
 		}
 		if p.cfg.ApplyPlanAt == PlanAtCreateContainer {
-			if p.guardConnected == nil || !p.guardConnected() {
-				err := fmt.Errorf("--apply-plan-at=%s, but the NRI env guard is not connected to the runtime (%s), so no plan could be applied to the container; "+
-					"refusing the devices rather than handing them out unlimited", PlanAtCreateContainer, p.cfg.NRISocket)
+			why := fmt.Errorf("the device plugin runs no NRI env guard")
+			if p.canApplyPlans != nil {
+				why = p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
+			}
+			if why != nil {
+				err := fmt.Errorf("--apply-plan-at=%s, but %v (NRI socket %s), so no plan could be applied to the container; "+
+					"refusing the devices rather than handing them out unlimited (--apply-plan-at=allocate serves such runtimes)", PlanAtCreateContainer, why, p.cfg.NRISocket)
 				klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
 				return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
 			}

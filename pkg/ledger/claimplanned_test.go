@@ -92,3 +92,39 @@ func TestClaimPlannedRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A claim made at container creation survives a plugin restart as the truth, even when the
+// plugin comes back with --apply-plan-at=allocate: p (planned GPU-A) and q (planned GPU-B) were
+// claimed by ClaimPlanned while the kubelet's slices named the other GPU; the restarted ledger
+// restores both records, and Reconcile, seeing the kubelet's slices, moves neither (the slices
+// name no GPU of the pod's), so each GPU keeps the one pod that runs on it.
+func TestC04ClaimPlannedSurvivesRestartAndReconcile(t *testing.T) {
+	l, p, q := pairLedger(t)
+	for _, pod := range []*corev1.Pod{p, q} {
+		if _, _, err := l.ClaimPlanned(pod.UID, "main"); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := l.ClaimedRecord(pod.UID)
+		setRecord(t, pod, device.AnnoClaimed, rec)
+	}
+	restarted := newTestLedger()
+	restarted.UpsertPod(p)
+	restarted.UpsertPod(q)
+	changed := restarted.Reconcile([]ObservedContainer{
+		{Namespace: "ns", Pod: "p", Container: "main", IDs: []string{"GPU-B::0"}},
+		{Namespace: "ns", Pod: "q", Container: "main", IDs: []string{"GPU-A::0"}},
+	})
+	if len(changed) != 0 {
+		t.Errorf("Reconcile changed %v; want no record changed", changed)
+	}
+	if got := usedGPU(t, restarted, p); got != "GPU-A" {
+		t.Errorf("p uses %s after the restart, want GPU-A (its claim at container creation)", got)
+	}
+	if got := usedGPU(t, restarted, q); got != "GPU-B" {
+		t.Errorf("q uses %s after the restart, want GPU-B", got)
+	}
+	// Not a guess: a report of another answer (a forged env) moves nothing; the guard decides.
+	if changed, err := restarted.Answered(p.UID, "main", []string{"GPU-B"}); changed || err != nil || usedGPU(t, restarted, p) != "GPU-A" {
+		t.Errorf("Answered(p, GPU-B) = %v, %v, p on %s; want p's claim at container creation left on GPU-A", changed, err, usedGPU(t, restarted, p))
+	}
+}

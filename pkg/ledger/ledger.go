@@ -245,13 +245,12 @@ func (l *Ledger) gpuMiBOrNone() device.GPUMemory {
 // restoreClaims takes back the claims of a pod's AnnoClaimed record (plugin restart). A
 // container whose record does not grant exactly what the pod asks (device.CheckContainer, case
 // C36) is not restored: the record was written by someone else, and Reconcile claims the
-// container again from what the kubelet reports.
+// container again from what the kubelet reports. A claim Allocate made (slice IDs set) comes
+// back as a guess (Ledger.Answered); one made at container creation (ClaimPlanned: no slice
+// IDs) is the pod's own plan, which its container runs with, and comes back as the truth.
 func (e *podEntry) restoreClaims(c *device.Allocation, req *device.PodRequest, gpuMiB device.GPUMemory) {
 	for i := range c.Containers {
 		cc := c.Containers[i]
-		if len(cc.SliceIDs) == 0 {
-			continue
-		}
 		if err := device.CheckContainer(&cc, req, gpuMiB); err != nil {
 			klog.InfoS("Not restoring a claimed allocation that does not match the pod's request", "pod", e.ref.String(), "container", cc.Name, "err", err)
 			continue
@@ -260,6 +259,9 @@ func (e *podEntry) restoreClaims(c *device.Allocation, req *device.PodRequest, g
 			if e.plan.Containers[j].Name == cc.Name && len(e.plan.Containers[j].Devices) == len(cc.Devices) {
 				e.plan.Containers[j] = cc
 				e.claimed[cc.Name] = &e.plan.Containers[j]
+				if len(cc.SliceIDs) == 0 {
+					continue
+				}
 				if e.guessed == nil {
 					e.guessed = map[string]bool{}
 				}

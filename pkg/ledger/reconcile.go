@@ -92,8 +92,8 @@ func (l *Ledger) Reconcile(obs []ObservedContainer) []device.PodRef {
 		if e == nil {
 			continue
 		}
-		if cl, ok := e.claimed[o.Container]; ok && sameSet(cl.SliceIDs, o.IDs) {
-			continue // already the truth
+		if cl, ok := e.claimed[o.Container]; ok && (sameSet(cl.SliceIDs, o.IDs) || len(cl.SliceIDs) == 0) {
+			continue // already the truth; or claimed at container creation, where IDs name no GPU of the pod's
 		}
 		owner, oc := l.findClaim(o.IDs)
 		switch {

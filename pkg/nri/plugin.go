@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,11 +56,11 @@ type Container struct {
 	// stand alone). The device plugin's Source takes it as the truth for a claim it rebuilt after
 	// a restart (ledger.Ledger.Answered).
 	Answered []string
-	// AnswerPending is true when the env sets MarkerEnv exactly once, empty: the device plugin's
-	// Allocate answer left the container's plan to the guard (--apply-plan-at=create-container,
-	// design (b) of docs/design.md). A second writer of the marker makes a second entry, or on
-	// runtimes where a later value replaces an earlier one, a non-empty value; either way the
-	// container is then checked as an answered one, whose claim Allocate made.
+	// AnswerPending is true when the env sets MarkerEnv exactly once, empty, on a runtime that
+	// keeps a repeated name as two entries (as Answered): the device plugin's Allocate answer left
+	// the container's plan to the guard (--apply-plan-at=create-container, design (b) of
+	// docs/design.md). A second writer of the marker makes a second entry; the container is then
+	// checked as an answered one, whose claim Allocate made (and refused when it has none).
 	AnswerPending bool
 }
 
@@ -105,6 +106,10 @@ type Guard struct {
 	// answers is set (Configure) when the runtime keeps a repeated env name as two entries, which
 	// the single-marker rule of Container.Answered relies on.
 	answers atomic.Bool
+	// cdi is set (Configure) when the runtime injects the CDI devices an adjustment names
+	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
+	cdi     atomic.Bool
+	runtime atomic.Value
 	// connected is true while the guard is registered with the runtime (Connected).
 	connected atomic.Bool
 	ready     chan struct{} // closed by markReady
@@ -119,9 +124,26 @@ func (g *Guard) Ready() <-chan struct{} { return g.ready }
 func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 
 // Connected reports whether the guard is registered with the runtime now: only then does the
-// runtime ask it at CreateContainer. The device plugin that leaves each pod's plan to the guard
-// (Allocated.Pending) answers Allocate only while it is.
+// runtime ask it at CreateContainer.
 func (g *Guard) Connected() bool { return g.connected.Load() }
+
+// CanApplyPlans says why the guard cannot apply a plan Allocate leaves to it (Allocated.Pending)
+// now, or nil: the guard must be connected, the runtime must keep every entry of a repeated env
+// name in order (containerd >= 2.0: the single empty marker is then hami-go's own), and, when
+// the plan names CDI devices (cdi), inject the CDI devices an NRI adjustment names (containerd
+// >= 2.1). The device plugin answers Allocate with a pending answer only when it is nil.
+func (g *Guard) CanApplyPlans(cdi bool) error {
+	rt, _ := g.runtime.Load().(string)
+	switch {
+	case !g.connected.Load():
+		return fmt.Errorf("the NRI env guard is not connected to the runtime")
+	case !g.answers.Load():
+		return fmt.Errorf("the runtime (%s) is not containerd >= 2.0, whose env keeps every entry in order", rt)
+	case cdi && !g.cdi.Load():
+		return fmt.Errorf("the runtime (%s) is not containerd >= 2.1, which injects the CDI devices an NRI adjustment names", rt)
+	}
+	return nil
+}
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
@@ -143,9 +165,6 @@ type Adjustment struct {
 // error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
 // env is the container's OCI env at CreateContainer (see PlanEnv).
 func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
-	if g.exempt[c.PodNamespace] {
-		return Adjustment{}, nil
-	}
 	protected := false
 	markers := 0
 	for _, e := range env {
@@ -161,13 +180,14 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adju
 			}
 		}
 	}
-	if !protected {
-		return Adjustment{}, nil
-	}
 	marked := markers > 0
-	c.AnswerPending = markers == 1 && c.Answered == nil
+	c.AnswerPending = markers == 1 && c.Answered == nil && g.answers.Load()
 	if markers != 1 || !g.answers.Load() {
 		c.Answered = nil
+	}
+	exempt := g.exempt[c.PodNamespace]
+	if !protected || exempt && !c.AnswerPending {
+		return Adjustment{}, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -178,6 +198,19 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adju
 	a, err := g.src.Allocated(ctx, c)
 	if err != nil {
 		return Adjustment{}, fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
+	}
+	if exempt {
+		// The env of an exempt namespace's pods is not checked, but a plan Allocate left to the
+		// guard is still applied: without it the container would get no GPU.
+		if !a.Pending {
+			return Adjustment{}, nil
+		}
+		for n, v := range a.Env {
+			adj.Env = append(adj.Env, EnvChange{Name: n, Value: v})
+		}
+		sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
+		adj.CDIDevices = a.CDIDevices
+		return adj, nil
 	}
 	if !a.GPU && marked {
 		return Adjustment{}, fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
@@ -228,12 +261,18 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 // Configure implements the NRI stub's ConfigureInterface (the events stay those the guard
 // handles): it notes whether the runtime keeps every entry of a repeated env name in the order
 // the CRI env gives them, image ENV first (containerd >= 2.0, measured on 2.4.2:
-// docs/components.md), which Container.Answered relies on.
+// docs/components.md), which Container.Answered and Container.AnswerPending rely on, and whether
+// it injects the CDI devices an adjustment names (containerd >= 2.1; CanApplyPlans).
 func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
-	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ := strings.Cut(rest, ".")
 	n, err := strconv.Atoi(major)
-	g.answers.Store(runtime == "containerd" && err == nil && n >= 2)
-	klog.V(2).InfoS("NRI runtime", "runtime", runtime, "version", version, "answersFromEnv", g.answers.Load())
+	m, merr := strconv.Atoi(minor)
+	containerd2 := runtime == "containerd" && err == nil && n >= 2
+	g.answers.Store(containerd2)
+	g.cdi.Store(containerd2 && (n > 2 || merr == nil && m >= 1))
+	g.runtime.Store(runtime + " " + version)
+	klog.V(2).InfoS("NRI runtime", "runtime", runtime, "version", version, "answersFromEnv", g.answers.Load(), "cdiInjection", g.cdi.Load())
 	return 0, nil
 }
 

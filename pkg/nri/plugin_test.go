@@ -99,6 +99,57 @@ func TestC04GuardConfigure(t *testing.T) {
 	}
 }
 
+// Design (b) (--apply-plan-at=create-container): the guard applies a plan Allocate left to it
+// only where the single empty marker can be hami-go's own (containerd >= 2.0; elsewhere a
+// tenant's envFrom value could replace the plugin's) and, for CDI devices, where the runtime
+// injects the devices an NRI adjustment names (containerd >= 2.1); never while disconnected.
+func TestCanApplyPlans(t *testing.T) {
+	for _, tc := range []struct {
+		runtime, version string
+		pending          bool   // Container.AnswerPending for the empty marker
+		errEnv, errCDI   string // CanApplyPlans(false), CanApplyPlans(true): "" = nil
+	}{
+		{"containerd", "v2.4.2", true, "", ""},
+		{"containerd", "2.1.0", true, "", ""},
+		{"containerd", "v2.0.5", true, "", "is not containerd >= 2.1"},
+		{"containerd", "v1.7.20", false, "is not containerd >= 2.0", "is not containerd >= 2.0"},
+		{"cri-o", "1.31.0", false, "the runtime (cri-o 1.31.0) is not containerd >= 2.0", "is not containerd >= 2.0"},
+	} {
+		t.Run(tc.runtime+"-"+tc.version, func(t *testing.T) {
+			src := &standInSource{out: map[string]Allocated{"main": pendingAllocated}}
+			g := NewGuard(src)
+			if err := g.CanApplyPlans(false); err == nil || !strings.Contains(err.Error(), "not connected") {
+				t.Errorf("before connecting: %v, want not connected", err)
+			}
+			if _, err := g.Configure(context.Background(), "", tc.runtime, tc.version); err != nil {
+				t.Fatal(err)
+			}
+			g.connected.Store(true)
+			for cdi, want := range map[bool]string{false: tc.errEnv, true: tc.errCDI} {
+				if err := g.CanApplyPlans(cdi); (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+					t.Errorf("CanApplyPlans(cdi=%v) = %v, want %q", cdi, err, want)
+				}
+			}
+			_, _ = g.Decide(context.Background(), Container{PodNamespace: "ns", PodName: "p", Name: "main"}, pendingEnv)
+			if got := src.calls(); len(got) != 1 || got[0].AnswerPending != tc.pending {
+				t.Errorf("Source asked %+v, want AnswerPending=%v", got, tc.pending)
+			}
+		})
+	}
+}
+
+// Design (b) in an exempt namespace (hami-go's own, kube-system): the env is not checked, but a
+// plan Allocate left to the guard is applied, or the GPU pod would run without its GPU.
+func TestGuardExemptAppliesPendingPlan(t *testing.T) {
+	src := &standInSource{out: map[string]Allocated{"main": pendingAllocated}}
+	g := onContainerd2(NewGuard(src, "kube-system"))
+	env := envOf([]string{"NVIDIA_VISIBLE_DEVICES=all"}, pendingEnv, []string{mem0 + "=81920m"})
+	got, err := g.Decide(context.Background(), Container{PodNamespace: "kube-system", PodName: "p", Name: "main"}, env)
+	if err != nil || !reflect.DeepEqual(got, Adjustment{Env: pendingOut, CDIDevices: pendingAllocated.CDIDevices}) {
+		t.Errorf("Decide = %+v, %v; want the plan's env %v and CDI devices %v, unchecked", got, err, pendingOut, pendingAllocated.CDIDevices)
+	}
+}
+
 // case C37: the guard's decision per container, with what it asks the Source.
 func TestGuardDecide(t *testing.T) {
 	for _, tc := range []struct {
