@@ -112,6 +112,8 @@ type Guard struct {
 	runtime atomic.Value
 	// connected is true while the guard is registered with the runtime (Connected).
 	connected atomic.Bool
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
 	ready     chan struct{} // closed by markReady
 	once      sync.Once
 }
@@ -126,6 +128,21 @@ func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 // Connected reports whether the guard is registered with the runtime now: only then does the
 // runtime ask it at CreateContainer.
 func (g *Guard) Connected() bool { return g.connected.Load() }
+
+// Changed returns a channel closed at the next change of Connected (and so of CanApplyPlans).
+func (g *Guard) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+func (g *Guard) setConnected(v bool) {
+	g.connected.Store(v)
+	g.mu.Lock()
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+}
 
 // CanApplyPlans says why the guard cannot apply a plan Allocate leaves to it (Allocated.Pending)
 // now, or nil: the guard must be connected, the runtime must keep every entry of a repeated env
@@ -147,7 +164,7 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{})}
+	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{}), changed: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
@@ -366,8 +383,8 @@ func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, er
 		return false, err
 	}
 	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
-	g.connected.Store(true)
-	defer g.connected.Store(false)
+	g.setConnected(true)
+	defer g.setConnected(false)
 	select {
 	case <-closed:
 		s.Stop()
