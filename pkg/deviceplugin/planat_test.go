@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
@@ -153,30 +151,25 @@ func BenchmarkApplyPlanAtCreate(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		if i%200 == 0 {
-			p.ledger = ledger.New(ledger.Config{Node: testNode, Names: cfg.Resources, Clock: p.opts.Clock, GPUMemory: p.inventoryMiB})
+		if i%benchInFlight == 0 {
 			pods = pods[:0]
-			for j := 0; j < 200; j++ {
-				pod := testPod(fmt.Sprintf("p%d", j), t0.Add(time.Duration(j)), testNode, ctr{name: "c", mem: 300, gpus: []string{fmt.Sprintf("GPU-%c", 'A'+j%8)}})
-				p.ledger.UpsertPod(pod)
+			for _, pod := range benchLedger(p) {
 				pods = append(pods, nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "c"})
 			}
 		}
-		id := device.SliceID(fmt.Sprintf("GPU-%c", 'A'+i%8), i%200/8)
+		id := device.SliceID(fmt.Sprintf("GPU-%c", 'A'+i%8), i%benchInFlight/8)
 		b.StartTimer()
 		s := time.Now()
 		if _, err := alloc(b, p, id); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := g.Decide(context.Background(), pods[i%200], env); err != nil {
+		if _, err := g.Decide(context.Background(), pods[i%benchInFlight], env); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(s))
 	}
 	b.StopTimer()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	reportLatency(b, lat)
 }
 
 // lwStream is a stand-in ListAndWatch stream (unit tests only): Send hands each device list to
