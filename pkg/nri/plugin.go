@@ -97,7 +97,8 @@ type Source interface {
 // container when a value hami-go did not give would reach the process, and otherwise returns
 // PlanEnv's adjustment. A container whose env holds no protected name is let through without
 // asking the Source, so pods without GPUs and without such env never depend on hami-go. Pods in
-// an exempt namespace are let through unchanged: the namespaces the webhook does not see either
+// an exempt namespace are let through unchanged, but for a plan Allocate left to the guard
+// (Allocated.Pending), which is applied unchecked: the namespaces the webhook does not see either
 // (hami-go's own, whose MPS control daemon and NVML-mode agents set NVIDIA_VISIBLE_DEVICES=all,
 // and kube-system); namespaces are the cluster admin's, unlike pod labels.
 type Guard struct {
@@ -110,7 +111,8 @@ type Guard struct {
 	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
 	cdi     atomic.Bool
 	runtime atomic.Value
-	// connected is true while the guard is registered with the runtime (Connected).
+	// connected is true while the guard is registered with the runtime: only then does the
+	// runtime ask it at CreateContainer.
 	connected atomic.Bool
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
@@ -125,11 +127,8 @@ func (g *Guard) Ready() <-chan struct{} { return g.ready }
 
 func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 
-// Connected reports whether the guard is registered with the runtime now: only then does the
-// runtime ask it at CreateContainer.
-func (g *Guard) Connected() bool { return g.connected.Load() }
-
-// Changed returns a channel closed at the next change of Connected (and so of CanApplyPlans).
+// Changed returns a channel closed at the next change of the guard's connection to the runtime
+// (and so of CanApplyPlans).
 func (g *Guard) Changed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
