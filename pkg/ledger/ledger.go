@@ -3,10 +3,11 @@
 // apart from its server, internal/plugin): the pods the extender placed on one node (from their
 // planned annotation), the claims (a pod's own plan claimed at container creation, ClaimPlanned,
 // under the default --apply-plan-at=create-container; or under allocate the matching of an
-// Allocate call to a pod), Reconcile against the kubelet's PodResources report, and the planned annotations a
-// signature group must republish (docs/design.md "Matching Allocate to a pod"). It is pure: no
-// client, no I/O; the caller feeds it pods, calls and reports, and writes what it says must be
-// written (Config.Dirty). Time comes from an injected clock.
+// Allocate call to a pod), Reconcile against the kubelet's PodResources report, and the planned
+// annotations a signature group must republish (docs/design.md "Matching Allocate to a pod",
+// "Slot protocol: the decision"). It is pure: no client, no I/O; the caller feeds it pods, calls
+// and reports, and writes what it says must be written (Config.Dirty). Time comes from an
+// injected clock.
 package ledger
 
 import (
