@@ -358,6 +358,7 @@ func burstWithSwaps(t *testing.T, seed int64, v burstVariant) (refused, swapped,
 	serialize, restarts := v.serialize, v.restarts
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
+	inv.OwnPlanAtCreate = v.planAtCreate // as the plugin publishes it
 	newCache := func() *Cache {
 		c := memoCache(t, inv)
 		c.cfg.SerializeSameKey = serialize
