@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/nri"
@@ -170,66 +167,4 @@ func BenchmarkApplyPlanAtCreate(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
-}
-
-// lwStream is a stand-in ListAndWatch stream (unit tests only): Send hands each device list to
-// sent; the embedded grpc.ServerStream is nil (ListAndWatch uses only Send and Context).
-type lwStream struct {
-	grpc.ServerStream
-	ctx  context.Context
-	sent chan []*pluginapi.Device
-}
-
-func (s *lwStream) Send(r *pluginapi.ListAndWatchResponse) error { s.sent <- r.Devices; return nil }
-func (s *lwStream) Context() context.Context                     { return s.ctx }
-
-// Under --apply-plan-at=create-container every slice is unhealthy while the NRI env guard cannot
-// apply plans, so the kubelet admits no GPU pod it would have to fail, and ListAndWatch sends
-// the list again when the guard connects or goes.
-func TestApplyPlanAtCreateDevicesFollowTheGuard(t *testing.T) {
-	p, _ := newTestPlugin(t, planAtCreateConfig(t, StrategyEnvvar), newTestBackend(2, 81920))
-	var mu sync.Mutex
-	why := errors.New("the NRI env guard is not connected to the runtime")
-	changed := make(chan struct{})
-	p.canApplyPlans = func(bool) error { mu.Lock(); defer mu.Unlock(); return why }
-	p.guardChanged = func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return changed }
-	healthy := func(devs []*pluginapi.Device) int {
-		n := 0
-		for _, d := range devs {
-			if d.Health == pluginapi.Healthy {
-				n++
-			}
-		}
-		return n
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := &lwStream{ctx: ctx, sent: make(chan []*pluginapi.Device, 4)}
-	done := make(chan error, 1)
-	go func() { done <- p.ListAndWatch(&pluginapi.Empty{}, s) }()
-	if devs := <-s.sent; len(devs) != 20 || healthy(devs) != 0 {
-		t.Fatalf("while the guard cannot apply plans: %d devices, %d healthy; want 20, none healthy", len(devs), healthy(devs))
-	}
-	mu.Lock()
-	why = nil
-	close(changed)
-	changed = make(chan struct{})
-	mu.Unlock()
-	select {
-	case devs := <-s.sent:
-		if healthy(devs) != 20 {
-			t.Errorf("once the guard can apply plans: %d healthy, want 20", healthy(devs))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ListAndWatch did not send the list again when the guard connected")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("ListAndWatch: %v", err)
-	}
-
-	c, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920)) // --apply-plan-at=allocate
-	if devs := c.devices(); healthy(devs) != 20 {
-		t.Errorf("--apply-plan-at=allocate without a guard: %d healthy, want 20 (the guard does not gate it)", healthy(devs))
-	}
 }

@@ -58,8 +58,6 @@ type Plugin struct {
 	// (nri.Guard.CanApplyPlans; Run sets it before serving; nil: there is no guard). Allocate
 	// under PlanAtCreateContainer answers only when it says nil.
 	canApplyPlans func(cdi bool) error
-	// guardChanged returns a channel closed when canApplyPlans may have changed (nil: never).
-	guardChanged func() <-chan struct{}
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -177,27 +175,12 @@ func (p *Plugin) ProbeUnhealthy() {
 	}
 }
 
-// plansBlocked says why pods cannot be given slices now under PlanAtCreateContainer (the NRI
-// env guard cannot apply plans: nri.Guard.CanApplyPlans), or nil.
-func (p *Plugin) plansBlocked() error {
-	if p.cfg.ApplyPlanAt != PlanAtCreateContainer {
-		return nil
-	}
-	if p.canApplyPlans == nil {
-		return fmt.Errorf("the device plugin runs no NRI env guard")
-	}
-	return p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
-}
-
-// devices is the ListAndWatch list: SplitCount slices per GPU with NUMA topology. Every slice is
-// unhealthy while plansBlocked, so that the kubelet admits no GPU pod it would have to fail
-// (Allocate refuses then) and kube-scheduler keeps such pods Pending ("Insufficient").
+// devices is the ListAndWatch list: SplitCount slices per GPU with NUMA topology.
 func (p *Plugin) devices() []*pluginapi.Device {
 	out := make([]*pluginapi.Device, 0, len(p.gpus)*p.cfg.SplitCount)
-	blocked := p.plansBlocked() != nil
 	for _, g := range p.gpus {
 		h := pluginapi.Healthy
-		if blocked || !p.health.Healthy(g.UUID) {
+		if !p.health.Healthy(g.UUID) {
 			h = pluginapi.Unhealthy
 		}
 		var topo *pluginapi.TopologyInfo
@@ -216,21 +199,15 @@ func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
 }
 
-// ListAndWatch sends the device list, then again on every health change (and every change of the
-// NRI env guard's connection, which plansBlocked reads) until the stream ends.
+// ListAndWatch sends the device list, then again on every health change until the stream ends.
 func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
 	for {
 		changed := p.HealthChanged()
-		var guard <-chan struct{}
-		if p.guardChanged != nil {
-			guard = p.guardChanged()
-		}
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
 			return err
 		}
 		select {
 		case <-changed:
-		case <-guard:
 		case <-s.Context().Done():
 			return nil
 		}
@@ -285,7 +262,11 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
 		}
 		if p.cfg.ApplyPlanAt == PlanAtCreateContainer {
-			if why := p.plansBlocked(); why != nil {
+			why := fmt.Errorf("the device plugin runs no NRI env guard")
+			if p.canApplyPlans != nil {
+				why = p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
+			}
+			if why != nil {
 				err := fmt.Errorf("--apply-plan-at=%s, but %v (NRI socket %s), so no plan could be applied to the container; "+
 					"refusing the devices rather than handing them out unlimited (--apply-plan-at=allocate serves such runtimes)", PlanAtCreateContainer, why, p.cfg.NRISocket)
 				klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)

@@ -114,8 +114,6 @@ type Guard struct {
 	// connected is true while the guard is registered with the runtime: only then does the
 	// runtime ask it at CreateContainer.
 	connected atomic.Bool
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
 	ready     chan struct{} // closed by markReady
 	once      sync.Once
 }
@@ -126,22 +124,6 @@ type Guard struct {
 func (g *Guard) Ready() <-chan struct{} { return g.ready }
 
 func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
-
-// Changed returns a channel closed at the next change of the guard's connection to the runtime
-// (and so of CanApplyPlans).
-func (g *Guard) Changed() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.changed
-}
-
-func (g *Guard) setConnected(v bool) {
-	g.connected.Store(v)
-	g.mu.Lock()
-	close(g.changed)
-	g.changed = make(chan struct{})
-	g.mu.Unlock()
-}
 
 // CanApplyPlans says why the guard cannot apply a plan Allocate leaves to it (Allocated.Pending)
 // now, or nil: the guard must be connected, the runtime must keep every entry of a repeated env
@@ -163,7 +145,7 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{}), changed: make(chan struct{})}
+	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
@@ -382,8 +364,8 @@ func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, er
 		return false, err
 	}
 	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
-	g.setConnected(true)
-	defer g.setConnected(false)
+	g.connected.Store(true)
+	defer g.connected.Store(false)
 	select {
 	case <-closed:
 		s.Stop()
