@@ -32,7 +32,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
-	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the pod to appear in the informer")
+	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the pod to appear in the informer, or (--apply-plan-at=create-container) for the NRI env guard to be able to apply plans")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
 	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", c.PodResourcesSocket, "the kubelet's PodResources API socket")
 	fs.StringVar(&c.ApplyPlanAt, "apply-plan-at", c.ApplyPlanAt, "where each pod's planned allocation is applied: allocate (the kubelet's Allocate call, matched to a pod) or create-container (the NRI env guard at container creation, where the runtime names the pod; needs --nri-socket)")

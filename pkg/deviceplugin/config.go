@@ -69,7 +69,8 @@ type Config struct {
 	RecoveryProbes int
 	// ProbeInterval is the probe period for unhealthy GPUs.
 	ProbeInterval time.Duration
-	// AllocateWait is the longest wait in Allocate for the pod to appear.
+	// AllocateWait is the longest wait in Allocate for the pod to appear (PlanAtAllocate), or for
+	// the NRI env guard to be able to apply plans (PlanAtCreateContainer).
 	AllocateWait time.Duration
 	// DevicePluginDir holds kubelet.sock and our socket.
 	DevicePluginDir string

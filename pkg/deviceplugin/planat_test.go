@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +168,50 @@ func BenchmarkApplyPlanAtCreate(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
+}
+
+// Under --apply-plan-at=create-container, Allocate waits (at most --allocate-wait) for the NRI
+// env guard to be able to apply plans, woken when its connection changes: a guard the runtime
+// closed reconnects at once, and the pod admitted meanwhile is served, not failed. Past the
+// wait it is refused, naming the wait.
+func TestApplyPlanAtCreateAllocateWaitsForTheGuard(t *testing.T) {
+	cfg := planAtCreateConfig(t, StrategyEnvvar)
+	cfg.AllocateWait = 5 * time.Second
+	p, clk := newTestPlugin(t, cfg, newTestBackend(2, 81920))
+	var mu sync.Mutex
+	why := errors.New("the NRI env guard is not connected to the runtime")
+	changed := make(chan struct{})
+	p.canApplyPlans = func(bool) error { mu.Lock(); defer mu.Unlock(); return why }
+	p.guardChanged = func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return changed }
+	flip := func(err error) {
+		mu.Lock()
+		why = err
+		close(changed)
+		changed = make(chan struct{})
+		mu.Unlock()
+	}
+
+	done := make(chan error, 1)
+	go func() { _, err := alloc(t, p, "GPU-A::0"); done <- err }()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	flip(nil) // the guard reconnected
+	if err := <-done; err != nil {
+		t.Fatalf("Allocate after the guard reconnected: %v; want the pending answer", err)
+	}
+	clk.Step(cfg.AllocateWait) // fires the first wait's timer, which nobody reads any more
+	for clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+
+	flip(errors.New("the NRI env guard is not connected to the runtime"))
+	go func() { _, err := alloc(t, p, "GPU-A::1"); done <- err }()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(cfg.AllocateWait)
+	if err := <-done; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not connected to the runtime (waited 5s)") {
+		t.Errorf("Allocate while the guard stays away: %v; want refused after the 5s wait", err)
+	}
 }

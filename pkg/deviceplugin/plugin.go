@@ -58,6 +58,8 @@ type Plugin struct {
 	// (nri.Guard.CanApplyPlans; Run sets it before serving; nil: there is no guard). Allocate
 	// under PlanAtCreateContainer answers only when it says nil.
 	canApplyPlans func(cdi bool) error
+	// guardChanged returns a channel closed when canApplyPlans may have changed (nil: never).
+	guardChanged func() <-chan struct{}
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -262,11 +264,7 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
 		}
 		if p.cfg.ApplyPlanAt == PlanAtCreateContainer {
-			why := fmt.Errorf("the device plugin runs no NRI env guard")
-			if p.canApplyPlans != nil {
-				why = p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
-			}
-			if why != nil {
+			if why := p.waitPlansApplicable(ctx); why != nil {
 				err := fmt.Errorf("--apply-plan-at=%s, but %v (NRI socket %s), so no plan could be applied to the container; "+
 					"refusing the devices rather than handing them out unlimited (--apply-plan-at=allocate serves such runtimes)", PlanAtCreateContainer, why, p.cfg.NRISocket)
 				klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
@@ -286,6 +284,45 @@ func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*p
 		out.ContainerResponses = append(out.ContainerResponses, p.resp.build(cl))
 	}
 	return out, nil
+}
+
+// plansBlocked says why the NRI env guard cannot apply a pending answer's plan now
+// (nri.Guard.CanApplyPlans), or nil.
+func (p *Plugin) plansBlocked() error {
+	if p.canApplyPlans == nil {
+		return fmt.Errorf("the device plugin runs no NRI env guard")
+	}
+	return p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
+}
+
+// waitPlansApplicable waits, up to cfg.AllocateWait, until the NRI env guard can apply plans (a
+// guard the runtime closed, after a call timed out or a runtime restart, reconnects at once),
+// and returns why it cannot, or nil.
+func (p *Plugin) waitPlansApplicable(ctx context.Context) error {
+	var timeout <-chan time.Time
+	for {
+		var changed <-chan struct{}
+		if p.guardChanged != nil {
+			changed = p.guardChanged()
+		}
+		err := p.plansBlocked()
+		if err == nil || changed == nil || p.cfg.AllocateWait <= 0 {
+			return err
+		}
+		if timeout == nil {
+			timeout = p.opts.Clock.After(p.cfg.AllocateWait)
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			if err := p.plansBlocked(); err != nil {
+				return fmt.Errorf("%w (waited %s)", err, p.cfg.AllocateWait)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%v: %w", err, ctx.Err())
+		}
+	}
 }
 
 // PreStartContainer is not required (GetDevicePluginOptions says so).

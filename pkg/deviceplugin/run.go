@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
 	if cfg.NRISocket != "" {
 		g := nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...)
-		p.canApplyPlans = g.CanApplyPlans
+		p.canApplyPlans, p.guardChanged = g.CanApplyPlans, g.Changed
 		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 		// case C04: a container created while the plugin was down runs with an answer whose
 		// claimed record a restart may have lost; the guard reports those (Synchronize) before

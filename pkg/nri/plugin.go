@@ -114,6 +114,8 @@ type Guard struct {
 	// connected is true while the guard is registered with the runtime: only then does the
 	// runtime ask it at CreateContainer.
 	connected atomic.Bool
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
 	ready     chan struct{} // closed by markReady
 	once      sync.Once
 }
@@ -124,6 +126,22 @@ type Guard struct {
 func (g *Guard) Ready() <-chan struct{} { return g.ready }
 
 func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
+
+// Changed returns a channel closed at the next change of the guard's connection to the runtime
+// (and so of CanApplyPlans).
+func (g *Guard) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+func (g *Guard) setConnected(v bool) {
+	g.connected.Store(v)
+	g.mu.Lock()
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+}
 
 // CanApplyPlans says why the guard cannot apply a plan Allocate leaves to it (Allocated.Pending)
 // now, or nil: the guard must be connected, the runtime must keep every entry of a repeated env
@@ -145,7 +163,7 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{})}
+	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{}), changed: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
@@ -324,9 +342,14 @@ func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
 // retry after the connection fails or closes (the runtime restarted, or the socket is not there
 // yet). While the guard is not connected the runtime creates containers without it: the guard
 // closes the hole only while it runs.
+//
+// A connection that lasted at least retry is made again at once when it closes (the runtime
+// restarted, or closed the guard after a call timed out), so the window in which containers are
+// created without the guard is as short as reconnecting; one that closed sooner waits retry.
 func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 	failed := false
 	for ctx.Err() == nil {
+		start := time.Now()
 		connected, err := serveOnce(ctx, socket, g)
 		if ctx.Err() != nil {
 			return
@@ -334,8 +357,12 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 		if !connected {
 			g.markReady()
 		}
+		wait := retry
+		if connected && time.Since(start) >= retry {
+			wait = 0
+		}
 		if connected || !failed {
-			klog.ErrorS(err, "NRI env guard not connected; retrying", "socket", socket, "retry", retry)
+			klog.ErrorS(err, "NRI env guard not connected; retrying", "socket", socket, "retry", wait)
 		} else {
 			klog.V(4).InfoS("NRI env guard still not connected", "socket", socket, "err", err)
 		}
@@ -343,7 +370,7 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(retry):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -364,8 +391,8 @@ func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, er
 		return false, err
 	}
 	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
-	g.connected.Store(true)
-	defer g.connected.Store(false)
+	g.setConnected(true)
+	defer g.setConnected(false)
 	select {
 	case <-closed:
 		s.Stop()

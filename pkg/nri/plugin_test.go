@@ -482,3 +482,21 @@ func TestRunThroughNRI(t *testing.T) {
 		t.Fatalf("runtime CreateContainer error %v, want the guard's refusal", err)
 	}
 }
+
+// Changed is closed whenever the guard connects or goes (the device plugin's Allocate waits on
+// it for a guard the runtime closed to come back).
+func TestGuardChanged(t *testing.T) {
+	g := onContainerd2(NewGuard(&standInSource{}))
+	for _, v := range []bool{true, false} {
+		ch := g.Changed()
+		g.setConnected(v)
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("Changed not closed when connected became %v", v)
+		}
+		if (g.CanApplyPlans(false) == nil) != v {
+			t.Errorf("connected=%v: CanApplyPlans = %v", v, g.CanApplyPlans(false))
+		}
+	}
+}
