@@ -34,7 +34,8 @@ const (
 	// PlanAtCreateContainer answers Allocate with an empty MarkerEnv only, and the NRI env guard
 	// applies the pod's own plan at CreateContainer, where the runtime names the pod
 	// (design (b)): nothing is matched, swapped or republished. It needs the NRI guard
-	// (NRISocket): Allocate is refused while the guard is not connected.
+	// (NRISocket): Allocate is refused while the guard cannot apply plans
+	// (nri.Guard.CanApplyPlans), after waiting up to AllocateWait for it.
 	PlanAtCreateContainer = "create-container"
 )
 
