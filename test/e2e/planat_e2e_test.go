@@ -74,3 +74,45 @@ func (c *Cluster) waitAllocatableSettled(t testing.TB, want int64, timeout time.
 		t.Fatalf("node %s: allocatable %s not %d for %v in a row within %v (last %d)", c.NodeName, resCount, want, nodeStatusPeriod, timeout, last)
 	}
 }
+
+// TestC04BurstOtherApplyPlanAt is TestBurstOneSlicePods's check under the design the chart does
+// not default to, so that both designs of the slot protocol run end to end (issue 15): with
+// --apply-plan-at=allocate (design (c): Allocate matched to a pod, records swapped by
+// Reconcile) when the chart says create-container (design (b): the NRI guard applies each pod's
+// own plan), and the other way round. 50 identical one-slice pods created at once all run, no
+// GPU is over-committed, and every container sees its claimed GPU and its own 1000m limit.
+func TestC04BurstOtherApplyPlanAt(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	inv := c.inventory(t)
+	other := map[string]string{"allocate": "create-container", "create-container": "allocate"}
+	ds := c.devicePluginDaemonSet(t)
+	chart := ""
+	for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, applyPlanAtFlag); ok {
+			chart = v
+		}
+	}
+	if other[chart] == "" {
+		t.Fatalf("the device-plugin DaemonSet's %s is %q, want allocate or create-container", applyPlanAtFlag, chart)
+	}
+	c.setApplyPlanAt(t, other[chart])
+	t.Cleanup(func() { c.setApplyPlanAt(t, chart) })
+
+	ns := e2eNamespace(t, c)
+	pods, took := c.timedBurst(t, ns, burstPods(ns, "slice", burstSize, gpuLimits{count: 1, memMiB: 1000}))
+	t.Logf("%s%s: %d one-slice pods Running in %v", applyPlanAtFlag, other[chart], burstSize, took.Round(time.Millisecond))
+	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+	perGPU := map[string]int{}
+	for i := range pods {
+		for _, u := range c.checkOwnLimit(t, &pods[i], 1000) {
+			perGPU[u]++
+		}
+	}
+	for u, n := range perGPU {
+		if n > inv.SplitCount {
+			t.Errorf("GPU %s: %d of this burst's pods, more than split count %d", u, n, inv.SplitCount)
+		}
+	}
+	t.Logf("pods per GPU: %v", perGPU)
+}
