@@ -15,9 +15,8 @@ import (
 func main() { nodeagent.Main("device-plugin", parseOptions, run) }
 
 func run(ctx context.Context, o *options) error {
-	// The claim writer patches every allocated pod; during a burst the default client rate
-	// (5 qps, burst 10) delayed the claimed records by up to 8 s behind Allocate, and the
-	// extender keeps a confusable pod waiting until that record is written (case C20).
+	// The claim writer patches every pod whose container claimed its plan; during a burst the
+	// default client rate (5 qps, burst 10) delayed the claimed records by up to 8 s.
 	client, err := nodeagent.Client(o.Node.Kubeconfig, func(rc *rest.Config) { rc.QPS, rc.Burst = 50, 100 })
 	if err != nil {
 		return err
@@ -31,11 +30,5 @@ func run(ctx context.Context, o *options) error {
 	if b.Fleet != nil {
 		deps.Faults = b.Fleet
 	}
-	pr, closePR, err := deviceplugin.DialPodResources(o.Plugin.PodResourcesSocket)
-	if err != nil {
-		return err
-	}
-	defer closePR()
-	deps.PodResources = pr
 	return deviceplugin.Run(ctx, o.Plugin, deps)
 }

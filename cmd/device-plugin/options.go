@@ -32,10 +32,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
-	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the pod to appear in the informer, or (--apply-plan-at=create-container) for the NRI env guard to be able to apply plans")
+	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the NRI env guard to be able to apply plans (connected to containerd >= 2.0) before the call is refused")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
-	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", c.PodResourcesSocket, "the kubelet's PodResources API socket")
-	fs.StringVar(&c.ApplyPlanAt, "apply-plan-at", c.ApplyPlanAt, "where each pod's planned allocation is applied: allocate (the kubelet's Allocate call, matched to a pod) or create-container (the NRI env guard at container creation, where the runtime names the pod; needs --nri-socket)")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the node's liveness Lease hami-go-<node>")
 	cliflags.AddResourceNames(fs, &c.Resources)
 	if err := cliflags.Parse(fs, args); err != nil {
@@ -47,14 +45,11 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if n.Backend != cliflags.BackendFake && c.FakeFaultInjection {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
-	if c.ApplyPlanAt == deviceplugin.PlanAtCreateContainer && n.Backend == cliflags.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
+	if n.Backend == cliflags.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
 		// A container the NRI guard misses (created while it reconnects) must get no GPU: under
 		// the cdi strategy the guard adds the devices, under envvar the image's own
 		// NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) would stand.
-		return o, fmt.Errorf("--apply-plan-at=%s needs --device-list-strategy=cdi with --backend=nvml (got envvar)", c.ApplyPlanAt)
-	}
-	if c.PodResourcesSocket == "" {
-		return o, fmt.Errorf("--pod-resources-socket is empty")
+		return o, fmt.Errorf("--backend=nvml needs --device-list-strategy=cdi (got envvar): the NRI env guard adds each container's GPUs as CDI devices")
 	}
 	if err := c.Validate(); err != nil {
 		return o, err

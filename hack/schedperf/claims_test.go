@@ -18,7 +18,7 @@ import (
 // claimAsAllocated stands in for the kubelet's Allocate and the device plugin's claim writer,
 // which scheduler_perf (Node objects, no kubelets) does not have: every pod bound with hami-go's
 // planned record gets, once, the claimed record the device plugin writes when Allocate serves
-// that plan (AnnoClaimed equal to AnnoPlanned, by deviceplugin.PatchRecords with the pod's UID as
+// that plan (AnnoClaimed equal to AnnoPlanned, by deviceplugin.PatchClaimed with the pod's UID as
 // precondition). Without it every bound pod stays "not yet allocated" and the extender
 // serializes other shapes on its node (case C20), so no mixed workload could run. It runs until
 // ctx ends; a benchmark stand-in only, never a product path.
@@ -59,7 +59,7 @@ func claimAsAllocated(ctx context.Context, cs kubernetes.Interface) {
 					planned := p.Annotations[device.AnnoPlanned]
 					if _, claimed := p.Annotations[device.AnnoClaimed]; !claimed && planned != "" {
 						pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-						if err := deviceplugin.PatchRecords(pctx, cs, r, nil, &planned); err != nil && ctx.Err() == nil {
+						if err := deviceplugin.PatchClaimed(pctx, cs, r, &planned); err != nil && ctx.Err() == nil {
 							klog.V(2).InfoS("Claiming a bound pod's plan (stand-in Allocate)", "pod", r.Exact(), "err", err)
 						}
 						cancel()

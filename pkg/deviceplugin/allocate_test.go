@@ -28,32 +28,20 @@ func uuids(n int) []string {
 	return out
 }
 
-// case C18: 8 GPUs x 10 slices, a pod asks gpu: 8. GetPreferredAllocation returns one slice per
-// planned GPU; when the kubelet ignores it and offers 4 slices of GPU-A, Allocate still builds
-// the visible devices and limits from the 8 chosen GPUs, never duplicates.
+// case C18: 8 GPUs x 10 slices, a pod asks gpu: 8, and the kubelet offers 4 slices of GPU-A and
+// one of four others: the container still gets the visible devices and limits of the 8 planned
+// GPUs, never duplicates (the kubelet's IDs name no GPU of the pod's).
 func TestAllocateC18(t *testing.T) {
 	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(8, 81559))
 	planned := uuids(8)
-	p.Ledger().UpsertPod(testPod("big", t0, testNode, ctr{name: "main", mem: 40000, gpus: planned}))
-
-	var avail []string
-	for _, u := range planned {
-		for n := 0; n < 10; n++ {
-			avail = append(avail, device.SliceID(u, n))
-		}
-	}
-	rand.New(rand.NewSource(1)).Shuffle(len(avail), func(i, j int) { avail[i], avail[j] = avail[j], avail[i] })
-	pr, err := p.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{AvailableDeviceIDs: avail, AllocationSize: 8}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := ledger.SliceGPUs(pr.ContainerResponses[0].DeviceIDs)
-	if len(pr.ContainerResponses[0].DeviceIDs) != 8 || strings.Join(got, ",") != strings.Join(planned, ",") {
-		t.Fatalf("preferred = %v, want one slice on each of %v", pr.ContainerResponses[0].DeviceIDs, planned)
+	pod := testPod("big", t0, testNode, ctr{name: "main", mem: 40000, gpus: planned})
+	p.Ledger().UpsertPod(pod)
+	if o, _ := p.GetDevicePluginOptions(context.Background(), nil); o.GetPreferredAllocationAvailable || o.PreStartRequired {
+		t.Fatalf("device plugin options %+v; want neither GetPreferredAllocation nor PreStartContainer", o)
 	}
 
 	ids := []string{"GPU-A::0", "GPU-A::1", "GPU-A::2", "GPU-A::3", "GPU-B::0", "GPU-C::0", "GPU-D::0", "GPU-E::0"}
-	r := mustAlloc(t, p, ids...)
+	r := mustCreate(t, p, pod, "main", ids...)
 	want := strings.Join(planned, ",")
 	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != want || r.Envs[gpuenv.EnvCUDAVisibleDevices] != want {
 		t.Fatalf("visible = %q / %q, want %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], want)
@@ -88,11 +76,12 @@ func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string
 	return out
 }
 
-// One pod, the kubelet's Allocate calls for it in order (one per GPU container), and the env
-// each call answers: limits follow the planned GPUs, never the kubelet's IDs.
+// One pod, its GPU containers in the order the kubelet admits and the runtime creates them, and
+// the env each gets: limits follow the planned GPUs, never the kubelet's IDs.
 func TestAllocateEnvs(t *testing.T) {
 	type call struct {
-		ids []string
+		ctr string // the container created
+		ids []string // the kubelet's device IDs for it
 		// env are variables the response must carry; pairs, when set, are the GPU → memory
 		// limit pairs of the response, by position (each GPU once).
 		env   map[string]string
@@ -109,27 +98,27 @@ func TestAllocateEnvs(t *testing.T) {
 		// case C19: limits follow the physical GPU whatever order the kubelet lists the slices in.
 		name: "C19 limits follow the physical GPU", gpus: 2, memOf: map[int]int64{0: 20000, 1: 60000}, // 50% is 10000 MiB on GPU-A, 30000 on GPU-B
 		pod:   []ctr{{name: "main", gpus: []string{"GPU-A", "GPU-B"}, pct: 50, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 30000}}},
-		calls: []call{{ids: []string{"GPU-B::3", "GPU-A::0"}, pairs: map[string]string{"GPU-A": "10000m", "GPU-B": "30000m"}}},
+		calls: []call{{ctr: "main", ids: []string{"GPU-B::3", "GPU-A::0"}, pairs: map[string]string{"GPU-A": "10000m", "GPU-B": "30000m"}}},
 	}, {
 		// case C21: one Allocate per container: C1 (1 slice) then C2 (2 slices) of one pod both
-		// succeed with their own limits.
+		// get their own limits.
 		name: "C21 one call per container", gpus: 3,
 		pod: []ctr{{name: "c1", mem: 1000, gpus: []string{"GPU-A"}}, {name: "c2", mem: 2000, cores: 30, gpus: []string{"GPU-B", "GPU-C"}}},
 		calls: []call{
-			{ids: []string{"GPU-C::0"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-A", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m"}},
-			{ids: []string{"GPU-A::4", "GPU-B::2"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-B,GPU-C", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m", gpuenv.EnvHAMiSMLimit: "30"}},
+			{ctr: "c1", ids: []string{"GPU-C::0"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-A", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m"}},
+			{ctr: "c2", ids: []string{"GPU-A::4", "GPU-B::2"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-B,GPU-C", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m", gpuenv.EnvHAMiSMLimit: "30"}},
 		},
 	}, {
 		// case C21: a pod with one GPU and one non-GPU container works.
 		name: "C21 one GPU container beside one without", gpus: 1,
 		pod:   []ctr{{name: "sidecar"}, {name: "gpu", mem: 5000, gpus: []string{"GPU-A"}}},
-		calls: []call{{ids: []string{"GPU-A::7"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "5000m"}}},
+		calls: []call{{ctr: "gpu", ids: []string{"GPU-A::7"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "5000m"}}},
 	}, {
 		// case C22: the kubelet's IDs name several slices of one GPU: each physical GPU once,
 		// from the recorded allocation (split count 100 makes long lists).
 		name: "C22 several slices of one GPU", gpus: 4, split: 100,
 		pod: []ctr{{name: "c", mem: 7000, gpus: []string{"GPU-C", "GPU-D", "GPU-A"}}},
-		calls: []call{{ids: []string{"GPU-B::97", "GPU-B::98", "GPU-B::99"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-C,GPU-D,GPU-A"},
+		calls: []call{{ctr: "c", ids: []string{"GPU-B::97", "GPU-B::98", "GPU-B::99"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-C,GPU-D,GPU-A"},
 			pairs: map[string]string{"GPU-C": "7000m", "GPU-D": "7000m", "GPU-A": "7000m"}}},
 	}, {
 		// Init containers: the kubelet calls Allocate for init containers first and may reuse an
@@ -137,8 +126,8 @@ func TestAllocateEnvs(t *testing.T) {
 		name: "init container's devices reused", gpus: 2,
 		pod: []ctr{{name: "init", kind: device.KindInit, mem: 9000, gpus: []string{"GPU-A"}}, {name: "app", mem: 4000, gpus: []string{"GPU-A"}}},
 		calls: []call{
-			{ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "9000m"}},
-			{ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "4000m"}}, // reused
+			{ctr: "init", ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "9000m"}},
+			{ctr: "app", ids: []string{"GPU-B::1"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "4000m"}}, // reused
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,9 +140,10 @@ func TestAllocateEnvs(t *testing.T) {
 				b.gpus[i].MemoryMiB = m
 			}
 			p, _ := newTestPlugin(t, cfg, b)
-			p.Ledger().UpsertPod(testPod("p", t0, testNode, tc.pod...))
+			pod := testPod("p", t0, testNode, tc.pod...)
+			p.Ledger().UpsertPod(pod)
 			for i, c := range tc.calls {
-				r := mustAlloc(t, p, c.ids...)
+				r := mustCreate(t, p, pod, c.ctr, c.ids...)
 				for k, v := range c.env {
 					if r.Envs[k] != v {
 						t.Fatalf("call %d (%v): %s = %q, want %q (env %v)", i, c.ids, k, r.Envs[k], v, r.Envs)
@@ -188,7 +178,8 @@ func TestAllocateC19Property(t *testing.T) {
 		for _, u := range all[n:] {
 			delete(mem, u)
 		}
-		p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", gpus: chosen, pct: 100, memOn: mem}))
+		pod := testPod("p", t0, testNode, ctr{name: "c", gpus: chosen, pct: 100, memOn: mem})
+		p.Ledger().UpsertPod(pod)
 		// The kubelet's IDs: any n slices, in any order, possibly several of one GPU.
 		ids := map[string]bool{}
 		for len(ids) < n {
@@ -199,7 +190,7 @@ func TestAllocateC19Property(t *testing.T) {
 			list = append(list, id)
 		}
 		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-		got := positional(t, mustAlloc(t, p, list...))
+		got := positional(t, mustCreate(t, p, pod, "c", list...))
 		if len(got) != n {
 			t.Fatalf("iter %d: %d GPUs visible, want %d", iter, len(got), n)
 		}
@@ -212,119 +203,53 @@ func TestAllocateC19Property(t *testing.T) {
 }
 
 // case C20 at the plugin alone: two pods with the same call key (1 slice) but different memory
-// in flight together: the plugin refuses rather than guesses, naming both pods; once one pod is
-// gone, the other's call gets its own limit.
+// in flight together, whichever slice the kubelet picks and whichever container the runtime
+// creates first: each gets its own limit, never the other's (the runtime names the pod at
+// container creation, so there is nothing to confuse).
 func TestAllocateC20(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
-	big := testPod("big", t0, testNode, ctr{name: "c", mem: 24576, gpus: []string{"GPU-A"}})
-	small := testPod("small", t0.Add(time.Second), testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-A"}})
-	p.Ledger().UpsertPod(big)
-	p.Ledger().UpsertPod(small)
-	_, err := alloc(t, p, "GPU-A::0")
-	if err == nil {
-		t.Fatal("Allocate guessed between two confusable pods")
-	}
-	for _, s := range []string{"refusing to guess", "default/big", "default/small", "24576 MiB", "600 MiB", "C20"} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q lacks %q", err, s)
-		}
-	}
-	// Nothing was claimed by the refusal.
-	if rec, _ := p.Ledger().ClaimedRecord(big.UID); len(rec.Containers) != 0 {
-		t.Fatalf("refusal claimed %v", rec)
-	}
-	// The kubelet admitted small; big is deleted: small gets 600, never 24576.
-	p.Ledger().DeletePod(big.UID)
-	r := mustAlloc(t, p, "GPU-A::0")
-	if r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "600m" {
-		t.Fatalf("small got %q", r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"])
-	}
-	// Different call keys never wait for each other: a 2-GPU pod is served beside them.
-	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p2.Ledger().UpsertPod(big)
-	p2.Ledger().UpsertPod(testPod("small", t0, testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-A"}}))
-	p2.Ledger().UpsertPod(testPod("two", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A", "GPU-B"}}))
-	if r := mustAlloc(t, p2, "GPU-B::1", "GPU-A::1"); r.Envs[device.EnvGPUMemoryMiB] != "2000" {
-		t.Fatalf("two-GPU pod got %v", r.Envs)
+	for _, first := range []string{"big", "small"} {
+		t.Run(first+"-first", func(t *testing.T) {
+			p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
+			pods := map[string]*corev1.Pod{
+				"big":   testPod("big", t0, testNode, ctr{name: "c", mem: 24576, gpus: []string{"GPU-A"}}),
+				"small": testPod("small", t0.Add(time.Second), testNode, ctr{name: "c", mem: 600, gpus: []string{"GPU-A"}}),
+			}
+			p.Ledger().UpsertPod(pods["big"])
+			p.Ledger().UpsertPod(pods["small"])
+			order := []string{"big", "small"}
+			if first == "small" {
+				order = []string{"small", "big"}
+			}
+			want := map[string]string{"big": "24576m", "small": "600m"}
+			for i, n := range order {
+				if r := mustCreate(t, p, pods[n], "c", fmt.Sprintf("GPU-A::%d", i)); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != want[n] {
+					t.Errorf("%s got limit %q, want %s", n, r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"], want[n])
+				}
+			}
+		})
 	}
 }
 
-// A repeat call (kubelet at container start) gets the same answer; Allocate without
-// GetPreferredAllocation works (all tests above call it without), and with it too.
-func TestAllocateRepeatAndPreferred(t *testing.T) {
+// A container the runtime creates again (it exited) gets the same env, from the same claim.
+func TestAllocateRepeat(t *testing.T) {
 	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 3000, gpus: []string{"GPU-B"}}))
-	pr, _ := p.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
-		AvailableDeviceIDs: []string{"GPU-A::0", "GPU-A::1", "GPU-B::5", "GPU-B::2"}, AllocationSize: 1}}})
-	if got := pr.ContainerResponses[0].DeviceIDs; len(got) != 1 || got[0] != "GPU-B::2" {
-		t.Fatalf("preferred = %v, want [GPU-B::2]", got)
-	}
-	r1 := mustAlloc(t, p, "GPU-B::2")
-	r2 := mustAlloc(t, p, "GPU-B::2")
-	if fmt.Sprint(r1.Envs) != fmt.Sprint(r2.Envs) {
-		t.Fatalf("repeat differs: %v vs %v", r1.Envs, r2.Envs)
-	}
-	// A new call for the same count with other IDs has no pod left.
-	if _, err := alloc(t, p, "GPU-A::0"); err == nil || !strings.Contains(err.Error(), "no pod placed by hami-go on node node-1 waits for 1 device(s) of nvidia.com/gpu") {
-		t.Fatalf("err = %v", err)
+	pod := testPod("p", t0, testNode, ctr{name: "c", mem: 3000, gpus: []string{"GPU-B"}})
+	p.Ledger().UpsertPod(pod)
+	r1 := mustCreate(t, p, pod, "c", "GPU-A::2")
+	r2 := mustCreate(t, p, pod, "c", "GPU-A::2")
+	if fmt.Sprint(r1.Envs) != fmt.Sprint(r2.Envs) || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
+		t.Fatalf("first %v, repeat %v; want both 3000m of GPU-B", r1.Envs, r2.Envs)
 	}
 }
 
-// Interchangeable pods (same signature) may take each other's slots; PodResources reconcile
-// rewrites the claimed records to the truth and the other pod gets the remaining slot.
-func TestAllocateInterchangeableReconcile(t *testing.T) {
-	var dirty []string
-	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), func(r device.PodRef) { dirty = append(dirty, r.Name) })
-	a := testPod("a", t0, testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-A"}})
-	b := testPod("b", t0.Add(time.Second), testNode, ctr{name: "c", mem: 5000, gpus: []string{"GPU-B"}})
-	p.Ledger().UpsertPod(a)
-	p.Ledger().UpsertPod(b)
-	// The kubelet admits b first with a slice of GPU-B: the slot whose plan matches is b's.
-	if r := mustAlloc(t, p, "GPU-B::0"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
-		t.Fatalf("got %v", r.Envs[gpuenv.EnvCUDAVisibleDevices])
-	}
-	// Then a with a slice of GPU-B too (kubelet ignored preference): a's slot (GPU-A).
-	if r := mustAlloc(t, p, "GPU-B::1"); r.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-A" {
-		t.Fatalf("got %v", r.Envs[gpuenv.EnvCUDAVisibleDevices])
-	}
-	// Now a case where the slot taken is the other pod's: fresh pods c, d; kubelet admits d
-	// with GPU-A slices but no plan matches: oldest (c) slot taken, reconcile moves it.
-	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
-	c := testPod("c", t0, testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
-	d := testPod("d", t0.Add(time.Second), testNode, ctr{name: "x", mem: 5000, gpus: []string{"GPU-A"}})
-	p2.Ledger().UpsertPod(c)
-	p2.Ledger().UpsertPod(d)
-	mustAlloc(t, p2, "GPU-B::3") // really d
-	changed := p2.Ledger().Reconcile([]ledger.ObservedContainer{{Namespace: "default", Pod: "d", Container: "x", IDs: []string{"GPU-B::3"}}})
-	if len(changed) != 2 {
-		t.Fatalf("reconcile changed %v, want c and d", changed)
-	}
-	rd, _ := p2.Ledger().ClaimedRecord(d.UID)
-	rc, _ := p2.Ledger().ClaimedRecord(c.UID)
-	if len(rd.Containers) != 1 || rd.Containers[0].SliceIDs[0] != "GPU-B::3" || len(rc.Containers) != 0 {
-		t.Fatalf("after reconcile d=%v c=%v", rd, rc)
-	}
-	// c's Allocate now takes the remaining slot.
-	if r := mustAlloc(t, p2, "GPU-B::4"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "5000m" {
-		t.Fatalf("c got %v", r.Envs)
-	}
-	if rc, _ := p2.Ledger().ClaimedRecord(c.UID); len(rc.Containers) != 1 || rc.Containers[0].SliceIDs[0] != "GPU-B::4" {
-		t.Fatalf("c record %v", rc)
-	}
-	sort.Strings(dirty)
-	if strings.Join(dirty, ",") != "a,b" {
-		t.Fatalf("dirty = %v", dirty)
-	}
-}
-
-// Restart: a new plugin rebuilds claims from AnnoClaimed and PodResources; repeat calls get the
-// same answers and nothing already handed out is handed out again.
+// Restart: a new plugin rebuilds claims from AnnoClaimed; containers created again get the same
+// env, and a pod whose record was never written claims its own plan again: the same env too.
 func TestAllocateRestart(t *testing.T) {
 	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 1111, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0, testNode, ctr{name: "c", mem: 2222, gpus: []string{"GPU-B"}, cores: 20}, ctr{name: "d", mem: 3333, gpus: []string{"GPU-A"}})
 	p.Ledger().UpsertPod(a)
-	ra := mustAlloc(t, p, "GPU-A::0")
+	ra := mustCreate(t, p, a, "c", "GPU-B::0")
 	rec, _ := p.Ledger().ClaimedRecord(a.UID)
 	s, err := device.EncodeAllocation(rec)
 	if err != nil {
@@ -332,30 +257,29 @@ func TestAllocateRestart(t *testing.T) {
 	}
 	a.Annotations[device.AnnoClaimed] = s // the writer's work
 	p.Ledger().UpsertPod(b)
-	mustAlloc(t, p, "GPU-B::0")
-	rb := mustAlloc(t, p, "GPU-A::1")
-	// b's record was never written; the kubelet knows it.
+	mustCreate(t, p, b, "c", "GPU-A::0")
+	rb := mustCreate(t, p, b, "d", "GPU-A::1")
+	// b's record was never written.
 
 	p2, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81559))
 	p2.Ledger().UpsertPod(a)
 	p2.Ledger().UpsertPod(b)
-	p2.Ledger().Reconcile([]ledger.ObservedContainer{
-		{Namespace: "default", Pod: "b", Container: "c", IDs: []string{"GPU-B::0"}},
-		{Namespace: "default", Pod: "b", Container: "d", IDs: []string{"GPU-A::1"}},
-		{Namespace: "default", Pod: "a", Container: "c", IDs: []string{"GPU-A::0"}},
-	})
-	if r := mustAlloc(t, p2, "GPU-A::0"); fmt.Sprint(r.Envs) != fmt.Sprint(ra.Envs) {
+	if _, claimed, _ := p2.Ledger().ContainerClaim(a.UID, "c"); !claimed {
+		t.Fatal("a's claim was not restored from its record")
+	}
+	if r := mustCreate(t, p2, a, "c", "GPU-B::0"); fmt.Sprint(r.Envs) != fmt.Sprint(ra.Envs) {
 		t.Fatalf("a after restart %v, before %v", r.Envs, ra.Envs)
 	}
-	if r := mustAlloc(t, p2, "GPU-A::1"); fmt.Sprint(r.Envs) != fmt.Sprint(rb.Envs) {
+	if r := mustCreate(t, p2, b, "d", "GPU-A::1"); fmt.Sprint(r.Envs) != fmt.Sprint(rb.Envs) {
 		t.Fatalf("b/d after restart %v, before %v", r.Envs, rb.Envs)
 	}
-	if _, err := alloc(t, p2, "GPU-B::5"); err == nil {
-		t.Fatal("a slot was handed out twice after restart")
+	if u := p2.Ledger().Charged(); u["GPU-A"].Sharers != 2 || u["GPU-A"].MemoryMiB != 1111+3333 {
+		t.Fatalf("GPU-A charged %+v after restart; want a/c and b/d once each (2 sharers, 4444 MiB)", u["GPU-A"])
 	}
 }
 
-// Bad input: unknown or malformed IDs and malformed annotations give clear errors.
+// Bad input: unknown or malformed IDs (Allocate) and malformed annotations (at container
+// creation) give clear errors.
 func TestAllocateBadInput(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.SplitCount = 4
@@ -384,53 +308,39 @@ func TestAllocateBadInput(t *testing.T) {
 	nosched := testPod("nosched", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
 	delete(nosched.Annotations, device.AnnoPlanned)
 	p.Ledger().UpsertPod(nosched)
-	_, err := alloc(t, p, "GPU-A::0")
-	for _, want := range []string{
-		"no pod placed by hami-go on node node-1 waits for 1 device(s) of nvidia.com/gpu (pods not scheduled by hami-go-scheduler get no slice)",
-		`default/bad: annotation hami-go.io/allocation-planned is malformed: allocation.version: "v9" is not supported`,
-		"default/nosched has no hami-go.io/allocation-planned annotation",
+	for pod, want := range map[*corev1.Pod]string{
+		bad:     `default/bad: annotation hami-go.io/allocation-planned is malformed: allocation.version: "v9" is not supported`,
+		nosched: "default/nosched has no hami-go.io/allocation-planned annotation (not scheduled by hami-go-scheduler)",
 	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %v, want %q", err, want)
+		if _, err := create(t, p, pod, "c", "GPU-A::0"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("creating %s's container: %v, want %q", pod.Name, err, want)
 		}
 	}
 	// A malformed claimed record is ignored (planned used), not a crash.
 	ok := testPod("ok", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-A"}})
 	ok.Annotations[device.AnnoClaimed] = "{"
 	p.Ledger().UpsertPod(ok)
-	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "100m" {
+	if r := mustCreate(t, p, ok, "c", "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "100m" {
 		t.Fatalf("ok = %v", r.Envs)
 	}
 }
 
-// Allocate waits (bounded) for the informer to deliver the pod, then fails with a reason.
-func TestAllocateWaitsForInformer(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	cfg.AllocateWait = 5 * time.Second
-	p, clk := newTestPlugin(t, cfg, newTestBackend(1, 81559))
-	type res struct {
-		r   *pluginapi.ContainerAllocateResponse
-		err error
+// A container created before the informer delivered its pod is refused (its env carries the
+// pending answer, and the ledger knows no plan for it: the kubelet retries); once the pod is
+// delivered, the retry gets its plan.
+func TestCreateBeforeInformer(t *testing.T) {
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81559))
+	late := testPod("late", t0, testNode, ctr{name: "c", mem: 777, gpus: []string{"GPU-A"}})
+	if _, err := create(t, p, late, "c", "GPU-A::0"); err == nil || !strings.Contains(err.Error(), "carries HAMI_GO_GPU_UUIDS but hami-go has no GPU allocation for it (the kubelet retries") {
+		t.Fatalf("creating before the pod is known: %v; want refused, the kubelet retrying", err)
 	}
-	done := make(chan res, 1)
-	go func() { r, err := alloc(t, p, "GPU-A::0"); done <- res{r, err} }()
-	waitFor(t, "Allocate waiting", clk.HasWaiters)
-	p.Ledger().UpsertPod(testPod("late", t0, testNode, ctr{name: "c", mem: 777, gpus: []string{"GPU-A"}}))
-	got := <-done
-	if got.err != nil || got.r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "777m" {
-		t.Fatalf("late pod: %v %v", got.r, got.err)
-	}
-	clk.Step(5 * time.Second) // fire the first call's timer, so HasWaiters means the second call
-	go func() { r, err := alloc(t, p, "GPU-A::1"); done <- res{r, err} }()
-	waitFor(t, "Allocate waiting", clk.HasWaiters)
-	clk.Step(5 * time.Second)
-	got = <-done
-	if got.err == nil || !strings.Contains(got.err.Error(), "(waited 5s)") {
-		t.Fatalf("err = %v", got.err)
+	p.Ledger().UpsertPod(late)
+	if r := mustCreate(t, p, late, "c", "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "777m" {
+		t.Fatalf("the retry got %v; want 777m", r.Envs)
 	}
 }
 
-// Ended pods are no candidates; their claims are forgotten. Nor are pods bound to another node.
+// Ended pods get no plan; their claims are forgotten. Nor do pods bound to another node.
 func TestEndedPodsIgnored(t *testing.T) {
 	type podOn struct {
 		name  string
@@ -456,15 +366,16 @@ func TestEndedPodsIgnored(t *testing.T) {
 					pod.Status.Phase = x.phase
 				}
 				p.Ledger().UpsertPod(pod)
-			}
-			if _, err := alloc(t, p, "GPU-A::0"); err == nil {
-				t.Fatal("ended or foreign pod served")
+				if _, err := create(t, p, pod, "c", "GPU-A::0"); err == nil {
+					t.Fatalf("%s pod served", x.name)
+				}
 			}
 		})
 	}
 }
 
-// The Allocate response of a two-container pod, logged so it can be quoted.
+// What the two containers of a pod get (the guard's env, the Allocate answer's mounts), logged so
+// it can be quoted.
 func TestAllocateResponseTwoContainers(t *testing.T) {
 	tests := []struct {
 		name string // Config.Enforcement
@@ -500,11 +411,12 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 			b.gpus[1].MemoryMiB = 80000 // 25% is 10000 MiB on GPU-A, 20000 on GPU-B
 			p, _ := newTestPlugin(t, cfg, b)
 			p.resp.exists = func(string) bool { return true }
-			p.Ledger().UpsertPod(testPod("ray-worker", t0, testNode,
+			pod := testPod("ray-worker", t0, testNode,
 				ctr{name: "ray", pct: 25, cores: 30, gpus: []string{"GPU-B", "GPU-A"}, memOn: map[string]int64{"GPU-A": 10000, "GPU-B": 20000}},
-				ctr{name: "sidecar", mem: 4096, cores: 10, gpus: []string{"GPU-A"}}))
-			r1 := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
-			r2 := mustAlloc(t, p, "GPU-A::1")
+				ctr{name: "sidecar", mem: 4096, cores: 10, gpus: []string{"GPU-A"}})
+			p.Ledger().UpsertPod(pod)
+			r1 := mustCreate(t, p, pod, "ray", "GPU-A::0", "GPU-B::0")
+			r2 := mustCreate(t, p, pod, "sidecar", "GPU-A::1")
 			for i, r := range []*pluginapi.ContainerAllocateResponse{r1, r2} {
 				var keys []string
 				for k := range r.Envs {
@@ -530,8 +442,9 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	cfg.Enforcement = gpuenv.EnforceNone
 	cfg.DeviceListStrategy = StrategyCDI
 	p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81559))
-	p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-B", "GPU-A"}}))
-	r := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
+	pod := testPod("p", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-B", "GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+	r := mustCreate(t, p, pod, "c", "GPU-A::0", "GPU-B::0")
 	if len(r.CdiDevices) != 2 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "hami-go.io/gpu=GPU-A" {
 		t.Fatalf("cdi = %v", r.CdiDevices)
 	}
@@ -548,38 +461,13 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	}
 }
 
-// BenchmarkAllocate measures Allocate from memory with 200 pods in flight on one node (each a
-// distinct call key or interchangeable), reporting p50/p99 in microseconds (target p99 <= 1 ms).
-func BenchmarkAllocate(b *testing.B) {
-	cfg := testConfig(b.TempDir())
-	cfg.SplitCount = 100
-	p, _ := newTestPlugin(b, cfg, newTestBackend(8, 81559))
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		if i%benchInFlight == 0 {
-			benchLedger(p)
-		}
-		id := device.SliceID(fmt.Sprintf("GPU-%c", 'A'+i%8), i%benchInFlight/8)
-		b.StartTimer()
-		s := time.Now()
-		if _, err := alloc(b, p, id); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(s))
-	}
-	b.StopTimer()
-	reportLatency(b, lat)
-}
-
 // benchInFlight is the number of pods in flight in the device plugin's benchmarks.
 const benchInFlight = 200
 
 // benchLedger gives p a new ledger with benchInFlight one-container pods ("p<j>", container
 // "c", 300 MiB) planned on GPU-A..GPU-H in turn, none claimed, and returns them.
 func benchLedger(p *Plugin) []*corev1.Pod {
-	p.ledger = ledger.New(ledger.Config{Node: testNode, Names: p.cfg.Resources, Clock: p.opts.Clock, GPUMemory: p.inventoryMiB})
+	p.ledger = ledger.New(ledger.Config{Node: testNode, Names: p.cfg.Resources, GPUMemory: p.inventoryMiB})
 	pods := make([]*corev1.Pod, benchInFlight)
 	for j := range pods {
 		pods[j] = testPod(fmt.Sprintf("p%d", j), t0.Add(time.Duration(j)), testNode, ctr{name: "c", mem: 300, gpus: []string{fmt.Sprintf("GPU-%c", 'A'+j%8)}})

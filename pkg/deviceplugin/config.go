@@ -24,21 +24,6 @@ const (
 	StrategyCDI = "cdi"
 )
 
-// Where the device plugin applies each pod's planned allocation (Config.ApplyPlanAt; the
-// designs of docs/design.md "Slot protocol: the decision").
-const (
-	// PlanAtAllocate answers the kubelet's Allocate call with the plan of the pod the call is
-	// matched to (design (c)): Allocate does not name the pod, so interchangeable pods may take
-	// each other's slot and the ledger sorts that out (Reconcile, republished plans).
-	PlanAtAllocate = "allocate"
-	// PlanAtCreateContainer answers Allocate with an empty MarkerEnv only, and the NRI env guard
-	// applies the pod's own plan at CreateContainer, where the runtime names the pod
-	// (design (b)): nothing is matched, swapped or republished. It needs the NRI guard
-	// (NRISocket): Allocate is refused while the guard cannot apply plans
-	// (nri.Guard.CanApplyPlans), after waiting up to AllocateWait for it.
-	PlanAtCreateContainer = "create-container"
-)
-
 // Config is everything the device plugin needs; cmd/device-plugin fills it from flags
 // (docs/components.md).
 type Config struct {
@@ -56,7 +41,9 @@ type Config struct {
 	ReservedMemory device.MemoryReserve
 	// Enforcement is gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS or gpuenv.EnforceNone.
 	Enforcement string
-	// DeviceListStrategy is StrategyEnvvar or StrategyCDI.
+	// DeviceListStrategy is StrategyEnvvar or StrategyCDI (the default; the NVML backend needs
+	// it: the NRI env guard adds each container's GPUs as CDI devices, so a container the guard
+	// misses gets none, where under envvar an image's NVIDIA_VISIBLE_DEVICES=all would stand).
 	DeviceListStrategy string
 	// CDISpecDir is where the CDI spec is written (StrategyCDI).
 	CDISpecDir string
@@ -70,25 +57,23 @@ type Config struct {
 	RecoveryProbes int
 	// ProbeInterval is the probe period for unhealthy GPUs.
 	ProbeInterval time.Duration
-	// AllocateWait is the longest wait in Allocate for the pod to appear (PlanAtAllocate), or for
-	// the NRI env guard to be able to apply plans (PlanAtCreateContainer).
+	// AllocateWait is the longest wait in Allocate for the NRI env guard to be able to apply plans
+	// (nri.Guard.CanApplyPlans) before Allocate is refused.
 	AllocateWait time.Duration
 	// DevicePluginDir holds kubelet.sock and our socket.
 	DevicePluginDir string
-	// PodResourcesSocket is the kubelet's PodResources API socket.
-	PodResourcesSocket string
 	// LeaseNamespace is the namespace of the node's liveness Lease.
 	LeaseNamespace string
 	// MetricsAddress serves /metrics, /healthz (and /debug/fake/* with FakeFaultInjection).
 	MetricsAddress string
 	// FakeFaultInjection serves POST /debug/fake/xid and /debug/fake/recover (fake backend only).
 	FakeFaultInjection bool
-	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
+	// NRISocket is the runtime's NRI socket the env guard connects to (required): the guard
+	// applies each pod's plan at CreateContainer (Allocate names no pod) and checks the
+	// container's protected env (case C37).
 	NRISocket string
 	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
 	NRIExemptNamespaces []string
-	// ApplyPlanAt is PlanAtAllocate or PlanAtCreateContainer (--apply-plan-at).
-	ApplyPlanAt string
 }
 
 // SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.
@@ -101,7 +86,7 @@ func Defaults() Config {
 		SplitCount:         10,
 		MemoryScaling:      1.0,
 		Enforcement:        gpuenv.EnforceHAMiCore,
-		DeviceListStrategy: StrategyEnvvar,
+		DeviceListStrategy: StrategyCDI,
 		CDISpecDir:         "/var/run/cdi",
 		HAMiCoreLibrary:    "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:         "/tmp/nvidia-mps",
@@ -110,11 +95,9 @@ func Defaults() Config {
 		ProbeInterval:      5 * time.Second,
 		AllocateWait:       5 * time.Second,
 		DevicePluginDir:    "/var/lib/kubelet/device-plugins",
-		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
 		LeaseNamespace:     "kube-node-lease",
 		MetricsAddress:     ":9400",
 		NRISocket:          nri.DefaultSocket,
-		ApplyPlanAt:        PlanAtAllocate,
 	}
 }
 
@@ -163,14 +146,8 @@ func (c *Config) Validate() error {
 	if c.LeaseNamespace == "" {
 		return fmt.Errorf("--lease-namespace is empty")
 	}
-	switch c.ApplyPlanAt {
-	case PlanAtAllocate:
-	case PlanAtCreateContainer:
-		if c.NRISocket == "" {
-			return fmt.Errorf("--apply-plan-at=%s needs the NRI env guard, but --nri-socket is empty", c.ApplyPlanAt)
-		}
-	default:
-		return fmt.Errorf("--apply-plan-at: %q is not %s or %s", c.ApplyPlanAt, PlanAtAllocate, PlanAtCreateContainer)
+	if c.NRISocket == "" {
+		return fmt.Errorf("--nri-socket is empty: the device plugin applies each pod's plan through the runtime's NRI (containerd >= 2.0) when the container is created")
 	}
 	return nil
 }

@@ -28,8 +28,9 @@ func TestAllocateEnvIsProtected(t *testing.T) {
 			cfg.Enforcement, cfg.DeviceListStrategy, cfg.MemoryScaling = mode, strategy, 1.5
 			p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81920))
 			p.resp.exists = func(path string) bool { return path == cfg.HAMiCoreLibrary } // no ld.so.preload: LD_PRELOAD env
-			p.Ledger().UpsertPod(testPod("p", t0, testNode, ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A", "GPU-B"}}))
-			r := mustAlloc(t, p, "GPU-A::0", "GPU-B::0")
+			pod := testPod("p", t0, testNode, ctr{name: "c", mem: 1000, cores: 30, gpus: []string{"GPU-A", "GPU-B"}})
+			p.Ledger().UpsertPod(pod)
+			r := mustCreate(t, p, pod, "c", "GPU-A::0", "GPU-B::0")
 			if len(r.Envs) < 4 {
 				t.Fatalf("%s/%s: only %v", mode, strategy, r.Envs)
 			}

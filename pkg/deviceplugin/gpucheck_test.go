@@ -28,7 +28,8 @@ const (
 	envGPUCheckMPSPipe = "HAMI_GO_GPU_CHECK_MPS_PIPE_DIR"
 	// gpuCheckValuesFile lists every comparison ({what, want, got, ok}, hack/gpu-check's Value).
 	gpuCheckValuesFile = "device-plugin-values.json"
-	// gpuCheckEnvFile is the Allocate response's env (a JSON object) for the MPS check.
+	// gpuCheckEnvFile is the container's env as the NRI env guard sets it (a JSON object) for the
+	// MPS check.
 	gpuCheckEnvFile = "allocate-env.json"
 )
 
@@ -43,9 +44,10 @@ type gpuCheckValue struct {
 // TestGPUCheckNVML is the device-plugin part of the real-GPU check (hack/gpu-check/README.md):
 // the plugin over the driver's NVML, in MPS enforcement mode with split count 4, served to the
 // in-process stand-in kubelet of the unit tests. It checks registration, ListAndWatch (4 healthy
-// slices per real GPU, NUMA topology), GetPreferredAllocation and Allocate for a pod planned on
-// GPU 0 with 4000 MiB and 25% (the real UUID, the MPS limits), that the XID watch runs until
-// its context ends, and that probes and process queries answer. Skipped unless
+// slices per real GPU, NUMA topology), Allocate (the pending answer) and the env the NRI env guard
+// gives the container of a pod planned on GPU 0 with 4000 MiB and 25% (the real UUID, the MPS
+// limits), that the XID watch runs until its context ends, and that probes and process queries
+// answer. Skipped unless
 // HAMI_GO_GPU_CHECK=1: `make test` has no GPU.
 func TestGPUCheckNVML(t *testing.T) {
 	if os.Getenv(envGPUCheck) != "1" {
@@ -98,6 +100,7 @@ func TestGPUCheckNVML(t *testing.T) {
 		check("New", "ok", err.Error())
 		t.FailNow()
 	}
+	p.canApplyPlans = func(bool) error { return nil } // the NRI env guard is connected
 	startServe(t, p)
 	r := k.waitRegistration(t, 10*time.Second)
 	check("registration version", pluginapi.Version, r.Version)
@@ -139,34 +142,28 @@ func TestGPUCheckNVML(t *testing.T) {
 		check("ListAndWatch device 0 NUMA node", want, topo)
 	}
 
-	p.Ledger().UpsertPod(testPod("gpu-check", time.Now(), testNode, ctr{name: "main", mem: 4000, cores: 25, gpus: []string{g.UUID}}))
-	pr, err := c.GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{AvailableDeviceIDs: avail, AllocationSize: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := pr.ContainerResponses[0].DeviceIDs
-	got := "none"
-	if len(ids) == 1 {
-		u, _, perr := device.ParseSliceID(ids[0])
-		got = u + " (" + errText(perr) + ")"
-	}
-	check("GetPreferredAllocation: the planned GPU", g.UUID+" (<nil>)", got)
-	if len(ids) == 0 {
-		ids = []string{device.SliceID(g.UUID, 0)}
-	}
-	ar, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+	pod := testPod("gpu-check", time.Now(), testNode, ctr{name: "main", mem: 4000, cores: 25, gpus: []string{g.UUID}})
+	p.Ledger().UpsertPod(pod)
+	ar, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: avail[len(avail)-1:]}}})
 	if err != nil {
 		check("Allocate", "ok", err.Error())
 		t.FailNow()
 	}
-	env := ar.ContainerResponses[0].Envs
-	check("Allocate "+gpuenv.EnvCUDAVisibleDevices, g.UUID, env[gpuenv.EnvCUDAVisibleDevices])
-	check("Allocate "+gpuenv.EnvNVIDIAVisibleDevices, g.UUID, env[gpuenv.EnvNVIDIAVisibleDevices])
-	check("Allocate "+gpuenv.EnvMPSPinnedMemLimit, "0=4000M", env[gpuenv.EnvMPSPinnedMemLimit])
-	check("Allocate "+gpuenv.EnvMPSActiveThreadPct, "25", env[gpuenv.EnvMPSActiveThreadPct])
-	check("Allocate "+gpuenv.EnvMPSPipeDirectory, pipe, env[gpuenv.EnvMPSPipeDirectory])
-	check("Allocate "+device.EnvGPUMemoryMiB, "4000", env[device.EnvGPUMemoryMiB])
-	check("Allocate "+device.EnvGPUModel, device.RayAcceleratorType(g.Model), env[device.EnvGPUModel])
+	pending, ok := ar.ContainerResponses[0].Envs[device.EnvGPUUUIDs]
+	check("Allocate: the pending answer (an empty "+device.EnvGPUUUIDs+")", "true", strconv.FormatBool(ok && pending == "" && len(ar.ContainerResponses[0].Envs) == 1))
+	cr, err := create(t, p, pod, "main", avail[len(avail)-1])
+	if err != nil {
+		check("the NRI env guard at container creation", "ok", err.Error())
+		t.FailNow()
+	}
+	env := cr.Envs
+	check("container "+gpuenv.EnvCUDAVisibleDevices, g.UUID, env[gpuenv.EnvCUDAVisibleDevices])
+	check("container "+gpuenv.EnvNVIDIAVisibleDevices, g.UUID, env[gpuenv.EnvNVIDIAVisibleDevices])
+	check("container "+gpuenv.EnvMPSPinnedMemLimit, "0=4000M", env[gpuenv.EnvMPSPinnedMemLimit])
+	check("container "+gpuenv.EnvMPSActiveThreadPct, "25", env[gpuenv.EnvMPSActiveThreadPct])
+	check("container "+gpuenv.EnvMPSPipeDirectory, pipe, env[gpuenv.EnvMPSPipeDirectory])
+	check("container "+device.EnvGPUMemoryMiB, "4000", env[device.EnvGPUMemoryMiB])
+	check("container "+device.EnvGPUModel, device.RayAcceleratorType(g.Model), env[device.EnvGPUModel])
 	eb, _ := json.MarshalIndent(env, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, gpuCheckEnvFile), eb, 0o644); err != nil {
 		t.Errorf("writing %s: %v", gpuCheckEnvFile, err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 const testNode = "node-1"
@@ -125,8 +126,9 @@ func testConfig(dir string) Config {
 	c := Defaults()
 	c.NodeName = testNode
 	c.DevicePluginDir = dir
+	c.DeviceListStrategy = StrategyEnvvar
 	c.AllocateWait = 0
-	c.NRISocket = "" // never register with a runtime on the test machine (a local cluster's containerd)
+	c.NRISocket = "/nonexistent/nri.sock" // New never dials it: no test registers with a runtime (a local cluster's containerd)
 	return c
 }
 
@@ -155,11 +157,56 @@ func alloc(t testing.TB, p *Plugin, ids ...string) (*pluginapi.ContainerAllocate
 	return r.ContainerResponses[0], nil
 }
 
-func mustAlloc(t testing.TB, p *Plugin, ids ...string) *pluginapi.ContainerAllocateResponse {
+// testGuard is the NRI env guard over p's ledger, configured as on containerd 2.4.2 (the local
+// cluster's runtime).
+func testGuard(t testing.TB, p *Plugin) *nri.Guard {
 	t.Helper()
+	g := nri.NewGuard(NRISource(p))
+	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// create is what container name of pod gets on this node, as one ContainerAllocateResponse: the
+// kubelet's Allocate call for it (ids: its device IDs; the pending answer, whose mounts it
+// keeps), then the NRI env guard at its creation (nri.Guard.Decide over the pending answer's
+// env: the env it sets and the CDI devices it adds). Unless the test set p.canApplyPlans, the
+// guard counts as connected.
+func create(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
+	t.Helper()
+	if p.canApplyPlans == nil {
+		p.canApplyPlans = func(bool) error { return nil }
+	}
 	r, err := alloc(t, p, ids...)
 	if err != nil {
-		t.Fatalf("Allocate(%v): %v", ids, err)
+		return nil, err
+	}
+	var env []string
+	for k, v := range r.Envs {
+		env = append(env, k+"="+v)
+	}
+	c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: name}
+	adj, err := testGuard(t, p).Decide(context.Background(), c, env)
+	if err != nil {
+		return nil, err
+	}
+	out := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}, Mounts: r.Mounts}
+	for _, ch := range adj.Env {
+		out.Envs[ch.Name] = ch.Value
+	}
+	for _, d := range adj.CDIDevices {
+		out.CdiDevices = append(out.CdiDevices, &pluginapi.CDIDevice{Name: d})
+	}
+	return out, nil
+}
+
+// mustCreate is create that fails the test on an error.
+func mustCreate(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string) *pluginapi.ContainerAllocateResponse {
+	t.Helper()
+	r, err := create(t, p, pod, name, ids...)
+	if err != nil {
+		t.Fatalf("container %s/%s (device IDs %v): %v", pod.Name, name, ids, err)
 	}
 	return r
 }

@@ -8,41 +8,26 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
-// fakePodResources is a test double of the kubelet's PodResources List (unit tests only).
-type fakePodResources struct {
-	mu   sync.Mutex
-	resp *podresourcesapi.ListPodResourcesResponse
-}
-
-func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.resp, nil
-}
-
 // startPodSync starts a plugin of 2 test GPUs whose claimed records a PodSync on client writes
-// (a fake clientset: unit tests only), reconciling from pr. It stops when the test ends.
-func startPodSync(t *testing.T, client kubernetes.Interface, pr *fakePodResources) (*Plugin, *PodSync, context.Context) {
+// (a fake clientset: unit tests only). It stops when the test ends.
+func startPodSync(t *testing.T, client kubernetes.Interface) (*Plugin, *PodSync, context.Context) {
 	t.Helper()
-	sync := NewPodSync(client, testNode, "nvidia.com/gpu", pr)
+	sync := NewPodSync(client, testNode)
 	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), sync.Dirty)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -52,28 +37,16 @@ func startPodSync(t *testing.T, client kubernetes.Interface, pr *fakePodResource
 	return p, sync, ctx
 }
 
-// set replaces what List reports (the kubelet admitted or removed pods).
-func (f *fakePodResources) set(prs ...*podresourcesapi.PodResources) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.resp = &podresourcesapi.ListPodResourcesResponse{PodResources: prs}
-}
-
-func podRes(ns, pod, ctr, resource string, ids ...string) *podresourcesapi.PodResources {
-	return &podresourcesapi.PodResources{Namespace: ns, Name: pod, Containers: []*podresourcesapi.ContainerResources{{
-		Name: ctr, Devices: []*podresourcesapi.ContainerDevices{{ResourceName: resource, DeviceIds: ids}, {ResourceName: "other.io/x", DeviceIds: []string{"z"}}}}}}
-}
-
-// Restart with a fake clientset: the informer feeds the ledger, PodResources rebuilds the claim
-// of a pod whose record was never written, the writer records it on the pod, and a new
-// Allocate's claim is written too.
+// Restart with a fake clientset: the informer feeds the ledger, a's claim comes back from its
+// written record (its container created again gets the same env, and nothing is rewritten), and a
+// new claim (b's container created) is written on b.
 func TestPodSyncWritesClaims(t *testing.T) {
 	a := testPod("a", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
 	b := testPod("b", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-B"}})
+	written := `{"version":"v1","node":"node-1","containers":[{"name":"c","kind":"app","devices":[{"uuid":"GPU-A","memoryMiB":1000}]}]}`
+	a.Annotations[device.AnnoClaimed] = written
 	client := fake.NewClientset(a, b)
-	pr := &fakePodResources{}
-	pr.set(podRes("default", "a", "c", "nvidia.com/gpu", "GPU-A::3"))
-	p, _, ctx := startPodSync(t, client, pr)
+	p, _, ctx := startPodSync(t, client)
 	claimed := func(name string) string {
 		got, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -81,24 +54,20 @@ func TestPodSyncWritesClaims(t *testing.T) {
 		}
 		return got.Annotations[device.AnnoClaimed]
 	}
-	waitFor(t, "a's claimed record", func() bool { return strings.Contains(claimed("a"), `"sliceIDs":["GPU-A::3"]`) })
-	if r := mustAlloc(t, p, "GPU-A::3"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+	if _, ok := p.Ledger().ClaimedRecord(a.UID); !ok {
+		t.Fatal("the informer did not deliver a before Start returned")
+	}
+	if r := mustCreate(t, p, a, "c", "GPU-B::3"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
 		t.Fatalf("repeat for a = %v", r.Envs)
 	}
-	mustAlloc(t, p, "GPU-B::0")
-	waitFor(t, "b's claimed record", func() bool { return strings.Contains(claimed("b"), `"sliceIDs":["GPU-B::0"]`) })
+	mustCreate(t, p, b, "c", "GPU-A::0")
+	waitFor(t, "b's claimed record", func() bool { return claimed("b") != "" })
 	dec, err := device.DecodeAllocation(claimed("b"))
-	if err != nil || dec.Node != testNode || dec.Containers[0].Devices[0].MemoryMiB != 2000 {
-		t.Fatalf("b record = %v, %v", dec, err)
+	if err != nil || dec.Node != testNode || dec.Containers[0].Devices[0].UUID != "GPU-B" || dec.Containers[0].Devices[0].MemoryMiB != 2000 {
+		t.Fatalf("b record = %v, %v; want 2000 MiB of GPU-B", dec, err)
 	}
-}
-
-func TestObserve(t *testing.T) {
-	pr := &fakePodResources{resp: &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{
-		podRes("ns", "p", "c", "nvidia.com/gpu", "GPU-A::1", "GPU-B::2"), podRes("ns", "q", "c", "x.io/gpu", "GPU-A::2")}}}
-	obs, err := Observe(context.Background(), pr, "nvidia.com/gpu")
-	if err != nil || len(obs) != 1 || obs[0].Pod != "p" || strings.Join(obs[0].IDs, ",") != "GPU-A::1,GPU-B::2" {
-		t.Fatalf("observe = %v, %v", obs, err)
+	if got := claimed("a"); got != written {
+		t.Fatalf("a's record became %s; want it left as written", got)
 	}
 }
 
@@ -147,7 +116,7 @@ func TestMetrics(t *testing.T) {
 	pod := testPod("m", t0, testNode, ctr{name: "c", mem: 3000, cores: 25, gpus: []string{"GPU-A"}})
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", ContainerID: "containerd://abc"}}
 	p.Ledger().UpsertPod(pod)
-	mustAlloc(t, p, "GPU-A::0")
+	mustCreate(t, p, pod, "c", "GPU-A::0")
 	p.OnXID(device.XIDEvent{UUID: "GPU-B", XID: 79})
 	c := NewCollector(p, func(pid uint32) (string, bool) { return "abc", pid == 10 })
 	if probs, err := testutil.CollectAndLint(c); err != nil || len(probs) != 0 {

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
@@ -23,16 +22,14 @@ import (
 
 // Options are the injectable parts of a Plugin (tests replace them).
 type Options struct {
-	// Clock drives health probes, Allocate waits and Lease renewals; default the real clock.
+	// Clock drives health probes, Allocate's wait for the NRI env guard and Lease renewals;
+	// default the real clock.
 	Clock clock.WithTicker
 	// WatchInterval is the period of the fallback poll of the plugin's socket and kubelet.sock
 	// (directory events trigger re-serving and re-registration at once); default 5s.
 	WatchInterval time.Duration
 	// FileExists reports whether a host path exists (HAMi-core library); default os.Stat.
 	FileExists func(string) bool
-	// Recorder records Warning Events on the pods a refused Allocate names; nil records none
-	// (Run makes one from Deps.Client when nil).
-	Recorder record.EventRecorder
 }
 
 // DefaultWatchInterval is the default Options.WatchInterval.
@@ -56,7 +53,7 @@ type Plugin struct {
 	rpcDuration *prometheus.HistogramVec
 	// canApplyPlans says why the NRI env guard cannot apply a pending answer's plan now, or nil
 	// (nri.Guard.CanApplyPlans; Run sets it before serving; nil: there is no guard). Allocate
-	// under PlanAtCreateContainer answers only when it says nil.
+	// answers only when it says nil.
 	canApplyPlans func(cdi bool) error
 	// guardChanged returns a channel closed when canApplyPlans may have changed (nil: never).
 	guardChanged func() <-chan struct{}
@@ -108,7 +105,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 		uuids = append(uuids, g.UUID)
 	}
 	p.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
-	p.ledger = ledger.New(ledger.Config{Node: cfg.NodeName, Names: cfg.Resources, Clock: opts.Clock, Dirty: dirty, GPUMemory: p.inventoryMiB})
+	p.ledger = ledger.New(ledger.Config{Node: cfg.NodeName, Names: cfg.Resources, Dirty: dirty, GPUMemory: p.inventoryMiB})
 	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
 	return p, nil
 }
@@ -124,8 +121,7 @@ func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus..
 
 // Inventory returns the node inventory with current health.
 func (p *Plugin) Inventory() device.Inventory {
-	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling,
-		OwnPlanAtCreate: p.cfg.ApplyPlanAt == PlanAtCreateContainer}
+	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling}
 	for _, g := range p.gpus {
 		g.Healthy = p.health.Healthy(g.UUID)
 		g.NVLinkPeers = append([]string(nil), g.NVLinkPeers...)
@@ -196,9 +192,11 @@ func (p *Plugin) devices() []*pluginapi.Device {
 	return out
 }
 
-// GetDevicePluginOptions implements the kubelet API: GetPreferredAllocation is available.
+// GetDevicePluginOptions implements the kubelet API: neither PreStartContainer nor
+// GetPreferredAllocation is needed (the slices the kubelet picks name no GPU of the pod's: the
+// pod's own plan is applied at container creation).
 func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+	return &pluginapi.DevicePluginOptions{}, nil
 }
 
 // ListAndWatch sends the device list, then again on every health change until the stream ends.
@@ -242,46 +240,27 @@ func (p *Plugin) checkIDs(ids []string) error {
 	return nil
 }
 
-// GetPreferredAllocation implements the kubelet API (case C18): per container, slices on the
-// GPUs planned for the pod the call most likely serves. It claims nothing.
-func (p *Plugin) GetPreferredAllocation(_ context.Context, r *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	out := &pluginapi.PreferredAllocationResponse{}
-	for _, c := range r.ContainerRequests {
-		ids := p.ledger.Prefer(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize))
-		out.ContainerResponses = append(out.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
-	}
-	return out, nil
-}
-
-// Allocate implements the kubelet API. Under PlanAtAllocate each container request is matched
-// to the pod and container it serves (Ledger.Allocate) and answered from the claimed devices;
-// under PlanAtCreateContainer it is answered with the pending answer (responder.pending) and the
-// NRI env guard applies the pod's own plan when the runtime creates the container.
+// Allocate implements the kubelet API. The call names no pod, so every container request is
+// answered with the pending answer (responder.pending: no GPU, no limit), and the NRI env guard
+// applies the pod's own plan when the runtime creates the container, where it names the pod
+// (nriSource; docs/design.md "Slot protocol: the decision"). The answer is given only while the
+// guard can apply plans (nri.Guard.CanApplyPlans), after waiting up to cfg.AllocateWait for it;
+// else the call is refused (FailedPrecondition, with the reason) rather than hand out devices
+// that no plan would limit. The device IDs are checked (checkIDs) but name no GPU of the pod's
+// (cases C18, C19, C22).
 func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	out := &pluginapi.AllocateResponse{}
 	for i, c := range r.ContainerRequests {
 		if err := p.checkIDs(c.DevicesIds); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
 		}
-		if p.cfg.ApplyPlanAt == PlanAtCreateContainer {
-			if why := p.waitPlansApplicable(ctx); why != nil {
-				err := fmt.Errorf("--apply-plan-at=%s, but %v (NRI socket %s), so no plan could be applied to the container; "+
-					"refusing the devices rather than handing them out unlimited (--apply-plan-at=allocate serves such runtimes)", PlanAtCreateContainer, why, p.cfg.NRISocket)
-				klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
-				return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
-			}
-			klog.V(2).InfoS("Allocate (plan left to container creation)", "deviceIDs", c.DevicesIds)
-			out.ContainerResponses = append(out.ContainerResponses, p.resp.pending())
-			continue
-		}
-		cl, err := p.ledger.Allocate(ctx, c.DevicesIds, p.cfg.AllocateWait, p.opts.Clock.After)
-		if err != nil {
+		if why := p.waitPlansApplicable(ctx); why != nil {
+			err := fmt.Errorf("%v (NRI socket %s), so no plan could be applied to the container; refusing the devices rather than handing them out unlimited", why, p.cfg.NRISocket)
 			klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
-			p.recordRefusal(err)
 			return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
 		}
-		klog.V(2).InfoS("Allocate", "pod", cl.Pod.String(), "container", cl.Container.Name, "deviceIDs", c.DevicesIds, "repeat", cl.Repeat)
-		out.ContainerResponses = append(out.ContainerResponses, p.resp.build(cl))
+		klog.V(2).InfoS("Allocate (plan applied at container creation)", "deviceIDs", c.DevicesIds)
+		out.ContainerResponses = append(out.ContainerResponses, p.resp.pending())
 	}
 	return out, nil
 }

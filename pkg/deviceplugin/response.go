@@ -38,9 +38,8 @@ func (c *Config) envConfig() gpuenv.Config {
 func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse {
 	devs := cl.Container.Devices
 	// The cache file is the container's own (HAMiContainerDir is in its root filesystem, not a
-	// host mount), so the container's name is unique enough, and it names no pod: Allocate cannot
-	// tell interchangeable pods apart (a swapped claim's answer would name the other pod), and a
-	// restarted plugin must rebuild the very answer the kubelet keeps (ledger.Ledger.Answered).
+	// host mount), so the container's name is unique enough; the answer names no pod, so that a
+	// restarted plugin rebuilds, from the claim alone, the very env the container runs with.
 	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: cl.Container.Name}
 	for i, d := range devs {
 		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
@@ -61,7 +60,7 @@ func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse 
 	return resp
 }
 
-// pending is the Allocate answer under PlanAtCreateContainer: MarkerEnv, empty, which tells the
+// pending is the Allocate answer: MarkerEnv, empty, which tells the
 // NRI env guard that the container's plan is still to be applied (nri.Container.AnswerPending),
 // and the mounts of the enforcement mode, which name no GPU. No GPU is named and no limit set:
 // a container the guard never sees (it disconnected after Allocate) gets no GPU under the cdi

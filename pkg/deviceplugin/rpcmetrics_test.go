@@ -12,13 +12,14 @@ import (
 )
 
 // Every kubelet call through the gRPC server is timed by method and status code, and the
-// histogram is exported with the GPU metrics (promlint clean). Calls: Allocate answered from
-// memory (OK), Allocate with an unknown device (InvalidArgument), GetDevicePluginOptions (OK).
+// histogram is exported with the GPU metrics (promlint clean). Calls: Allocate answered with the
+// pending answer (OK), Allocate with an unknown device (InvalidArgument), GetDevicePluginOptions
+// (OK).
 func TestRPCDurationMetric(t *testing.T) {
 	dir := t.TempDir()
 	k := startFakeKubelet(t, dir)
 	p, _ := newTestPlugin(t, testConfig(dir), newTestBackend(2, 81559))
-	p.Ledger().UpsertPod(testPod("m", t0, testNode, ctr{name: "c", mem: 3000, gpus: []string{"GPU-A"}}))
+	p.canApplyPlans = func(bool) error { return nil } // the NRI env guard is connected
 	startServe(t, p)
 	c := k.client(t, k.waitRegistration(t, 5*time.Second).Endpoint)
 	ctx := context.Background()

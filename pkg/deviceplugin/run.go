@@ -21,33 +21,20 @@ type Deps struct {
 	Backend device.Backend
 	// Faults is the fake fleet's fault API; served only when Config.FakeFaultInjection.
 	Faults nodeagent.FaultInjector
-	// PodResources is the kubelet's PodResources API; nil disables reconcile.
-	PodResources PodResourcesLister
 	// Options are the injectable parts (clock, intervals).
 	Options Options
 	// PIDResolver maps GPU processes to containers for per-slice memory use; nil = none.
 	PIDResolver PIDResolver
 }
 
-// Run runs the device plugin until ctx ends: it records Allocate refusals as Events on the pods
-// they name (Options.Recorder, else one on Deps.Client), discovers the GPUs, writes the CDI spec (cdi
-// strategy), syncs pods and rebuilds claims (AnnoClaimed + PodResources) before serving the
-// kubelet, watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
-// inventory and labels on change and renews the Lease every 10 s, serves metrics, and (with
-// Config.NRISocket) runs the NRI env guard (pkg/nri, case C37).
+// Run runs the device plugin until ctx ends: it discovers the GPUs, writes the CDI spec (cdi
+// strategy), syncs pods and rebuilds claims (AnnoClaimed) before serving the kubelet, runs the
+// NRI env guard that applies each pod's plan at container creation (pkg/nri, Config.NRISocket;
+// case C37), watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
+// inventory and labels on change and renews the Lease every 10 s, and serves metrics.
 func Run(ctx context.Context, cfg Config, d Deps) error {
-	podRes := d.PodResources
-	if cfg.ApplyPlanAt == PlanAtCreateContainer {
-		podRes = nil // each claim is the pod's own plan: nothing to reconcile with the kubelet's IDs
-	}
-	sync := NewPodSync(d.Client, cfg.NodeName, cfg.Resources.Count, podRes)
-	opts := d.Options
-	if opts.Recorder == nil {
-		rec, stop := NewEventRecorder(ctx, d.Client, cfg.NodeName)
-		defer stop()
-		opts.Recorder = rec
-	}
-	p, err := New(cfg, d.Backend, opts, sync.Dirty)
+	sync := NewPodSync(d.Client, cfg.NodeName)
+	p, err := New(cfg, d.Backend, d.Options, sync.Dirty)
 	if err != nil {
 		return err
 	}
@@ -71,21 +58,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return err
 	}
 	// case C37: the env guard starts once the ledger has its pods and claims back (informer
-	// synced, reconciled): before that it could not tell a GPU container from one without GPUs.
-	if cfg.NRISocket != "" {
-		g := nri.NewGuard(NRISource(p, sync.reconcile), cfg.NRIExemptNamespaces...)
-		p.canApplyPlans, p.guardChanged = g.CanApplyPlans, g.Changed
-		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
-		// case C04: a container created while the plugin was down runs with an answer whose
-		// claimed record a restart may have lost; the guard reports those (Synchronize) before
-		// the kubelet's next Allocate can take the slot they run on.
-		select {
-		case <-g.Ready():
-		case <-ctx.Done():
-		case <-p.opts.Clock.After(nri.DefaultRetry):
-			klog.InfoS("The NRI env guard has not checked the running containers yet; serving the kubelet anyway", "socket", cfg.NRISocket, "waited", nri.DefaultRetry)
-		}
-	}
+	// synced): before that it could not tell a GPU container from one without GPUs. Allocate
+	// waits for it to connect (Plugin.waitPlansApplicable).
+	g := nri.NewGuard(NRISource(p), cfg.NRIExemptNamespaces...)
+	p.canApplyPlans, p.guardChanged = g.CanApplyPlans, g.Changed
+	go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	go p.publishLoop(ctx, d.Client)

@@ -196,7 +196,7 @@ func (p *Plugin) register(ctx context.Context, kubelet string) error {
 		Version:      pluginapi.Version,
 		Endpoint:     SocketName,
 		ResourceName: p.cfg.Resources.Count,
-		Options:      &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+		Options:      &pluginapi.DevicePluginOptions{},
 	})
 	if err != nil {
 		p.mu.Lock()

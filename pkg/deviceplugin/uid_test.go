@@ -18,24 +18,20 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/podevents/podeventstest"
 )
 
-// case C34: pod default/p (1000 MiB, claimed slice GPU-A::3) is deleted and re-created under
-// the same name with 2000 MiB while the plugin's pod watch is down; the watch ends with 410 Gone,
-// the reflector relists, and the informer delivers one update from the old UID to the new one
-// and no delete (asserted). The kubelet then allocates the new pod on the slice the old one
-// left (GPU-A::3): the plugin serves the new pod's own 2000 MiB. Before: the old pod stayed in
-// the ledger, the call matched its claim as a repeat, and the new pod got the old pod's 1000m.
-// Its metrics (C35) name only the new pod.
+// case C34: pod default/p (1000 MiB, claimed) is deleted and re-created under the same name with
+// 2000 MiB while the plugin's pod watch is down; the watch ends with 410 Gone, the reflector
+// relists, and the informer delivers one update from the old UID to the new one and no delete
+// (asserted). The kubelet then admits the new pod on the slice the old one left (GPU-A::3): its
+// container gets the new pod's own 2000 MiB, and the old pod is gone from the ledger. Its
+// metrics (C35) name only the new pod.
 func TestC34RelistForgetsPodRecreatedUnderSameName(t *testing.T) {
 	old := testPod("p", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
 	client := fake.NewClientset(old)
 	gate := podeventstest.Gate(client, "pods")
-	pr := &fakePodResources{}
-	pr.set()
-	p, s, ctx := startPodSync(t, client, pr)
+	p, s, ctx := startPodSync(t, client)
 
 	var mu sync.Mutex
 	var crossings []string
@@ -56,12 +52,12 @@ func TestC34RelistForgetsPodRecreatedUnderSameName(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if r := mustAlloc(t, p, "GPU-A::3"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
-		t.Fatalf("old pod's Allocate: %v", r.Envs)
+	if r := mustCreate(t, p, old, "c", "GPU-A::3"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+		t.Fatalf("old pod's container: %v", r.Envs)
 	}
 	waitFor(t, "the old pod's claimed record", func() bool {
 		got, err := client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
-		return err == nil && strings.Contains(got.Annotations[device.AnnoClaimed], "GPU-A::3")
+		return err == nil && strings.Contains(got.Annotations[device.AnnoClaimed], `"memoryMiB":1000`)
 	})
 
 	gate.Deafen()
@@ -90,12 +86,12 @@ func TestC34RelistForgetsPodRecreatedUnderSameName(t *testing.T) {
 	if _, known := p.Ledger().ClaimedRecord(old.UID); known {
 		t.Errorf("the ledger still holds the old pod %s after the update across UIDs", old.UID)
 	}
-	r := mustAlloc(t, p, "GPU-A::3")
+	r := mustCreate(t, p, fresh, "c", "GPU-A::3")
 	if got := r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"]; got != "2000m" {
 		t.Fatalf("the re-created pod got CUDA_DEVICE_MEMORY_LIMIT_0=%q, want its own 2000m", got)
 	}
-	if rec, ok := p.Ledger().ClaimedRecord(fresh.UID); !ok || len(rec.Containers) != 1 || rec.Containers[0].SliceIDs[0] != "GPU-A::3" {
-		t.Errorf("the re-created pod's claimed record: %+v, %v", rec, ok)
+	if rec, ok := p.Ledger().ClaimedRecord(fresh.UID); !ok || len(rec.Containers) != 1 || rec.Containers[0].Devices[0].MemoryMiB != 2000 {
+		t.Errorf("the re-created pod's claimed record: %+v, %v; want 2000 MiB", rec, ok)
 	}
 
 	c := NewCollector(p, nil)
@@ -121,14 +117,14 @@ func TestC40InitAndAppChargedOnceInGPUMetrics(t *testing.T) {
 		ctr{name: "app", mem: 40960, cores: 50, gpus: []string{"GPU-A"}})
 	other := testPod("other", t0.Add(time.Second), testNode, ctr{name: "app", mem: 8192, cores: 10, gpus: []string{"GPU-A"}})
 	p.Ledger().UpsertPod(ia)
-	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "49152m" {
+	if r := mustCreate(t, p, ia, "init", "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "49152m" {
 		t.Fatalf("init container: %v", r.Envs)
 	}
-	if r := mustAlloc(t, p, "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "40960m" {
+	if r := mustCreate(t, p, ia, "app", "GPU-A::0"); r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "40960m" {
 		t.Fatalf("app container reusing the init container's device: %v", r.Envs)
 	}
 	p.Ledger().UpsertPod(other)
-	mustAlloc(t, p, "GPU-A::1")
+	mustCreate(t, p, other, "app", "GPU-A::1")
 
 	// The extender's charge of the same allocations, by the same function.
 	planned := func(pod *corev1.Pod) *device.Allocation {
@@ -167,33 +163,6 @@ hami_go_gpu_sharers{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="
 	// Per-slice limits stay per container: each container's own limit.
 	if n := testutil.CollectAndCount(c, "hami_go_slice_memory_limit_bytes"); n != 3 {
 		t.Errorf("%d slice series, want 3 (init, app, other's app)", n)
-	}
-}
-
-// case C34: the kubelet's PodResources API names pods by namespace/name only. When it lists
-// two pods under one name (the old one force-deleted and still running, the new one admitted),
-// Reconcile cannot tell which devices are the new pod's and leaves its record alone; once the
-// name is unambiguous again it claims as before. Before: the first listed entry was claimed
-// for the new pod, possibly the old pod's slice.
-func TestC34ReconcileLeavesNameOfTwoPodsAlone(t *testing.T) {
-	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(2, 81920))
-	fresh := testPod("p", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-A"}})
-	p.Ledger().UpsertPod(fresh)
-	two := []ledger.ObservedContainer{
-		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-B::5"}},
-		{Namespace: "default", Pod: "p", Container: "c", IDs: []string{"GPU-A::2"}},
-	}
-	if changed := p.Ledger().Reconcile(two); len(changed) != 0 {
-		t.Fatalf("Reconcile with two pods under one name changed %v", changed)
-	}
-	if rec, _ := p.Ledger().ClaimedRecord(fresh.UID); len(rec.Containers) != 0 {
-		t.Fatalf("claimed from an ambiguous listing: %+v", rec)
-	}
-	if changed := p.Ledger().Reconcile(two[1:]); len(changed) != 1 {
-		t.Fatalf("Reconcile with one pod under the name changed %v, want the pod", changed)
-	}
-	if rec, _ := p.Ledger().ClaimedRecord(fresh.UID); len(rec.Containers) != 1 || rec.Containers[0].SliceIDs[0] != "GPU-A::2" {
-		t.Fatalf("claimed record %+v, want GPU-A::2", rec)
 	}
 }
 

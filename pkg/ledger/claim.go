@@ -15,44 +15,19 @@ type unplacedPod struct {
 	why string
 }
 
-// Claim is the result of a successful Allocate match: the pod and the container whose slot
-// the call took, with the devices it gets (never derived from the kubelet's IDs: C18, C19, C22).
+// Claim is a container's claim of its pod's plan: the pod and the container, with the devices
+// it gets (the pod's planned ones, never derived from the kubelet's device IDs: C18, C19, C22).
 type Claim struct {
 	Pod device.PodRef
-	// Container is a copy of the claimed container allocation; SliceIDs are the kubelet's IDs.
+	// Container is a copy of the claimed container allocation (no SliceIDs).
 	Container device.ContainerAllocation
-	// Repeat is true when the call repeated an earlier one (kubelet at container start).
+	// Repeat is true when the container had claimed already (the runtime creates it again after
+	// it exited, or a restarted plugin restored the claim).
 	Repeat bool
 }
 
-// ErrNoPod is returned by Ledger.TryAllocate when no pod waits for the call yet: the caller may
-// wait for the informer and try again. Pods are the pods on this node that ask for the count
-// resource but cannot be served (not placed by hami-go, or a malformed plan): the call is most
-// likely one of theirs.
-type ErrNoPod struct {
-	Reason string
-	Pods   []device.PodRef
-}
-
-func (e *ErrNoPod) Error() string { return e.Reason }
-
-// Concerns returns the pods the refusal names.
-func (e *ErrNoPod) Concerns() []device.PodRef { return e.Pods }
-
-// ErrConfusable is the refusal of an Allocate call that could serve any of several pods with
-// different requests (case C20). Pods are those pods, in the order the plugin saw them.
-type ErrConfusable struct {
-	Reason string
-	Pods   []device.PodRef
-}
-
-func (e *ErrConfusable) Error() string { return e.Reason }
-
-// Concerns returns the pods the refusal names.
-func (e *ErrConfusable) Concerns() []device.PodRef { return e.Pods }
-
 // ContainerClaim returns the claim of container name of pod uid (a copy): claimed is true when
-// Allocate (or Reconcile, or the pod's claimed record after a restart) claimed it; planned is true
+// ClaimPlanned (or the pod's claimed record after a restart) claimed it; planned is true
 // when the pod's plan gives the container GPUs (false: the pod is not in the ledger, or the
 // container has no GPUs). Terminating pods are included.
 func (l *Ledger) ContainerClaim(uid types.UID, name string) (cl Claim, claimed, planned bool) {
@@ -71,10 +46,9 @@ func (l *Ledger) ContainerClaim(uid types.UID, name string) (cl Claim, claimed, 
 	return Claim{}, false, e.plan.Container(name) != nil
 }
 
-// ClaimPlanned claims container name of pod uid with the pod's own planned allocation. It is the
-// whole match when the device plugin applies each pod's plan at container creation
-// (--apply-plan-at=create-container, design (b) of docs/design.md): the runtime names the pod
-// there, so no two pods can take each other's slot and nothing is swapped or republished. The
+// ClaimPlanned claims container name of pod uid with the pod's own planned allocation, when the
+// runtime creates the container (the NRI env guard, docs/design.md "Slot protocol: the
+// decision"): the runtime names the pod there, so no two pods can take each other's GPUs. The
 // claim carries no slice IDs (the kubelet's IDs name no GPU of the pod's). A container claimed
 // already (the runtime creates it again after it exited) gets its claim back, Repeat set.
 //
@@ -109,7 +83,6 @@ func (l *Ledger) ClaimPlanned(uid types.UID, name string) (cl Claim, planned boo
 		return Claim{}, false, nil
 	}
 	e.claimed[name] = c
-	e.lastClaim = l.clock.Now()
 	l.notifyLocked()
 	out := Claim{Pod: e.ref, Container: cloneContainer(c)}
 	l.mu.Unlock()

@@ -2,20 +2,17 @@ package ledger
 
 import (
 	"testing"
-	"time"
-
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// The ledger on its own, without the device plugin's server: a pod placed on the node is
-// matched by an Allocate call, and Plan reports its effective plan with the kubelet's IDs.
+// The ledger on its own, without the device plugin's server: a pod placed on the node claims its
+// plan for its container, Plan and ClaimedRecord report it, and the claim is queued for writing.
 func TestLedgerClaimAndPlan(t *testing.T) {
 	var dirty []string
 	l := New(Config{
-		Node: "node-1", Names: device.DefaultResourceNames(), Clock: clocktesting.NewFakeClock(time.Unix(0, 0)),
+		Node: "node-1", Names: device.DefaultResourceNames(),
 		Dirty:     func(r device.PodRef) { dirty = append(dirty, r.String()) },
 		GPUMemory: func(string) (int64, bool) { return 24576, true },
 	})
@@ -28,16 +25,18 @@ func TestLedgerClaimAndPlan(t *testing.T) {
 	}
 	p.Annotations[device.AnnoPlanned] = enc
 	l.UpsertPod(p)
-	if a, ok := l.Plan(p.UID); !ok || len(a.Containers) != 1 || len(a.Containers[0].SliceIDs) != 0 {
-		t.Fatalf("Plan before Allocate = %+v, %v; want the planned container, unclaimed", a, ok)
+	if a, ok := l.Plan(p.UID); !ok || len(a.Containers) != 1 || a.Containers[0].Devices[0].UUID != "GPU-A" {
+		t.Fatalf("Plan = %+v, %v; want the planned container on GPU-A", a, ok)
 	}
-	c, err := l.TryAllocate([]string{"GPU-A::3"})
-	if err != nil || c.Pod != device.RefOf(p) || c.Container.Devices[0].UUID != "GPU-A" {
-		t.Fatalf("TryAllocate = %+v, %v", c, err)
+	if rec, ok := l.ClaimedRecord(p.UID); !ok || len(rec.Containers) != 0 {
+		t.Fatalf("ClaimedRecord before the claim = %+v, %v; want none", rec, ok)
 	}
-	a, ok := l.Plan(p.UID)
-	if !ok || len(a.Containers[0].SliceIDs) != 1 || a.Containers[0].SliceIDs[0] != "GPU-A::3" {
-		t.Fatalf("Plan after Allocate = %+v, %v; want GPU-A::3 claimed", a, ok)
+	c, planned, err := l.ClaimPlanned(p.UID, "main")
+	if err != nil || !planned || c.Pod != device.RefOf(p) || c.Container.Devices[0].UUID != "GPU-A" || c.Container.Devices[0].MemoryMiB != 1000 {
+		t.Fatalf("ClaimPlanned = %+v, %v, %v; want 1000 MiB of GPU-A", c, planned, err)
+	}
+	if rec, ok := l.ClaimedRecord(p.UID); !ok || len(rec.Containers) != 1 || rec.Containers[0].Devices[0].UUID != "GPU-A" {
+		t.Fatalf("ClaimedRecord after the claim = %+v, %v; want main on GPU-A", rec, ok)
 	}
 	if len(dirty) != 1 || dirty[0] != "ns/p" {
 		t.Fatalf("queued for writing: %v, want [ns/p]", dirty)

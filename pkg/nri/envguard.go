@@ -33,7 +33,7 @@ type RefusedError struct {
 	// HasWant is true when hami-go set Name for this container (to Want).
 	HasWant bool
 	// Repeated is true when hami-go's answer put no entry of Name in the env (a name its answer
-	// leaves to the guard, design (b); or one it does not set) and the env has more than one.
+	// leaves to the guard, the device plugin's pending answer; or one it does not set) and the env has more than one.
 	Repeated bool
 }
 
@@ -61,8 +61,8 @@ func (e *RefusedError) Error() string {
 // (the device plugin's env, then the container's envFrom and env values), duplicates kept
 // (containerd 2.4, pkg/oci replaceOrAppendEnvValues). answer is the protected env hami-go's own
 // answer put in env before the container's values: the device plugin's Allocate response or the
-// DRA claims' CDI specs, which is want itself; or, when the device plugin applies the pod's plan
-// at CreateContainer (design (b)), only the empty MarkerEnv. want is the env the container must
+// DRA claims' CDI specs, which is want itself; or, for the device plugin, which applies the pod's
+// plan at CreateContainer, only the empty MarkerEnv (its pending answer). want is the env the container must
 // run with; names that are not protected are ignored; nil for a container without GPUs.
 //
 // What an adjustment can do follows from how containerd 2.4 applies it (NRI v0.12
@@ -74,13 +74,13 @@ func (e *RefusedError) Error() string {
 // containerd 2.4.2 with Debian's runc 1.1.5). Hence:
 //   - a name of the answer whose last value is the answer's (for example image ENV before the
 //     plugin's entry) is set to want's value, which also drops the earlier entries: when the two
-//     differ (design (b)'s marker) only one entry may be there;
+//     differ (the pending answer's marker) only one entry may be there;
 //   - a wanted name that is missing is added;
 //   - a name of the answer whose last value differs (pod env or envFrom after the plugin's entry)
 //     is refused: the later entry would win over any adjustment;
-//   - a wanted name the answer left out (design (b)) with an entry after the answer's is refused
-//     as under (c): the container's own envFrom or env set it, and a tenant gets feedback rather
-//     than a silent override;
+//   - a wanted name the answer left out (the pending answer) with an entry after the answer's is
+//     refused: the container's own envFrom or env set it, and a tenant gets feedback rather than
+//     a silent override;
 //   - any other protected name is set (to want's value, or emptied) when it appears once, and
 //     refused when it appears more than once (the later entry's value would be written over the
 //     adjusted one).

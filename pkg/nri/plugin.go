@@ -46,21 +46,14 @@ type Container struct {
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
-	// Answered are the GPU UUIDs of the container's MarkerEnv when the env sets it exactly once
-	// and the runtime is one that keeps a repeated name as two entries (containerd >= 2.0,
-	// Guard.Configure): then only hami-go's own answer set it (the device plugin's Allocate
-	// response, which the kubelet keeps in its checkpoint; the DRA driver's CDI spec), because
-	// hami-go sets it in every container it gives GPUs and a second writer (image ENV, the pod's
-	// env or envFrom) makes a second entry. nil when it is absent or repeated, and on runtimes
-	// where a later value replaces an earlier one (containerd 1.x, CRI-O: an envFrom value could
-	// stand alone). The device plugin's Source takes it as the truth for a claim it rebuilt after
-	// a restart (ledger.Ledger.Answered).
-	Answered []string
 	// AnswerPending is true when the env sets MarkerEnv exactly once, empty, on a runtime that
-	// keeps a repeated name as two entries (as Answered): the device plugin's Allocate answer left
-	// the container's plan to the guard (--apply-plan-at=create-container, design (b) of
-	// docs/design.md). A second writer of the marker makes a second entry; the container is then
-	// checked as an answered one, whose claim Allocate made (and refused when it has none).
+	// keeps a repeated env name as two entries (containerd >= 2.0, Guard.Configure): the device
+	// plugin's Allocate answer (which the kubelet keeps in its checkpoint) left the container's
+	// plan to the guard (docs/design.md "Slot protocol: the decision"). hami-go sets the marker
+	// in every container it gives GPUs, so a second writer (image ENV, the pod's env or envFrom)
+	// makes a second entry, and the container is then checked against its claim (refused when it
+	// has none). On runtimes where a later value replaces an earlier one (containerd 1.x, CRI-O)
+	// an envFrom value could stand alone, so it is never set there.
 	AnswerPending bool
 }
 
@@ -75,9 +68,9 @@ type Allocated struct {
 	// adds; nil when GPU is false.
 	Env map[string]string
 	// Pending is true when hami-go's answer left the allocation to the guard: the device plugin
-	// applies each pod's own plan at CreateContainer (--apply-plan-at=create-container, design
-	// (b) of docs/design.md), and its Allocate response set only MarkerEnv, empty. The guard then
-	// adds Env and CDIDevices.
+	// applies each pod's own plan at CreateContainer (docs/design.md "Slot protocol: the
+	// decision"), and its Allocate response set only MarkerEnv, empty. The guard then adds Env
+	// and CDIDevices.
 	Pending bool
 	// CDIDevices are the fully qualified CDI device names the guard adds when Pending
 	// ("vendor/class=name"; the device plugin's cdi strategy).
@@ -105,7 +98,7 @@ type Guard struct {
 	src    Source
 	exempt map[string]bool
 	// answers is set (Configure) when the runtime keeps a repeated env name as two entries, which
-	// the single-marker rule of Container.Answered relies on.
+	// the single-marker rule of Container.AnswerPending relies on.
 	answers atomic.Bool
 	// cdi is set (Configure) when the runtime injects the CDI devices an adjustment names
 	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
@@ -116,16 +109,7 @@ type Guard struct {
 	connected atomic.Bool
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
-	ready     chan struct{} // closed by markReady
-	once      sync.Once
 }
-
-// Ready returns a channel closed once the guard has checked the containers the runtime already
-// has (its first Synchronize), or its first attempt to connect has failed (no NRI on this node:
-// there is nothing to wait for). The device plugin serves the kubelet after it (case C04).
-func (g *Guard) Ready() <-chan struct{} { return g.ready }
-
-func (g *Guard) markReady() { g.once.Do(func() { close(g.ready) }) }
 
 // Changed returns a channel closed at the next change of the guard's connection to the runtime
 // (and so of CanApplyPlans).
@@ -163,7 +147,7 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
 func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}, ready: make(chan struct{}), changed: make(chan struct{})}
+	g := &Guard{src: src, exempt: map[string]bool{}, changed: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
@@ -182,7 +166,7 @@ type Adjustment struct {
 // env is the container's OCI env at CreateContainer (see PlanEnv).
 func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
 	protected := false
-	markers := 0
+	markers, empty := 0, false
 	for _, e := range env {
 		name, value, _ := strings.Cut(e, "=")
 		if device.IsProtectedEnv(name) {
@@ -190,17 +174,11 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adju
 		}
 		if name == MarkerEnv {
 			markers++
-			c.Answered = nil
-			if value != "" {
-				c.Answered = strings.Split(value, ",")
-			}
+			empty = value == ""
 		}
 	}
 	marked := markers > 0
-	c.AnswerPending = markers == 1 && c.Answered == nil && g.answers.Load()
-	if markers != 1 || !g.answers.Load() {
-		c.Answered = nil
-	}
+	c.AnswerPending = markers == 1 && empty && g.answers.Load()
 	exempt := g.exempt[c.PodNamespace]
 	if !protected || exempt && !c.AnswerPending {
 		return Adjustment{}, nil
@@ -277,7 +255,7 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 // Configure implements the NRI stub's ConfigureInterface (the events stay those the guard
 // handles): it notes whether the runtime keeps every entry of a repeated env name in the order
 // the CRI env gives them, image ENV first (containerd >= 2.0, measured on 2.4.2:
-// docs/components.md), which Container.Answered and Container.AnswerPending rely on, and whether
+// docs/components.md), which Container.AnswerPending relies on, and whether
 // it injects the CDI devices an adjustment names (containerd >= 2.1; CanApplyPlans).
 func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
@@ -293,12 +271,10 @@ func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.Ev
 }
 
 // Synchronize implements the NRI stub's SynchronizeInterface: when the guard (re)connects, the
-// runtime lists the containers it already has, and each GPU container's Source is asked again
-// as at its creation, so that a claim rebuilt after a restart follows the answer the container
-// really runs with (Container.Answered). A running container cannot be refused or adjusted any
-// more, so the checks run after Synchronize returns (the runtime bounds the call's time, and
-// the device plugin's Source asks the kubelet for each container), and Ready is closed when they
-// are done; what Decide would have refused is logged as an error.
+// runtime lists the containers it already has, and each one is checked as at its creation. A
+// running container cannot be refused or adjusted any more, so the checks run after
+// Synchronize returns (the runtime bounds the call's time), and what Decide would have refused
+// is logged as an error: a container created while the guard was away.
 func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
@@ -316,7 +292,6 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		defer g.markReady()
 		for _, ch := range checks {
 			if _, err := g.Decide(ctx, ch.c, ch.env); err != nil {
 				klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
@@ -353,9 +328,6 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 		connected, err := serveOnce(ctx, socket, g)
 		if ctx.Err() != nil {
 			return
-		}
-		if !connected {
-			g.markReady()
 		}
 		wait := retry
 		if connected && time.Since(start) >= retry {

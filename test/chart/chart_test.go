@@ -65,8 +65,8 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--enforcement": "hami-core", "--device-list-strategy": "cdi", "--cdi-spec-dir": "/var/run/cdi",
 		"--hami-core-library": "/usr/local/vgpu/libvgpu.so", "--mps-pipe-dir": "/tmp/nvidia-mps",
 		"--application-xids": "13,31,43,45,68,109", "--recovery-probes": "3", "--probe-interval": "5s",
-		"--allocate-wait": "5s", "--apply-plan-at": "create-container", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
-		"--pod-resources-socket": "/var/lib/kubelet/pod-resources/kubelet.sock", "--lease-namespace": "kube-node-lease",
+		"--allocate-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
+		"--lease-namespace": "kube-node-lease",
 		"--metrics-address": ":9400", "--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 		"--nri-socket": "/var/run/nri/nri.sock", "--nri-exempt-namespaces": "hami-go-system,kube-system",
@@ -84,11 +84,11 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		t.Error("KUBERNETES_SERVICE_HOST set without apiServer.host")
 	}
 	// case C37: real GPUs get the cdi strategy by default, so the CDI spec dir is mounted read-write.
-	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "pod-resources": "/var/lib/kubelet/pod-resources", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri"}
+	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
-	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/var/lib/kubelet/pod-resources": "pod-resources", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri"}
+	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}

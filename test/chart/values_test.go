@@ -133,7 +133,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.splitCount=4"}, dpFlag("--split-count"), "4"},
 		{[]string{"devicePlugin.memoryScaling=1.5"}, dpFlag("--memory-scaling"), "1.5"},
 		{[]string{"devicePlugin.enforcement=none"}, dpFlag("--enforcement"), "none"},
-		{[]string{"devicePlugin.deviceListStrategy=envvar", "devicePlugin.applyPlanAt=allocate"}, dpFlag("--device-list-strategy"), "envvar"},
+		{[]string{"devicePlugin.backend=fake", "devicePlugin.deviceListStrategy=cdi"}, dpFlag("--device-list-strategy"), "cdi"},
 		// case C37: "" = cdi for real GPUs, envvar for fake ones (no device nodes, no CDI in containerd 1.6).
 		{[]string{"devicePlugin.backend=fake"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-list-strategy")(t, r) + " " + words(hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["cdi"] == "")
@@ -151,19 +151,19 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.recoveryProbes=5"}, dpFlag("--recovery-probes"), "5"},
 		{[]string{"devicePlugin.probeInterval=9s"}, dpFlag("--probe-interval"), "9s"},
 		{[]string{"devicePlugin.allocateWait=3s"}, dpFlag("--allocate-wait"), "3s"},
-		{[]string{"devicePlugin.applyPlanAt=allocate"}, dpFlag("--apply-plan-at"), "allocate"},
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
-			return dpFlag("--device-plugin-dir")(t, r) + " " + dpFlag("--pod-resources-socket")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
-		}, "/data/kubelet/device-plugins /data/kubelet/pod-resources/kubelet.sock /data/kubelet/device-plugins"},
+			return dpFlag("--device-plugin-dir")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
+		}, "/data/kubelet/device-plugins /data/kubelet/device-plugins"},
 		// case C37: the NRI env guard's socket, and its directory mounted from the host.
 		{[]string{"devicePlugin.nriSocket=/run/containerd/nri/nri.sock"}, func(t testing.TB, r rendered) string {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return dpFlag("--nri-socket")(t, r) + " " + hostPaths(spec)["nri"] + " " + mounts(container(t, spec, "device-plugin"))["/run/containerd/nri"]
 		}, "/run/containerd/nri/nri.sock /run/containerd/nri nri"},
-		{[]string{"devicePlugin.nriSocket=", "devicePlugin.applyPlanAt=allocate"}, func(t testing.TB, r rendered) string {
-			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
+		// mode dra: the DRA driver's guard is optional; "" runs none and mounts nothing.
+		{[]string{"mode=dra", "devicePlugin.nriSocket="}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, draDS).Spec.Template.Spec
 			_, has := hostPaths(spec)["nri"]
-			return words(dpFlag("--nri-socket")(t, r) == "", has)
+			return words(flags(container(t, spec, "dra-driver"))["--nri-socket"] == "", has)
 		}, "true false"},
 		{[]string{"devicePlugin.metricsPort=9500"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--metrics-address")(t, r) + " " + words(namedPort(container(t, daemonSet(t, r, dpDS).Spec.Template.Spec, "device-plugin"), "metrics"))

@@ -150,14 +150,11 @@ seccompProfile:
 {{- if not (has (toString $dp.deviceListStrategy) (list "" "envvar" "cdi")) -}}
 {{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\", \"cdi\" or \"\" (cdi for nvml, envvar for fake), got %q" (toString $dp.deviceListStrategy)) -}}
 {{- end -}}
-{{- if not (has $dp.applyPlanAt (list "allocate" "create-container")) -}}
-{{- fail (printf "devicePlugin.applyPlanAt must be \"allocate\" or \"create-container\", got %q" (toString $dp.applyPlanAt)) -}}
+{{- if and (eq .Values.mode "deviceplugin") (not $dp.nriSocket) -}}
+{{- fail "mode deviceplugin needs the NRI env guard, which applies each pod's plan at container creation, but devicePlugin.nriSocket is empty" -}}
 {{- end -}}
-{{- if and (eq $dp.applyPlanAt "create-container") (not $dp.nriSocket) -}}
-{{- fail "devicePlugin.applyPlanAt=create-container needs the NRI env guard, but devicePlugin.nriSocket is empty" -}}
-{{- end -}}
-{{- if and (eq $dp.applyPlanAt "create-container") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
-{{- fail "devicePlugin.applyPlanAt=create-container needs devicePlugin.deviceListStrategy=cdi on real GPUs (a container the NRI guard misses must get no GPU, not the image's NVIDIA_VISIBLE_DEVICES)" -}}
+{{- if and (eq .Values.mode "deviceplugin") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
+{{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI env guard adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
 {{- end -}}
 {{- if not (has .Values.webhook.resourceAnnotations (list "deny" "warn")) -}}
 {{- fail (printf "webhook.resourceAnnotations must be \"deny\" or \"warn\", got %q" (toString .Values.webhook.resourceAnnotations)) -}}

@@ -412,8 +412,7 @@ func latencySection(w *bytes.Buffer, b Benchmarks) {
 		label, key string
 		target     float64 // µs; 0: reported without a target
 	}{
-		{"device plugin Allocate from memory, 200 pods in flight (pkg/deviceplugin BenchmarkAllocate)", "deviceplugin.Allocate", 1000},
-		{"device plugin under --apply-plan-at=create-container (the chart's default): Allocate, then the NRI guard's decision at container creation, 200 pods in flight (pkg/deviceplugin BenchmarkApplyPlanAtCreate)", "deviceplugin.ApplyPlanAtCreate", 1000},
+		{"device plugin, one GPU container: Allocate (the pending answer), then the NRI guard's decision at container creation, 200 pods in flight (pkg/deviceplugin BenchmarkAllocate)", "deviceplugin.Allocate", 1000},
 		{"webhook admission, GPU pod (pkg/webhook BenchmarkAdmissionLatency/gpu-pod)", "webhook.AdmissionLatency/gpu-pod", 1000},
 		{"webhook admission, KubeRay worker (…/ray-worker)", "webhook.AdmissionLatency/ray-worker", 1000},
 		{"webhook admission in DRA mode, KubeRay worker asking 50 % on two GPU sizes, template cached (pkg/webhook BenchmarkPodReviewDRA)", "webhook.PodReviewDRA", 1000},

@@ -18,26 +18,18 @@ import (
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
-// planAtCreateConfig is testConfig with --apply-plan-at=create-container (and a socket path,
-// which New never dials).
-func planAtCreateConfig(t *testing.T, strategy string) Config {
-	cfg := testConfig(t.TempDir())
-	cfg.ApplyPlanAt = PlanAtCreateContainer
-	cfg.NRISocket = "/nonexistent/nri.sock"
-	cfg.DeviceListStrategy = strategy
-	cfg.CDISpecDir = t.TempDir()
-	return cfg
-}
-
-// case C04 under design (b) (--apply-plan-at=create-container): Allocate names no GPU, and the
-// NRI env guard gives each of two interchangeable pods its own plan at container creation,
-// whichever slices the kubelet chose for them: p (planned GPU-A) gets a slice of GPU-B from the
-// kubelet and still runs on GPU-A with the env Allocate would have answered under design (c);
-// each GPU is charged once, and each claimed record is the pod's plan.
-func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
+// case C04: Allocate names no GPU, and the NRI env guard gives each of two interchangeable pods
+// its own plan at container creation, whichever slices the kubelet chose for them: p (planned
+// GPU-A) gets a slice of GPU-B from the kubelet and still runs on GPU-A with the env its claim
+// builds; each GPU is charged once, and each claimed record is the pod's plan. While the guard
+// cannot apply plans, Allocate is refused with the reason.
+func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 	for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
 		t.Run(strategy, func(t *testing.T) {
-			p, _ := newTestPlugin(t, planAtCreateConfig(t, strategy), newTestBackend(2, 81920))
+			cfg := testConfig(t.TempDir())
+			cfg.DeviceListStrategy = strategy
+			cfg.CDISpecDir = t.TempDir()
+			p, _ := newTestPlugin(t, cfg, newTestBackend(2, 81920))
 			pp := testPod("p", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
 			pq := testPod("q", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-B"}})
 			p.Ledger().UpsertPod(pp)
@@ -54,12 +46,15 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 					}
 				}
 				_, err := alloc(t, p, "GPU-B::0")
-				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--apply-plan-at=create-container, but ") || !strings.Contains(err.Error(), why) {
-					t.Fatalf("Allocate while the guard cannot apply plans (%q): %v; want FailedPrecondition naming --apply-plan-at and why", why, err)
+				if want := "so no plan could be applied to the container; refusing the devices rather than handing them out unlimited"; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), why) {
+					t.Fatalf("Allocate while the guard cannot apply plans (%q): %v; want FailedPrecondition saying why and %q", why, err, want)
 				}
 			}
 			p.canApplyPlans = func(bool) error { return nil }
-			resp := mustAlloc(t, p, "GPU-B::0") // the kubelet's slice for p, on q's GPU
+			resp, err := alloc(t, p, "GPU-B::0") // the kubelet's slice for p, on q's GPU
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !reflect.DeepEqual(resp.Envs, map[string]string{device.EnvGPUUUIDs: ""}) || len(resp.CdiDevices) != 0 {
 				t.Fatalf("Allocate answered env %v, CDI devices %v; want only the empty %s", resp.Envs, resp.CdiDevices, device.EnvGPUUUIDs)
 			}
@@ -67,10 +62,7 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 				t.Fatal("Allocate claimed p's container; the claim is made at container creation")
 			}
 
-			g := nri.NewGuard(NRISource(p, func(context.Context) { t.Error("reconciled with the kubelet under create-container") }))
-			if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
-				t.Fatal(err)
-			}
+			g := testGuard(t, p)
 			for _, tc := range []struct {
 				pod *podEntryRef
 				gpu string
@@ -86,7 +78,7 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 				if !claimed || cl.Container.Devices[0].UUID != tc.gpu {
 					t.Fatalf("pod %s: claim %+v (claimed %v); want its own plan on %s", tc.pod.name, cl, claimed, tc.gpu)
 				}
-				want := p.resp.build(cl) // what design (c) would have answered for this claim
+				want := p.resp.build(cl) // the env and CDI devices the claim builds
 				got := map[string]string{}
 				for _, ch := range adj.Env {
 					got[ch.Name] = ch.Value
@@ -111,10 +103,10 @@ func TestC04ApplyPlanAtCreateContainer(t *testing.T) {
 			if u := p.Ledger().Charged(); u["GPU-A"].Sharers != 1 || u["GPU-B"].Sharers != 1 {
 				t.Errorf("charged %+v, want one sharer on each GPU", u)
 			}
-			// An empty marker beside the CDI device of an Allocate answer (a runtime where a
-			// tenant's envFrom value replaces the plugin's): refused, never given a second GPU.
+			// An empty marker beside one of hami-go's CDI devices (which only the guard adds):
+			// refused, never given a second GPU.
 			c := nri.Container{PodUID: string(pq.UID), PodNamespace: pq.Namespace, PodName: pq.Name, Name: "main", CDIDevices: []string{CDIKind + "=GPU-A"}}
-			if _, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="}); err == nil || !strings.Contains(err.Error(), "carries an empty HAMI_GO_GPU_UUIDS but the CDI device hami-go.io/gpu=GPU-A") {
+			if _, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="}); err == nil || !strings.Contains(err.Error(), "carries an empty HAMI_GO_GPU_UUIDS beside hami-go's CDI device hami-go.io/gpu=GPU-A") {
 				t.Errorf("pending marker with an Allocate answer's CDI device: %v; want refused", err)
 			}
 		})
@@ -127,22 +119,16 @@ type podEntryRef struct {
 	ns, name string
 }
 
-// BenchmarkApplyPlanAtCreate measures what one container costs under --apply-plan-at=
-// create-container, with 200 pods in flight on one node: the pending Allocate answer, then the
-// NRI guard's whole decision at container creation (Guard.Decide: ClaimPlanned, the env built
-// from the claim, PlanEnv over a CUDA image's env), reporting p50/p99 in microseconds (target
-// p99 <= 1 ms, as Allocate's).
-func BenchmarkApplyPlanAtCreate(b *testing.B) {
+// BenchmarkAllocate measures what one GPU container costs the device plugin, with 200 pods in
+// flight on one node: the pending Allocate answer, then the NRI guard's whole decision at
+// container creation (Guard.Decide: ClaimPlanned, the env built from the claim, PlanEnv over a
+// CUDA image's env), reporting p50/p99 in microseconds (target p99 <= 1 ms).
+func BenchmarkAllocate(b *testing.B) {
 	cfg := testConfig(b.TempDir())
-	cfg.ApplyPlanAt = PlanAtCreateContainer
-	cfg.NRISocket = "/nonexistent/nri.sock"
 	cfg.SplitCount = 100
 	p, _ := newTestPlugin(b, cfg, newTestBackend(8, 81559))
 	p.canApplyPlans = func(bool) error { return nil }
-	g := nri.NewGuard(NRISource(p, nil))
-	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
-		b.Fatal(err)
-	}
+	g := testGuard(b, p)
 	env := []string{"PATH=/usr/local/nvidia/bin:/usr/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility", device.EnvGPUUUIDs + "="}
 	var pods []nri.Container
 	lat := make([]time.Duration, 0, b.N)
@@ -170,12 +156,11 @@ func BenchmarkApplyPlanAtCreate(b *testing.B) {
 	reportLatency(b, lat)
 }
 
-// Under --apply-plan-at=create-container, Allocate waits (at most --allocate-wait) for the NRI
-// env guard to be able to apply plans, woken when its connection changes: a guard the runtime
-// closed reconnects at once, and the pod admitted meanwhile is served, not failed. Past the
-// wait it is refused, naming the wait.
-func TestApplyPlanAtCreateAllocateWaitsForTheGuard(t *testing.T) {
-	cfg := planAtCreateConfig(t, StrategyEnvvar)
+// Allocate waits (at most --allocate-wait) for the NRI env guard to be able to apply plans, woken
+// when its connection changes: a guard the runtime closed reconnects at once, and the pod
+// admitted meanwhile is served, not failed. Past the wait it is refused, naming the wait.
+func TestAllocateWaitsForTheGuard(t *testing.T) {
+	cfg := testConfig(t.TempDir())
 	cfg.AllocateWait = 5 * time.Second
 	p, clk := newTestPlugin(t, cfg, newTestBackend(2, 81920))
 	var mu sync.Mutex
