@@ -124,8 +124,7 @@ func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus..
 
 // Inventory returns the node inventory with current health.
 func (p *Plugin) Inventory() device.Inventory {
-	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling,
-		OwnPlanAtCreate: p.cfg.ApplyPlanAt == PlanAtCreateContainer}
+	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling}
 	for _, g := range p.gpus {
 		g.Healthy = p.health.Healthy(g.UUID)
 		g.NVLinkPeers = append([]string(nil), g.NVLinkPeers...)

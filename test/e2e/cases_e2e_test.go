@@ -521,16 +521,14 @@ func kubeletLoggedSince(t testing.TB, path string, offset int64, line string) bo
 }
 
 // TestC14SlowAllocateKeepsOwnLimits: the kubelet is frozen, so pod big (1 GPU, 24576 MiB) is
-// bound but its Allocate comes late (after more than the extender's bind wait and the device
-// plugin's allocate wait). Pod small (1 GPU, 600 MiB) has the same first Allocate call: the
-// extender must not let it be in flight on the node meanwhile (no timer frees big's place),
-// unless the node's device plugin applies each pod's own plan at container creation (its
-// inventory says ownPlanAtCreate, the chart's default): nothing can be confused there, and
-// small may be bound at once. Once the kubelet is back, both run, each with its own limit.
+// bound but its Allocate comes late (after more than the device plugin's allocate wait). Pod
+// small (1 GPU, 600 MiB) has the same first Allocate call: the device plugin applies each pod's
+// own plan at container creation, so nothing can be confused and small is bound at once (no
+// timer frees big's place meanwhile). Once the kubelet is back, both run, each with its own
+// limit.
 func TestC14SlowAllocateKeepsOwnLimits(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
-	ownPlans := c.inventory(t).OwnPlanAtCreate
 	ns := e2eNamespace(t, c)
 	resume := pauseKubelet(t, c)
 	big, small := gpuLimits{count: 1, memMiB: 24576}, gpuLimits{count: 1, memMiB: 600}
@@ -543,19 +541,13 @@ func TestC14SlowAllocateKeepsOwnLimits(t *testing.T) {
 	for time.Now().Before(deadline) {
 		s, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "small", metav1.GetOptions{})
 		if err == nil && s.Spec.NodeName != "" {
-			if ownPlans {
-				t.Logf("small was bound to %s while big waited for the kubelet: the node applies each pod's own plan at container creation", s.Spec.NodeName)
-			} else {
-				t.Errorf("small was bound to %s while big, with the same first Allocate call, was still waiting for the kubelet (case C20/C14: the two could be confused)", s.Spec.NodeName)
-			}
+			t.Logf("small was bound to %s while big waited for the kubelet: the node applies each pod's own plan at container creation", s.Spec.NodeName)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	if ownPlans {
-		if s, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "small", metav1.GetOptions{}); err != nil || s.Spec.NodeName == "" {
-			t.Errorf("small is not bound after %v although the node applies each pod's own plan (nothing to serialize): %v", held, err)
-		}
+	if s, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "small", metav1.GetOptions{}); err != nil || s.Spec.NodeName == "" {
+		t.Errorf("small is not bound after %v although the node applies each pod's own plan (nothing to serialize): %v", held, err)
 	}
 	b, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "big", metav1.GetOptions{})
 	if err != nil {
