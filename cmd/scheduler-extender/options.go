@@ -40,8 +40,6 @@ func parseOptions(args []string) (options, error) {
 	node := fs.String("node-policy", string(o.Extender.NodePolicy), "default node policy (binpack or spread); a pod's hami.io/node-scheduler-policy annotation overrides it")
 	gpu := fs.String("gpu-policy", string(o.Extender.GPUPolicy), "default GPU policy (binpack or spread); a pod's hami.io/gpu-scheduler-policy annotation overrides it")
 	fs.DurationVar(&o.Extender.StaleAfter, "inventory-stale-after", o.Extender.StaleAfter, "a node whose device-plugin Lease is older than this takes no GPU pods")
-	fs.DurationVar(&o.Extender.BindWait, "bind-wait", o.Extender.BindWait, "longest wait of a bind behind an in-flight pod the device plugin could confuse with it (case C20)")
-	fs.BoolVar(&o.Extender.SerializeSameKey, "serialize-same-key", o.Extender.SerializeSameKey, "serialize every pod of the same first Allocate call per node, identical pods included, not only confusable ones (issue 15 option (a); --bind-wait bounds the wait)")
 	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate of the API (HTTPS); with --tls-private-key-file and --client-ca-file")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")

@@ -15,8 +15,8 @@ func TestDefaults(t *testing.T) {
 	}
 	x := o.Extender
 	if o.Address != ":8888" || o.MetricsAddress != ":9395" || o.Kubeconfig != "" || x.SchedulerName != "hami-go-scheduler" || x.NodePolicy != device.Binpack ||
-		x.GPUPolicy != device.Binpack || x.StaleAfter != 60*time.Second || x.BindWait != 2*time.Second || x.SerializeSameKey ||
-		x.LeaseNamespace != "kube-node-lease" || x.Resources != device.DefaultResourceNames() {
+		x.GPUPolicy != device.Binpack || x.StaleAfter != 60*time.Second || x.LeaseNamespace != "kube-node-lease" ||
+		x.Resources != device.DefaultResourceNames() {
 		t.Fatalf("defaults %+v", o)
 	}
 }
@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlag(t *testing.T) {
 	o, err := parseOptions([]string{
 		"--address=127.0.0.1:9999", "--metrics-address=:9001", "--kubeconfig=/tmp/kc", "--scheduler-name=gpu-sched", "--node-policy=spread",
-		"--gpu-policy=spread", "--inventory-stale-after=30s", "--bind-wait=500ms", "--serialize-same-key", "--lease-namespace=hami",
+		"--gpu-policy=spread", "--inventory-stale-after=30s", "--lease-namespace=hami",
 		"--resource-count=example.com/gpu", "--resource-memory=example.com/mem", "--resource-memory-percentage=example.com/pct",
 		"--resource-cores=example.com/cores", "-v=4",
 	})
@@ -34,7 +34,7 @@ func TestEveryFlag(t *testing.T) {
 	}
 	x := o.Extender
 	if o.Address != "127.0.0.1:9999" || o.MetricsAddress != ":9001" || o.Kubeconfig != "/tmp/kc" || x.SchedulerName != "gpu-sched" || x.NodePolicy != device.Spread ||
-		x.GPUPolicy != device.Spread || x.StaleAfter != 30*time.Second || x.BindWait != 500*time.Millisecond || !x.SerializeSameKey || x.LeaseNamespace != "hami" ||
+		x.GPUPolicy != device.Spread || x.StaleAfter != 30*time.Second || x.LeaseNamespace != "hami" ||
 		x.Resources != (device.ResourceNames{Count: "example.com/gpu", Memory: "example.com/mem", MemoryPercent: "example.com/pct", Cores: "example.com/cores"}) {
 		t.Fatalf("parsed %+v", o)
 	}
@@ -45,13 +45,12 @@ func TestBadFlags(t *testing.T) {
 		{"--node-policy=tight", `--node-policy: "tight" is not binpack or spread`},
 		{"--gpu-policy=", `--gpu-policy: "" is not binpack or spread`},
 		{"--inventory-stale-after=0s", "inventory-stale-after: 0s is not positive"},
-		{"--bind-wait=-1s", "bind-wait: -1s is negative"},
 		{"--lease-namespace=", "lease-namespace is empty"},
 		{"--scheduler-name=", "scheduler-name is empty"},
 		{"--resource-cores=nvidia.com/gpu", `resource names count and cores are both "nvidia.com/gpu"`},
 		{"--address=", "--address is empty"},
 		{"--metrics-address=:8888", `--metrics-address ":8888" is --address too`},
-		{"--bind-wait=soon", `invalid argument "soon"`},
+		{"--inventory-stale-after=soon", `invalid argument "soon"`},
 		{"stray", `unexpected arguments: ["stray"]`},
 	} {
 		_, err := parseOptions([]string{tc.arg})

@@ -42,11 +42,6 @@ type Inventory struct {
 	MemoryScaling float64 `json:"memoryScaling"`
 	// GPUs in NVML index order.
 	GPUs []GPU `json:"gpus"`
-	// OwnPlanAtCreate is true when the node's device plugin applies each pod's own plan at
-	// container creation (--apply-plan-at=create-container, docs/design.md "Slot protocol: the
-	// decision"): no Allocate call can take another pod's slot there, so the extender does not
-	// serialize pods of one call key on the node (case C20, --serialize-same-key).
-	OwnPlanAtCreate bool `json:"ownPlanAtCreate,omitempty"`
 }
 
 // Validate reports the first malformed field, naming it and its value.

@@ -3,7 +3,6 @@ package extender
 import (
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -22,7 +21,8 @@ const (
 	stageBinding
 	// stagePlanned: the pod is bound with a planned allocation; in flight until claimed.
 	stagePlanned
-	// stageClaimed: the device plugin recorded what it handed out (AnnoClaimed).
+	// stageClaimed: the device plugin recorded what it handed out (AnnoClaimed: the pod's own
+	// planned allocation, applied when its container was created).
 	stageClaimed
 )
 
@@ -37,21 +37,16 @@ type booking struct {
 	node  string
 	stage stage
 	// req is the pod's parsed request; nil when it could not be parsed (such a booking is still
-	// charged, but takes no part in signature groups).
-	req     *device.PodRequest
-	hasKey  bool
-	callKey device.CallKey
-	sig     device.Signature
+	// charged).
+	req *device.PodRequest
 	// planned is the allocation the extender planned (Filter/Bind or AnnoPlanned); claimed is
-	// AnnoClaimed. alloc is what is charged now (after the signature-group rule) and charge its
-	// allocator.ChargeOf.
+	// the device plugin's record of what it handed out (AnnoClaimed: the pod's own planned
+	// allocation, applied at container creation). alloc is what is charged (chargeOf) and charge
+	// its allocator.ChargeOf.
 	planned *device.Allocation
 	claimed *device.Allocation
 	alloc   *device.Allocation
 	charge  allocator.Charge
-	// claimAt orders claimed records (zero without a claim; order.go): of two records naming
-	// one slice, the later one is the device plugin's truth.
-	claimAt stamp
 	// since is when the booking entered its current stage.
 	since time.Time
 	// maybeBound marks a reservation left by a bind whose outcome is unknown (timeout, transport
@@ -61,33 +56,32 @@ type booking struct {
 	maybeBound bool
 }
 
-// inFlight reports whether the pod is bound (or being bound) and not yet claimed by the device
-// plugin: the window in which the plugin's Allocate could confuse it with another pod.
-func (b *booking) inFlight() bool { return b.stage == stageBinding || b.stage == stagePlanned }
+// setCharge sets what b is charged: its own allocation, the planned one, or the claimed record
+// where there is no plan (both nil: nothing). Called before b is placed on its node.
+func (b *booking) setCharge() {
+	a := b.planned
+	if a == nil {
+		a = b.claimed
+	}
+	b.alloc, b.charge = a, nil
+	if a != nil {
+		b.charge = allocator.ChargeOf(a)
+	}
+}
 
 // nodeState is one node's inventory, liveness and usage.
 type nodeState struct {
 	mu   sync.Mutex
 	name string
 	// invRaw is the last AnnoInventory value seen (decoded only when it changes).
-	invRaw string
-	inv    *device.Inventory
-	invErr string
-	// ownPlans is inv.OwnPlanAtCreate, readable under the cache's lock alone (BookForBind).
-	ownPlans  atomic.Bool
+	invRaw    string
+	inv       *device.Inventory
+	invErr    string
 	hasLease  bool
 	leaseTime time.Time
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[device.PodRef]*booking
-	// released maps a slice ID to when the pod holding it (the latest claimed record naming it)
-	// was released: claimed records older than that are stale (groups.go). Bounded by the
-	// node's slice IDs.
-	released map[string]stamp
-	// moves holds, per signature group, the slots the group's pool gains and loses because a
-	// member that held another member's planned slot went, until the device plugin's
-	// republished annotation carries them or Config.SlotMoveTTL passes (groups.go, slotMove).
-	moves map[device.Signature][]slotMove
 	// at is used by GPU position (at[i] = used[inv.GPUs[i].UUID]), kept with used and inv: the
 	// compact form Filter and Prioritize read without hashing UUIDs (allocator.FitScoreAt).
 	at []allocator.GPUUsage
@@ -131,8 +125,9 @@ func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
 
 // Cache is the extender's state: what the informers feed (node inventories and Leases: OnNode,
 // OnLease; pods: OnPod, OnPodDelete) and the bookings, one per pod, that the verbs (Scheduler)
-// and the informer move through their stages. Every booking charges its node; the charge of a
-// signature group's members comes from the group's slots (groups.go). A booking's life:
+// and the informer move through their stages. Every booking charges its node with its own
+// allocation (booking.setCharge): the device plugin applies each pod's own plan at container
+// creation, so no pod ever holds another's GPUs. A booking's life:
 //
 //	                    Filter (reserve)
 //	   (none) ─────────────────────────────▶ reserved ─── Sweep, ReservationTTL ──▶ (none)
@@ -145,16 +140,19 @@ func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
 //	     ├───────────────────────────────▶    ▼ shows the pod bound
 //	     │                                  planned
 //	     │     informer: bound, AnnoClaimed   │ informer: AnnoClaimed (the device
-//	     └───────────────────────────────▶    ▼ plugin's Allocate claimed)
+//	     └───────────────────────────────▶    ▼ plugin applied the plan at container creation)
 //	                                        claimed
 //
 //	any stage ── Release: the pod is deleted or finished ──▶ (none); its reference is
 //	             remembered for GoneTTL so that no racing verb books it again.
 //
-// BookForBind also books a pod that holds no reservation (none → binding). A reserved booking
-// whose bind may have been committed (maybeBound) moves to planned or claimed when the informer
-// or a late FinishBind shows the pod bound. A pod the informer shows bound elsewhere without a
-// plan loses its booking. Bound bookings are never dropped by a timer (case C14).
+// The stage does not change the charge: a booking is charged what it was placed with, and a new
+// allocation on the pod (AnnoPlanned, AnnoClaimed) replaces the booking. BookForBind also books
+// a pod that holds no reservation (none → binding); it never waits behind another pod (case
+// C20). A reserved booking whose bind may have been committed (maybeBound) moves to planned or
+// claimed when the informer or a late FinishBind shows the pod bound. A pod the informer shows
+// bound elsewhere without a plan loses its booking. Bound bookings are never dropped by a timer
+// (case C14).
 //
 // Lock order: mu, then nodesMu, then one nodeState.mu at a time (never two node locks at
 // once). Readers of one node's usage (Filter, Prioritize) hold only that node's lock, briefly;
@@ -163,12 +161,9 @@ type Cache struct {
 	cfg   Config
 	clock clock.Clock
 
-	mu   sync.Mutex
-	pods map[device.PodRef]*booking
-	gone map[device.PodRef]time.Time
-	// seq counts claimed records seen and slice releases (stamp.seq).
-	seq     uint64
-	changed chan struct{}
+	mu      sync.Mutex
+	pods    map[device.PodRef]*booking
+	gone    map[device.PodRef]time.Time
 	nodesMu sync.RWMutex
 	nodes   map[string]*nodeState
 	// nodeCount is len(nodes), the next nodeState.idx (guarded by nodesMu).
@@ -184,7 +179,6 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 		clock:    clk,
 		pods:     map[device.PodRef]*booking{},
 		gone:     map[device.PodRef]time.Time{},
-		changed:  make(chan struct{}),
 		nodes:    map[string]*nodeState{},
 		memos:    newMemoTable(),
 		refusals: newRefusals(),
@@ -217,120 +211,49 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 
 const errNoInventory = "no inventory from device plugin"
 
-// notifyLocked wakes every waiter (binds waiting behind a confusable pod). Caller holds mu.
-func (c *Cache) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// removeLocked takes b off its node and out of the pod index. rv is the resourceVersion of the
-// event that ended the pod ("" when the cache drops b itself). Caller holds mu.
-func (c *Cache) removeLocked(b *booking, rv string) {
+// removeLocked takes b off its node and out of the pod index. Caller holds mu.
+func (c *Cache) removeLocked(b *booking) {
 	if b.charge != nil {
 		c.refusals.released(c.clock.Now())
 	}
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
-	c.releaseSlicesLocked(ns, b, rv)
 	delete(ns.members, b.key)
-	c.normalizeLocked(ns, b)
 	ns.recompute()
 	ns.mu.Unlock()
-	c.notifyLocked()
-}
-
-// releaseSlicesLocked records what b's release frees when b holds its claimed record's slices
-// (no later record names them and none was released after b's record was seen): the slices are
-// released, so that older records naming them are stale; and when that record is another
-// member's planned slot (the device plugin's Reconcile swapped plans), the device plugin frees
-// that slot, not b's planned one, which it handed to the member that took b's place: the group's
-// pool keeps b's planned slot and loses the claimed one (slotMove). Caller holds mu and ns.mu.
-func (c *Cache) releaseSlicesLocked(ns *nodeState, b *booking, rv string) {
-	if b.stage != stageClaimed || b.claimed == nil || ns.members[b.key] != b {
-		return
-	}
-	var ids []string
-	for _, ct := range b.claimed.Containers {
-		for _, id := range ct.SliceIDs {
-			if ns.released[id].after(b.claimAt) || laterClaim(ns, b, id) {
-				return // a stale record: the slices are another pod's now
-			}
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	if ns.released == nil {
-		ns.released = map[string]stamp{}
-	}
-	at := c.nextStamp(rv)
-	for _, id := range ids {
-		ns.released[id] = at
-	}
-	if b.hasKey && b.planned != nil && len(b.claimed.Containers) == len(b.planned.Containers) {
-		if kc, kp := device.SlotKey(b.claimed), device.SlotKey(b.planned); kc != kp {
-			ns.addMove(b.sig, b.planned, b.claimed, c.clock.Now())
-		}
-	}
-}
-
-// laterClaim reports whether a member of ns other than b has a claimed record naming slice id
-// later than b's.
-func laterClaim(ns *nodeState, b *booking, id string) bool {
-	for _, m := range ns.members {
-		if m == b || m.stage != stageClaimed || m.claimed == nil || !m.claimAt.after(b.claimAt) {
-			continue
-		}
-		for _, ct := range m.claimed.Containers {
-			for _, x := range ct.SliceIDs {
-				if x == id {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // putLocked places b on its node (replacing any booking of the same key there) and indexes it.
 // Caller holds mu and not the node's lock.
 func (c *Cache) putLocked(b *booking) {
 	if old := c.pods[b.key]; old != nil && old != b && old.node != b.node {
-		c.removeLocked(old, "")
+		c.removeLocked(old)
 	}
+	b.setCharge()
 	c.pods[b.key] = b
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
 	ns.members[b.key] = b
-	c.normalizeLocked(ns, b)
 	ns.recompute()
 	ns.mu.Unlock()
-	c.notifyLocked()
 }
 
 // Release drops whatever the pod holds (deleted or ended pod), and its Filter refusal (requeue.go).
 // Only this exact key is touched (case C12; a pod re-created under its name is another key, C34).
 // It remembers the key as gone, so that a racing Filter cannot book it again.
-func (c *Cache) Release(k device.PodRef) { c.release(k, "") }
-
-// release is Release for an informer event whose pod had resourceVersion rv ("": unknown).
-func (c *Cache) release(k device.PodRef, rv string) {
+func (c *Cache) Release(k device.PodRef) {
 	c.refusals.fits(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gone[k] = c.clock.Now()
 	if b := c.pods[k]; b != nil {
-		c.removeLocked(b, rv)
-	} else {
-		c.notifyLocked()
+		c.removeLocked(b)
 	}
 }
 
-// Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL, drops slot moves
-// older than cfg.SlotMoveTTL (groups.go expireMovesLocked) and forgets gone pods after
-// cfg.GoneTTL. Bound pods are never dropped by it (case C14).
+// Sweep drops reservations that no Bind confirmed within cfg.ReservationTTL and forgets gone
+// pods after cfg.GoneTTL. Bound pods are never dropped by it (case C14).
 func (c *Cache) Sweep() {
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -342,9 +265,8 @@ func (c *Cache) Sweep() {
 		}
 	}
 	for _, b := range stale {
-		c.removeLocked(b, "")
+		c.removeLocked(b)
 	}
-	c.expireMovesLocked(now)
 	for k, t := range c.gone {
 		if now.Sub(t) > c.cfg.GoneTTL {
 			delete(c.gone, k)
@@ -431,15 +353,13 @@ func (c *Cache) PodState(k device.PodRef) (node, stageName string, alloc *device
 	return b.node, b.stage.String(), b.alloc
 }
 
-// setStageLocked moves b to stage st. Caller holds mu (not b's node lock).
+// setStageLocked moves b to stage st (its charge stays: it does not depend on the stage).
+// Caller holds mu (not b's node lock).
 func (c *Cache) setStageLocked(b *booking, st stage) {
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
 	b.stage, b.since, b.maybeBound = st, c.clock.Now(), false
-	c.normalizeLocked(ns, b)
-	ns.recompute()
 	ns.mu.Unlock()
-	c.notifyLocked()
 }
 
 // nodesOf looks up the states of names under one read lock (nil where unknown), and returns the

@@ -2,9 +2,7 @@ package extender
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +55,6 @@ func TestC02NonGPUContainersAround(t *testing.T) {
 		if _, err := e.schedule(p, names); err != nil {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
-		e.claim(p.Namespace, p.Name) // same first call as the next pod (C20): let it be allocated
 	}
 	a1 := plannedOf(t, e.getPod("default", "c02a"))
 	if len(a1.Containers) != 1 || a1.Container("b") == nil || a1.Container("b").Devices[0].MemoryMiB != 3000 || a1.Container("b").Devices[0].CoresPercent != 30 {
@@ -275,7 +272,6 @@ func TestC12ExactIdentity(t *testing.T) {
 		if _, err := e.schedule(p, names); err != nil {
 			t.Fatal(err)
 		}
-		e.claim(p.Namespace, p.Name)
 	}
 	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 7000 {
 		t.Fatalf("usage %+v", u)
@@ -294,34 +290,19 @@ func TestC12ExactIdentity(t *testing.T) {
 	}
 }
 
-// confusable pair of C20: same call key (nvidia.com/gpu/1), different signatures.
+// pods of one call key (nvidia.com/gpu/1) and different sizes (C13, C14, C20).
 func bigSmall() (*corev1.Pod, *corev1.Pod) {
 	return podtest.Pending("default", "big", podtest.GPU("main", 1, "24576", 0)), podtest.Pending("default", "small", podtest.GPU("main", 1, "600", 0))
 }
 
-func bindAsync(e *env, p *corev1.Pod, node string) chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- e.ext.Bind(context.Background(), device.RefOf(p), node) }()
-	return ch
-}
-
-// bindAndWaitBlocked starts a bind and waits until it is parked on a timer of the fake clock
-// (beyond the sweeper's ticker).
-func bindAndWaitBlocked(t *testing.T, e *env, p *corev1.Pod, node string) chan error {
-	base := e.clock.Waiters()
-	ch := bindAsync(e, p, node)
-	eventually(t, "bind waiting", func() bool { return e.clock.Waiters() > base })
-	return ch
-}
-
-// case C13: the blocking pod is deleted, or rejected at admission (phase Failed,
-// UnexpectedAdmissionError): the next pod proceeds at once, without the clock moving.
+// case C13: the pod holding the GPU is deleted, or rejected at admission (phase Failed,
+// UnexpectedAdmissionError): its GPU is free at once, without the clock moving, and the next
+// pod, refused while it held the GPU, schedules.
 func TestC13NextPodProceedsAtOnce(t *testing.T) {
 	for _, how := range []string{"deleted", "UnexpectedAdmissionError"} {
 		t.Run(how, func(t *testing.T) {
-			objs, names := setupNodes(t, testInventory("node-1", 2, 81920, 10))
+			objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 			cfg := DefaultConfig()
-			cfg.BindWait = time.Hour
 			cfg.ReservationTTL = 24 * time.Hour // no sweeper tick during the test
 			cfg.SweepInterval = 24 * time.Hour
 			e := newEnv(t, &cfg, objs...)
@@ -331,12 +312,8 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 			if _, err := e.schedule(big, names); err != nil {
 				t.Fatal(err)
 			}
-			e.ext.sched.Filter(small, names)
-			ch := bindAndWaitBlocked(t, e, small, "node-1")
-			select {
-			case err := <-ch:
-				t.Fatalf("bind did not wait: %v", err)
-			case <-time.After(50 * time.Millisecond):
+			if res := e.ext.sched.Filter(small, names); len(*res.NodeNames) != 0 {
+				t.Fatalf("small fits beside big: %+v", res)
 			}
 			if how == "deleted" {
 				e.deletePod("default", "big")
@@ -345,18 +322,14 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 				p.Status.Phase, p.Status.Reason = corev1.PodFailed, "UnexpectedAdmissionError"
 				e.updatePod(p)
 			}
-			select {
-			case err := <-ch:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("bind still waiting after the blocker went")
+			eventually(t, "big released", func() bool { return gpuUse(e.ext.cache, "node-1", 0).MemoryMiB == 0 })
+			if _, err := e.schedule(small, names); err != nil {
+				t.Fatal(err)
 			}
 			if got := e.clock.Now(); !got.Equal(t0) {
 				t.Fatalf("clock moved to %v", got)
 			}
-			if u := gpuUse(e.ext.cache, "node-1", 0).MemoryMiB + gpuUse(e.ext.cache, "node-1", 1).MemoryMiB; u != 600 {
+			if u := gpuUse(e.ext.cache, "node-1", 0).MemoryMiB; u != 600 {
 				t.Fatalf("node usage %d MiB, want 600 (big released)", u)
 			}
 		})
@@ -364,9 +337,9 @@ func TestC13NextPodProceedsAtOnce(t *testing.T) {
 }
 
 // case C14: a slow Allocate keeps its own pod's slot however long it takes: no timer releases
-// an in-flight pod or lets a confusable pod in beside it.
+// an in-flight pod, so a later pod is never planned onto its GPU.
 func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
-	objs, names := setupNodes(t, testInventory("node-1", 1, 81920, 10))
+	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	cfg := DefaultConfig()
 	e := newEnv(t, &cfg, objs...)
 	e.waitNodes(names...)
@@ -381,7 +354,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 		e.ext.cache.Sweep()
 		e.create(testLease(fmt.Sprintf("keepalive-%d", i), e.clock.Now())) // unrelated churn
 	}
-	// The node's own lease is stale after hours; renew it so only C20 can refuse.
+	// The node's own lease is stale after hours; renew it so only big's slot can refuse.
 	l := testLease("node-1", e.clock.Now())
 	if _, err := e.client.CoordinationV1().Leases(l.Namespace).Update(context.Background(), l, metaUpdate()); err != nil {
 		t.Fatal(err)
@@ -396,104 +369,51 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 	if node != "node-1" || stage != "planned" || device.SlotKey(alloc) != device.SlotKey(&before) {
 		t.Fatalf("big after 5 h: %s %s %+v", node, stage, alloc)
 	}
-	e.ext.sched.Filter(small, names)
-	ch := bindAndWaitBlocked(t, e, small, "node-1")
-	e.clock.Step(cfg.BindWait + time.Millisecond)
-	err := <-ch
-	var r *BindRefusal
-	if !errors.As(err, &r) || !strings.Contains(r.Reason, "default/big") || !strings.Contains(r.Reason, "nvidia.com/gpu/1") {
-		t.Fatalf("small's bind: %v", err)
+	res := e.ext.sched.Filter(small, names)
+	if len(*res.NodeNames) != 0 || !strings.Contains(res.FailedNodes["node-1"], "MiB free") {
+		t.Fatalf("small after 5 h: %+v, want node-1 full (big's slot kept)", res)
 	}
-	if ev := <-e.rec.Events; !strings.Contains(ev, EventReasonBindFailed) || !strings.Contains(ev, "default/big") {
-		t.Fatalf("event %q", ev)
+	if _, err := e.schedule(small, names); err == nil {
+		t.Fatal("small bound onto big's GPU")
+	}
+	if u := gpuUse(e.ext.cache, "node-1", 0); u.MemoryMiB != 24576 || u.Sharers != 1 {
+		t.Fatalf("GPU usage %+v, want big's 24576 MiB alone", u)
 	}
 }
 
-// case C20: pods with the same call key and different signatures are never in flight on one
-// node together; the second waits until the first is claimed. Different call keys and equal
-// signatures never wait.
-func TestC20BindSerialization(t *testing.T) {
-	objs, names := setupNodes(t, testInventory("node-1", 2, 81920, 10))
-	cfg := DefaultConfig()
-	cfg.BindWait = time.Hour
-	cfg.ReservationTTL = 24 * time.Hour
-	cfg.SweepInterval = 24 * time.Hour
-	e := newEnv(t, &cfg, objs...)
-	e.waitNodes(names...)
+// case C20: pods of the same call key and different sizes (and an identical one) bind on one
+// node at once, none waiting for another to be claimed, and each keeps its own planned GPUs and
+// limits: the device plugin applies each pod's own plan at container creation.
+func TestC20ConfusablePodsBindTogether(t *testing.T) {
+	c := memoCache(t, testInventory("node-1", 2, 81920, 10))
 	big, small := bigSmall()
-	two := podtest.Pending("default", "two", podtest.GPU("main", 2, "600", 0))
-	twin := podtest.Pending("default", "big-twin", podtest.GPU("main", 1, "24576", 0))
-	e.create(big, small, two, twin)
-	if _, err := e.schedule(small, names); err != nil {
-		t.Fatal(err)
-	}
-	// Different call key (2 GPUs) and the same signature never wait.
-	for _, p := range []*corev1.Pod{two} {
-		if _, err := e.schedule(p, names); err != nil {
-			t.Fatalf("%s: %v", p.Name, err)
-		}
-	}
-	e.ext.sched.Filter(big, names)
-	ch := bindAndWaitBlocked(t, e, big, "node-1")
-	// big's twin waits behind small too (same key, different signature from small).
-	// The device plugin claims small: big proceeds at once.
-	p := e.getPod("default", "small")
-	p.Annotations[device.AnnoClaimed] = p.Annotations[device.AnnoPlanned]
-	e.updatePod(p)
-	select {
-	case err := <-ch:
+	twin := podtest.Pending("default", "small-twin", podtest.GPU("main", 1, "600", 0))
+	want := map[string]int64{}
+	for _, p := range []*corev1.Pod{small, big, twin} {
+		req, _, err := c.ParseRequest(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("big still waiting after small was claimed")
-	}
-	if _, err := e.schedule(twin, names); err != nil {
-		t.Fatalf("twin (same signature as in-flight big): %v", err)
-	}
-	checkInvariants(t, e.ext.cache)
-}
-
-// case C20 on a node whose device plugin applies each pod's own plan at container creation
-// (Inventory.OwnPlanAtCreate, --apply-plan-at=create-container): no Allocate call there can take
-// another pod's slot, so a confusable pod (same call key, other size) binds at once while the
-// first is in flight, and so does an identical one under --serialize-same-key; on a node
-// without it the bind is refused (BindWait 0: at once).
-func TestC20NoSerializationWhereOwnPlanAtCreate(t *testing.T) {
-	for _, own := range []bool{false, true} {
-		for _, sameKey := range []bool{false, true} {
-			t.Run(fmt.Sprintf("ownPlanAtCreate=%v/serializeSameKey=%v", own, sameKey), func(t *testing.T) {
-				inv := testInventory("node-1", 2, 81920, 10)
-				inv.OwnPlanAtCreate = own
-				c := memoCache(t, inv)
-				c.cfg.BindWait = 0
-				c.cfg.SerializeSameKey = sameKey
-				big, small := bigSmall()
-				twin := podtest.Pending("default", "small-twin", podtest.GPU("main", 1, "600", 0))
-				var errs []string
-				for _, p := range []*corev1.Pod{small, big, twin} {
-					req, _, err := c.ParseRequest(p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					NewScheduler(c).Filter(p, []string{"node-1"})
-					if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err != nil {
-						errs = append(errs, p.Name)
-					}
-				}
-				var want []string
-				switch {
-				case own:
-				case sameKey:
-					want = []string{"big", "small-twin"}
-				default:
-					want = []string{"big"}
-				}
-				if !slices.Equal(errs, want) {
-					t.Errorf("binds refused behind in-flight small: %v, want %v", errs, want)
-				}
-				checkInvariants(t, c)
-			})
+		NewScheduler(c).Filter(p, []string{"node-1"})
+		a, _, err := NewScheduler(c).BookForBind(device.RefOf(p), req, "node-1")
+		if err != nil {
+			t.Fatalf("%s: bind refused beside in-flight pods: %v", p.Name, err)
 		}
+		if m := a.Containers[0].Devices[0].MemoryMiB; m != req.Containers[0].MemoryMiB {
+			t.Fatalf("%s planned %d MiB, asks %d", p.Name, m, req.Containers[0].MemoryMiB)
+		}
+		want[p.Name] = a.Containers[0].Devices[0].MemoryMiB
 	}
+	var total int64
+	for _, p := range []*corev1.Pod{small, big, twin} {
+		node, stage, alloc := c.PodState(device.RefOf(p))
+		if node != "node-1" || stage != "binding" || alloc.Containers[0].Devices[0].MemoryMiB != want[p.Name] {
+			t.Errorf("%s: %s %s %+v, want its own plan of %d MiB", p.Name, node, stage, alloc, want[p.Name])
+		}
+		total += want[p.Name]
+	}
+	if u := gpuUse(c, "node-1", 0).MemoryMiB + gpuUse(c, "node-1", 1).MemoryMiB; u != total || total != 24576+600+600 {
+		t.Errorf("node charged %d MiB, want %d", u, total)
+	}
+	checkInvariants(t, c)
 }

@@ -1,7 +1,7 @@
 // Package extender is hami-go's kube-scheduler extender: the filter, prioritize, bind and preempt
 // verbs of k8s.io/kube-scheduler/extender/v1 over an in-memory cache of node inventories, node
 // liveness and pod GPU usage, fed by client-go shared informers (../../docs/components.md,
-// docs/design.md "Device-plugin mode" and "Matching Allocate to a pod").
+// docs/design.md "Device-plugin mode").
 package extender
 
 import (
@@ -26,14 +26,6 @@ type Config struct {
 	GPUPolicy device.Policy
 	// StaleAfter is the Lease age after which a node's inventory is stale (--inventory-stale-after).
 	StaleAfter time.Duration
-	// BindWait bounds how long a bind waits behind a confusable in-flight pod (--bind-wait, case C20).
-	BindWait time.Duration
-	// SerializeSameKey widens C20's serialization to every pod with the same call key, identical
-	// pods included (--serialize-same-key; issue 15 option (a), docs/design.md "Slot protocol: the
-	// decision"): a bind waits (at most BindWait) while the node has an in-flight pod of the same
-	// call key, so Allocate never has two interchangeable pods to tell apart. Default false: identical
-	// pods may be in flight together and the ledger's matching, swaps and slot moves sort them out.
-	SerializeSameKey bool
 	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace).
 	LeaseNamespace string
 	// The extender's timers, one job each (none is a flag; DefaultConfig sets them). Bound pods
@@ -43,13 +35,10 @@ type Config struct {
 	// one (made by Filter), or one pinned to its node because its bind's outcome is unknown
 	// (booking.maybeBound, which the informer settles sooner when the pod shows up).
 	ReservationTTL time.Duration
-	// SlotMoveTTL drops a signature group's slot move (groups.go slotMove) that no republished
-	// planned annotation settled within this time; the annotations then stand alone.
-	SlotMoveTTL time.Duration
 	// GoneTTL is how long a released pod's reference is remembered, so that a Filter or a Bind
 	// racing the release cannot book the pod again.
 	GoneTTL time.Duration
-	// SweepInterval is how often Cache.Sweep applies the three above.
+	// SweepInterval is how often Cache.Sweep applies the two above.
 	SweepInterval time.Duration
 	// APITimeout bounds each API call of a bind (the Binding carrying the plan, the reconcile read).
 	APITimeout time.Duration
@@ -63,10 +52,8 @@ func DefaultConfig() Config {
 		NodePolicy:     device.Binpack,
 		GPUPolicy:      device.Binpack,
 		StaleAfter:     60 * time.Second,
-		BindWait:       2 * time.Second,
 		LeaseNamespace: "kube-node-lease",
 		ReservationTTL: 60 * time.Second,
-		SlotMoveTTL:    60 * time.Second,
 		GoneTTL:        600 * time.Second,
 		SweepInterval:  15 * time.Second,
 		APITimeout:     10 * time.Second,
@@ -90,16 +77,13 @@ func (c *Config) Validate() error {
 	if c.StaleAfter <= 0 {
 		return fmt.Errorf("inventory-stale-after: %v is not positive", c.StaleAfter)
 	}
-	if c.BindWait < 0 {
-		return fmt.Errorf("bind-wait: %v is negative", c.BindWait)
-	}
 	if c.LeaseNamespace == "" {
 		return fmt.Errorf("lease-namespace is empty")
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"reservation TTL", c.ReservationTTL}, {"slot move TTL", c.SlotMoveTTL}, {"gone TTL", c.GoneTTL}, {"sweep interval", c.SweepInterval}} {
+	}{{"reservation TTL", c.ReservationTTL}, {"gone TTL", c.GoneTTL}, {"sweep interval", c.SweepInterval}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s: %v is not positive", d.name, d.v)
 		}

@@ -212,7 +212,7 @@ func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error
 		// Not a GPU pod of ours: bind it as the default binder would.
 		return e.refused(k, node, e.createBinding(ctx, k, node, nil))
 	}
-	alloc, already, err := e.sched.BookForBind(ctx, k, req, node)
+	alloc, already, err := e.sched.BookForBind(k, req, node)
 	if err != nil {
 		return e.refused(k, node, err)
 	}

@@ -192,7 +192,7 @@ func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq
 	if old != nil {
 		ons := c.nodeOrNew(old.node)
 		before := ons.lockedGen()
-		c.removeLocked(old, "")
+		c.removeLocked(old)
 		ons.mu.Lock()
 		memo.followOwnChange(ons, before)
 		ons.mu.Unlock()

@@ -300,16 +300,3 @@ func setupNodes(t testing.TB, invs ...device.Inventory) (objs []runtime.Object, 
 }
 
 func metaUpdate() metav1.UpdateOptions { return metav1.UpdateOptions{} }
-
-// claim plays the device plugin's Allocate: it copies the pod's planned allocation to its
-// claimed annotation and waits until the cache saw it.
-func (e *env) claim(ns, name string) {
-	e.t.Helper()
-	p := e.getPod(ns, name)
-	p.Annotations[device.AnnoClaimed] = p.Annotations[device.AnnoPlanned]
-	e.updatePod(p)
-	eventually(e.t, "claim of "+name, func() bool {
-		_, st, _ := e.ext.cache.PodState(device.RefOf(p))
-		return st == "claimed"
-	})
-}

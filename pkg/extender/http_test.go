@@ -74,7 +74,6 @@ func TestHTTPWireFormat(t *testing.T) {
 	if got := e.getPod("default", "web"); got.Spec.NodeName != "node-1" || plannedOf(t, got).Containers[0].Devices[0].MemoryMiB != 8000 {
 		t.Fatalf("pod after bind: %q %v", got.Spec.NodeName, got.Annotations)
 	}
-	e.claim("default", "web") // allocated: no C20 wait for the next pod
 	// A second pod that does not fit: the bind answers the reason in Error.
 	q := podtest.Pending("default", "big", podtest.GPU("main", 1, "20000", 0))
 	e.create(q)

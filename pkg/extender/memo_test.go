@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"context"
 	"strconv"
 	"testing"
 
@@ -84,7 +83,7 @@ func TestPrioritizeFromFilterMemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(q), qr, other); err != nil {
+	if _, _, err := NewScheduler(c).BookForBind(device.RefOf(q), qr, other); err != nil {
 		t.Fatal(err)
 	}
 	got = scoresOf(NewScheduler(c).Prioritize(p, names))

@@ -40,7 +40,6 @@ func (c *Cache) OnNode(n *corev1.Node) {
 			klog.V(4).InfoS("Node inventory", "node", n.Name, "gpus", len(inv.GPUs), "splitCount", inv.SplitCount)
 		}
 	}
-	ns.ownPlans.Store(ns.inv != nil && ns.inv.OwnPlanAtCreate)
 	ns.refreshCompact()
 }
 

@@ -11,14 +11,9 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// newBooking fills the request-derived fields of a booking.
+// newBooking returns a booking of pod k on node in stage st, entered now.
 func (c *Cache) newBooking(k device.PodRef, node string, st stage, req *device.PodRequest) *booking {
-	b := &booking{key: k, node: node, stage: st, req: req, since: c.clock.Now()}
-	if req != nil {
-		b.callKey, b.hasKey = device.KeyOf(req, c.cfg.Resources)
-		b.sig = device.SignatureOf(req)
-	}
-	return b
+	return &booking{key: k, node: node, stage: st, req: req, since: c.clock.Now()}
 }
 
 // decodeAnno decodes an allocation annotation placed on node; nil when absent, malformed (logged)
@@ -40,9 +35,10 @@ func decodeAnno(p *corev1.Pod, anno, node string) *device.Allocation {
 	return &a
 }
 
-// OnPod applies the latest state of a pod from the informer (add or update). Claimed allocation
-// wins over planned; a pod that ended releases its usage; a terminating pod keeps it; a pod that
-// lost its annotations keeps what was booked for its key.
+// OnPod applies the latest state of a pod from the informer (add or update). The pod is charged
+// its planned allocation, or its claimed record where it has no plan (booking.setCharge); a
+// claimed record moves it to stage claimed. A pod that ended releases its usage; a terminating
+// pod keeps it; a pod that lost its annotations keeps what was booked for its key.
 func (c *Cache) OnPod(p *corev1.Pod) {
 	k := device.RefOf(p)
 	if device.PodFinished(p) {
@@ -51,7 +47,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		c.mu.Unlock()
 		if b != nil {
 			klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
-			c.release(k, p.ResourceVersion)
+			c.Release(k)
 		}
 		return
 	}
@@ -70,7 +66,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	if b != nil && b.node != node && !hasPlanned && !hasClaimed {
 		// Bound elsewhere than booked, without a plan (another scheduler, a preset nodeName):
 		// nothing of ours to charge there, and the booking here is void.
-		c.removeLocked(b, p.ResourceVersion)
+		c.removeLocked(b)
 		return
 	}
 	planned := decodeAnno(p, device.AnnoPlanned, node)
@@ -89,7 +85,7 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		r.GPUPolicy, r.NodePolicy = c.policies(p, r)
 		req = &r
 	} else {
-		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation without grouping", "pod", klog.KObj(p))
+		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation as recorded", "pod", klog.KObj(p))
 	}
 	if req != nil {
 		// case C36: a record on the pod is charged at least at the pod's own request, and not at
@@ -116,17 +112,9 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	if claimed != nil {
 		nb.stage = stageClaimed
 		nb.claimed = claimed
-		if b != nil && b.node == node && sameClaim(b.claimed, claimed) {
-			nb.claimAt = b.claimAt
-		} else {
-			nb.claimAt = c.nextStamp(p.ResourceVersion)
-		}
 	}
-	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameClaim(b.claimed, nb.claimed) {
+	if b != nil && b.node == node && b.stage == nb.stage && sameAlloc(b.planned, nb.planned) && sameAlloc(b.claimed, nb.claimed) {
 		return // nothing changed (resync, status update)
-	}
-	if b != nil && b.node == node {
-		c.republishedLocked(b, nb)
 	}
 	c.putLocked(nb)
 }
@@ -177,29 +165,6 @@ func sameAlloc(a, b *device.Allocation) bool {
 		}
 	}
 	return device.SlotKey(a) == device.SlotKey(b)
-}
-
-// sameClaim is sameAlloc that also compares the slice IDs of each container (the device plugin
-// may move a claim between two pods planned alike: only the slice IDs change).
-func sameClaim(a, b *device.Allocation) bool {
-	if !sameAlloc(a, b) {
-		return false
-	}
-	if a == nil {
-		return true
-	}
-	for i := range a.Containers {
-		x, y := a.Containers[i].SliceIDs, b.Containers[i].SliceIDs
-		if len(x) != len(y) {
-			return false
-		}
-		for j := range x {
-			if x[j] != y[j] {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // policies applies the configured defaults where the pod has no policy annotation.
@@ -253,5 +218,5 @@ func (c *Cache) OnPodDelete(obj any, exists func(ns, name string) (types.UID, bo
 		return
 	}
 	klog.V(4).InfoS("Pod deleted; releasing its GPUs", "pod", klog.KObj(p), "uid", p.UID)
-	c.release(device.RefOf(p), p.ResourceVersion)
+	c.Release(device.RefOf(p))
 }

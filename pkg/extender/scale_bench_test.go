@@ -7,7 +7,6 @@ package extender
 // 10,000. The targets of issue 4 are for N = 5,000 (with 20,000 pods; here 40,000).
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -247,13 +246,12 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			}
 		})
 		b.Run("bind", func(b *testing.B) {
-			ctx := context.Background()
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				seq++
 				k := device.PodRef{Namespace: "bench", Name: "bind-" + strconv.Itoa(seq), UID: types.UID("uid-bind-" + strconv.Itoa(seq))}
 				node := f.names[i%nodes]
-				a, _, err := NewScheduler(c).BookForBind(ctx, k, req, node)
+				a, _, err := NewScheduler(c).BookForBind(k, req, node)
 				if err != nil || a == nil || a.Node != node {
 					b.Fatalf("BookForBind on %s: %v, %+v", node, err, a)
 				}

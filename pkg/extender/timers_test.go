@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 func TestConfigTimersValidated(t *testing.T) {
 	for name, set := range map[string]func(*Config){
 		"reservation TTL": func(c *Config) { c.ReservationTTL = 0 },
-		"slot move TTL":   func(c *Config) { c.SlotMoveTTL = -time.Second },
 		"gone TTL":        func(c *Config) { c.GoneTTL = 0 },
 		"sweep interval":  func(c *Config) { c.SweepInterval = 0 },
 	} {
@@ -65,21 +63,21 @@ func TestGoneTTLIsItsOwnTimer(t *testing.T) {
 	c.Release(device.RefOf(p))
 	clk.Step(59 * time.Minute) // far past 10 × ReservationTTL
 	c.Sweep()
-	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err == nil || !strings.Contains(err.Error(), "was deleted or has ended") {
+	if _, _, err := NewScheduler(c).BookForBind(device.RefOf(p), req, "node-1"); err == nil || !strings.Contains(err.Error(), "was deleted or has ended") {
 		t.Fatalf("bind of a released pod within GoneTTL: %v, want a refusal", err)
 	}
 	clk.Step(2 * time.Minute)
 	c.Sweep()
-	if _, _, err := NewScheduler(c).BookForBind(context.Background(), device.RefOf(p), req, "node-1"); err != nil {
+	if _, _, err := NewScheduler(c).BookForBind(device.RefOf(p), req, "node-1"); err != nil {
 		t.Fatalf("bind after GoneTTL: %v", err)
 	}
 }
 
-// A reservation goes after ReservationTTL, not after the slot move TTL.
+// A reservation goes after ReservationTTL, not after GoneTTL.
 func TestReservationTTLIsItsOwnTimer(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ReservationTTL = 10 * time.Second
-	cfg.SlotMoveTTL = time.Hour
+	cfg.GoneTTL = time.Hour
 	c, clk := cacheWith(t, cfg, testInventory("node-1", 1, 24576, 4))
 	p := podtest.Pending("ns", "p", podtest.GPU("main", 1, "1000", 0))
 	if res := NewScheduler(c).Filter(p, []string{"node-1"}); len(*res.NodeNames) != 1 {
