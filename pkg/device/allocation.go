@@ -26,7 +26,9 @@ type ContainerAllocation struct {
 	Kind ContainerKind `json:"kind"`
 	// Devices granted, each GPU once.
 	Devices []DeviceGrant `json:"devices"`
-	// SliceIDs are the kubelet device IDs the device plugin answered for (claimed records only).
+	// SliceIDs are the kubelet device IDs of a claim that a device plugin matched at Allocate
+	// before it applied each pod's own plan at container creation (claimed records only). No
+	// longer written; decoded so that such records still restore.
 	SliceIDs []string `json:"sliceIDs,omitempty"`
 }
 
@@ -51,9 +53,9 @@ func (a *Allocation) Container(name string) *ContainerAllocation {
 }
 
 // SlotKey renders an allocation positionally: the kind and the devices (UUID, MiB, percent) of
-// each container, in order; container names and slice IDs are left out. Two pods of one
-// signature group (docs/design.md "Matching Allocate to a pod") whose allocations have the same
-// SlotKey hold interchangeable slots: the kubelet's Allocate cannot tell them apart.
+// each container, in order; container names and slice IDs are left out. Two allocations with
+// the same SlotKey grant the same devices and limits, so one may stand for the other (the
+// extender compares a pod's records with it).
 func SlotKey(a *Allocation) string {
 	var b strings.Builder
 	for _, c := range a.Containers {
@@ -69,19 +71,4 @@ func SlotKey(a *Allocation) string {
 		b.WriteByte(';')
 	}
 	return b.String()
-}
-
-// Renamed returns a copy of slot that carries the container names of owner, by position, and
-// no slice IDs: slot as owner's allocation (owner may be nil: names kept).
-func Renamed(slot, owner *Allocation) *Allocation {
-	out := &Allocation{Node: slot.Node, Containers: make([]ContainerAllocation, len(slot.Containers))}
-	for i, c := range slot.Containers {
-		c.SliceIDs = nil
-		c.Devices = append([]DeviceGrant(nil), c.Devices...)
-		if owner != nil && i < len(owner.Containers) {
-			c.Name = owner.Containers[i].Name
-		}
-		out.Containers[i] = c
-	}
-	return out
 }

@@ -18,6 +18,11 @@ const maxWireBytes = 256 << 10
 type inventoryWire struct {
 	Version string `json:"version"`
 	Inventory
+	// OwnPlanAtCreate was written (true) by device plugins that still offered matching Allocate
+	// to a pod as an option; it is decoded, and ignored, so that their inventories stay valid
+	// while a rolling upgrade replaces them: every device plugin now applies each pod's own plan
+	// at container creation.
+	OwnPlanAtCreate bool `json:"ownPlanAtCreate,omitempty"`
 }
 
 type allocationWire struct {

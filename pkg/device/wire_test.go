@@ -34,6 +34,11 @@ func TestInventoryRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, inv) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, inv)
 	}
+	// An inventory of a device plugin from before the single slot protocol still decodes.
+	old := strings.Replace(s, `"version":"v1",`, `"version":"v1","ownPlanAtCreate":true,`, 1)
+	if got, err := DecodeInventory(old); err != nil || !reflect.DeepEqual(got, inv) {
+		t.Errorf("inventory with ownPlanAtCreate: %+v, %v; want it decoded as %+v", got, err, inv)
+	}
 }
 
 func TestAllocationRoundTrip(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -48,7 +47,7 @@ func newPluginModel(inv device.Inventory) *pluginModel {
 		}
 	}
 	m.cfg = ledger.Config{
-		Node: inv.Node, Names: device.DefaultResourceNames(), Clock: clocktesting.NewFakeClock(t0),
+		Node: inv.Node, Names: device.DefaultResourceNames(),
 		Dirty:     func(r device.PodRef) { m.dirty[r.Name] = true },
 		GPUMemory: func(u string) (int64, bool) { v, ok := mib[u]; return v, ok },
 	}

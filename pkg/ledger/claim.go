@@ -83,7 +83,6 @@ func (l *Ledger) ClaimPlanned(uid types.UID, name string) (cl Claim, planned boo
 		return Claim{}, false, nil
 	}
 	e.claimed[name] = c
-	l.notifyLocked()
 	out := Claim{Pod: e.ref, Container: cloneContainer(c)}
 	l.mu.Unlock()
 	if l.dirty != nil {

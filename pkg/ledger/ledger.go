@@ -13,7 +13,6 @@ package ledger
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -47,7 +46,6 @@ type Ledger struct {
 	pods     map[types.UID]*podEntry
 	leaving  map[types.UID]*podEntry   // terminating pods: claim nothing new; a claimed container created again gets its claim back
 	unplaced map[types.UID]unplacedPod // pods on this node that use the count resource but cannot be served
-	changed  chan struct{}             // closed and replaced on every change
 	dirty    func(device.PodRef)       // called (outside mu) when a pod's claimed record must be written
 	// gpuMiB gives the memory of each GPU of this node as its published inventory says (the base
 	// of a percentage request): a plan or claimed record is served only if it grants exactly what
@@ -78,22 +76,9 @@ func New(cfg Config) *Ledger {
 		pods:     map[types.UID]*podEntry{},
 		leaving:  map[types.UID]*podEntry{},
 		unplaced: map[types.UID]unplacedPod{},
-		changed:  make(chan struct{}),
 		dirty:    cfg.Dirty,
 		gpuMiB:   cfg.GPUMemory,
 	}
-}
-
-func (l *Ledger) notifyLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
-
-// Changed returns a channel closed at the next change of the ledger.
-func (l *Ledger) Changed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
 }
 
 // UpsertPod records or updates a pod from the informer. A pod is a candidate when its
@@ -105,7 +90,6 @@ func (l *Ledger) UpsertPod(p *corev1.Pod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.upsertPodLocked(p)
-	l.notifyLocked()
 }
 
 // upsertPodLocked is UpsertPod under mu.
@@ -236,7 +220,6 @@ func (l *Ledger) DeletePod(uid types.UID) {
 	defer l.mu.Unlock()
 	l.forgetLocked(uid)
 	delete(l.unplaced, uid)
-	l.notifyLocked()
 }
 
 // leaveLocked keeps a terminating pod only for the claims it made (leaving). Caller holds mu.
@@ -292,20 +275,5 @@ func cloneContainer(c *device.ContainerAllocation) device.ContainerAllocation {
 	out := *c
 	out.Devices = append([]device.DeviceGrant(nil), c.Devices...)
 	out.SliceIDs = append([]string(nil), c.SliceIDs...)
-	return out
-}
-
-// SliceGPUs returns the distinct GPU UUIDs of well-formed slice IDs, sorted.
-func SliceGPUs(ids []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, id := range ids {
-		u, _, err := device.ParseSliceID(id)
-		if err == nil && !seen[u] {
-			seen[u] = true
-			out = append(out, u)
-		}
-	}
-	sort.Strings(out)
 	return out
 }
