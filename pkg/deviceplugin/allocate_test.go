@@ -80,7 +80,7 @@ func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string
 // the env each gets: limits follow the planned GPUs, never the kubelet's IDs.
 func TestAllocateEnvs(t *testing.T) {
 	type call struct {
-		ctr string // the container created
+		ctr string   // the container created
 		ids []string // the kubelet's device IDs for it
 		// env are variables the response must carry; pairs, when set, are the GPU → memory
 		// limit pairs of the response, by position (each GPU once).

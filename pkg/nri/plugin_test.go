@@ -48,7 +48,7 @@ var gpuAllocated = Allocated{GPU: true, Env: map[string]string{
 // pluginEnv is the device plugin's env for gpuAllocated as the runtime lists it.
 var pluginEnv = []string{"CUDA_VISIBLE_DEVICES=GPU-a", mem0 + "=1000m", "HAMI_GO_GPU_MEMORY_MIB=1000", MarkerEnv + "=GPU-a"}
 
-// pendingAllocated is gpuAllocated left to the guard (--apply-plan-at=create-container: the
+// pendingAllocated is gpuAllocated left to the guard (the device plugin's pending answer: the
 // Allocate response set only the empty marker), with a CDI device to add.
 var pendingAllocated = Allocated{GPU: true, Env: gpuAllocated.Env, Pending: true, CDIDevices: []string{"hami-go.io/gpu=GPU-a"}}
 
@@ -98,10 +98,10 @@ func TestGuardConfigure(t *testing.T) {
 	}
 }
 
-// Design (b) (--apply-plan-at=create-container): the guard applies a plan Allocate left to it
-// only where the single empty marker can be hami-go's own (containerd >= 2.0; elsewhere a
-// tenant's envFrom value could replace the plugin's) and, for CDI devices, where the runtime
-// injects the devices an NRI adjustment names (containerd >= 2.1); never while disconnected.
+// The guard applies a plan Allocate left to it only where the single empty marker can be
+// hami-go's own (containerd >= 2.0; elsewhere a tenant's envFrom value could replace the
+// plugin's) and, for CDI devices, where the runtime injects the devices an NRI adjustment names
+// (containerd >= 2.1); never while disconnected.
 func TestCanApplyPlans(t *testing.T) {
 	for _, tc := range []struct {
 		runtime, version string
@@ -137,8 +137,8 @@ func TestCanApplyPlans(t *testing.T) {
 	}
 }
 
-// Design (b) in an exempt namespace (hami-go's own, kube-system): the env is not checked, but a
-// plan Allocate left to the guard is applied, or the GPU pod would run without its GPU.
+// The pending answer in an exempt namespace (hami-go's own, kube-system): the env is not checked,
+// but a plan Allocate left to the guard is applied, or the GPU pod would run without its GPU.
 func TestGuardExemptAppliesPendingPlan(t *testing.T) {
 	src := &standInSource{out: map[string]Allocated{"main": pendingAllocated}}
 	g := onContainerd2(NewGuard(src, "kube-system"))
