@@ -15,8 +15,6 @@ const MaxGPUMemoryMiB = 4 << 20
 
 const mib = 1 << 20
 
-var maxBinary = *resource.NewQuantity(MaxGPUMemoryMiB*mib, resource.BinarySI)
-
 // ParseMemoryMiB applies the one quantity rule for GPU memory (case C07). Kubernetes normalizes
 // quantities before anyone reads them (`3000` arrives as `3k`), so the rule rests on value and
 // format, never on spelling:
