@@ -133,7 +133,10 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.splitCount=4"}, dpFlag("--split-count"), "4"},
 		{[]string{"devicePlugin.memoryScaling=1.5"}, dpFlag("--memory-scaling"), "1.5"},
 		{[]string{"devicePlugin.enforcement=none"}, dpFlag("--enforcement"), "none"},
-		{[]string{"devicePlugin.backend=fake", "devicePlugin.deviceListStrategy=cdi"}, dpFlag("--device-list-strategy"), "cdi"},
+		// With the fake backend, whose "" means envvar (the case below), the value picks cdi.
+		{[]string{"devicePlugin.backend=fake", "devicePlugin.deviceListStrategy=cdi"}, func(t testing.TB, r rendered) string {
+			return dpFlag("--device-list-strategy")(t, r) + " " + dpFlag("--backend")(t, r)
+		}, "cdi fake"},
 		// case C37: "" = cdi for real GPUs, envvar for fake ones (no device nodes, no CDI in containerd 1.6).
 		{[]string{"devicePlugin.backend=fake"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-list-strategy")(t, r) + " " + words(hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["cdi"] == "")
