@@ -32,7 +32,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
-	fs.DurationVar(&c.AllocateWait, "allocate-wait", c.AllocateWait, "longest wait in Allocate for the NRI env guard to be able to apply plans (connected to containerd >= 2.0) before the call is refused")
+	fs.DurationVar(&c.PlanWait, "plan-wait", c.PlanWait, "longest wait in PreStartContainer, before each GPU container's creation, for the node agent's NRI plugin to be able to apply the container's plan (connected to containerd >= 2.0); then the creation is refused and the kubelet retries it (0..25s)")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the node's liveness Lease hami-go-<node>")
 	cliflags.AddResourceNames(fs, &c.Resources)

@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		c.SplitCount != 10 || c.MemoryScaling != 1 || c.Enforcement != "hami-core" || c.DeviceListStrategy != "cdi" ||
 		c.CDISpecDir != "/var/run/cdi" || c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
 		cliflags.JoinXIDs(c.ApplicationXIDs) != "13,31,43,45,68,109" || c.RecoveryProbes != 3 || c.ProbeInterval != 5*time.Second ||
-		c.AllocateWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
+		c.PlanWait != 5*time.Second || c.DevicePluginDir != "/var/lib/kubelet/device-plugins" ||
 		c.LeaseNamespace != "kube-node-lease" ||
 		c.MetricsAddress != ":9400" || c.NRISocket != "/var/run/nri/nri.sock" || len(c.NRIExemptNamespaces) != 0 || c.FakeFaultInjection || c.ReservedMemory.String() != "" || o.Node.Kubeconfig != "" || c.Resources.Count != "nvidia.com/gpu" {
 		t.Fatalf("defaults = %+v", o)
@@ -32,7 +32,7 @@ func TestEveryFlag(t *testing.T) {
 		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
 		"--fake-fault-injection", "--split-count=4", "--memory-scaling=1.5", "--enforcement=mps", "--device-list-strategy=cdi",
 		"--cdi-spec-dir=/c", "--hami-core-library=/l.so", "--mps-pipe-dir=/m", "--application-xids=13, 79", "--recovery-probes=5",
-		"--probe-interval=2s", "--allocate-wait=3s", "--device-plugin-dir=/d",
+		"--probe-interval=2s", "--plan-wait=3s", "--device-plugin-dir=/d",
 		"--lease-namespace=ns", "--metrics-address=:1", "--resource-count=x.io/gpu", "--resource-memory=x.io/mem",
 		"--resource-memory-percentage=x.io/pct", "--resource-cores=x.io/cores", "-v=4", "--reserved-memory=2048,GPU-a=1Gi,3=0",
 		"--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system",
@@ -44,7 +44,7 @@ func TestEveryFlag(t *testing.T) {
 	c := o.Plugin
 	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.FakeFaultInjection, c.SplitCount,
 		c.MemoryScaling, c.Enforcement, c.DeviceListStrategy, c.CDISpecDir, c.HAMiCoreLibrary, c.MPSPipeDir, cliflags.JoinXIDs(c.ApplicationXIDs),
-		c.RecoveryProbes, c.ProbeInterval, c.AllocateWait, c.DevicePluginDir, c.LeaseNamespace, c.MetricsAddress,
+		c.RecoveryProbes, c.ProbeInterval, c.PlanWait, c.DevicePluginDir, c.LeaseNamespace, c.MetricsAddress,
 		c.Resources.Count, c.Resources.Memory, c.Resources.MemoryPercent, c.Resources.Cores, c.ReservedMemory.String(), c.NRISocket, strings.Join(c.NRIExemptNamespaces, ",")}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", true, 4, 1.5, "mps", "cdi", "/c", "/l.so", "/m", "13,79",
 		5, 2 * time.Second, 3 * time.Second, "/d", "ns", ":1", "x.io/gpu", "x.io/mem", "x.io/pct", "x.io/cores", "2048,3=0,GPU-a=1024", "/n.sock", "sys,kube-system"}
@@ -63,7 +63,7 @@ func TestBadFlags(t *testing.T) {
 		"--node-name=n --fake-fault-injection":                       "--fake-fault-injection needs --backend=fake",
 		"--node-name=n --recovery-probes=0":                          "--recovery-probes: 0 is below 1",
 		"--node-name=n --probe-interval=0s":                          "--probe-interval: 0s is not positive",
-		"--node-name=n --allocate-wait=1m":                           "--allocate-wait: 1m0s is outside 0..30s",
+		"--node-name=n --plan-wait=26s":                              "--plan-wait: 26s is outside 0..25s",
 		"--node-name=n --metrics-address=":                           "--metrics-address is empty",
 		"--node-name=n --resource-count=":                            "resource name count is empty",
 		"--node-name=n extra":                                        "unexpected arguments",

@@ -36,8 +36,8 @@ func TestAllocateC18(t *testing.T) {
 	planned := uuids(8)
 	pod := testPod("big", t0, testNode, ctr{name: "main", mem: 40000, gpus: planned})
 	p.Ledger().UpsertPod(pod)
-	if o, _ := p.GetDevicePluginOptions(context.Background(), nil); o.GetPreferredAllocationAvailable || o.PreStartRequired {
-		t.Fatalf("device plugin options %+v; want neither GetPreferredAllocation nor PreStartContainer", o)
+	if o, _ := p.GetDevicePluginOptions(context.Background(), nil); o.GetPreferredAllocationAvailable || !o.PreStartRequired {
+		t.Fatalf("device plugin options %+v; want PreStartContainer (which gates creation on the NRI plugin), not GetPreferredAllocation", o)
 	}
 
 	ids := []string{"GPU-A::0", "GPU-A::1", "GPU-A::2", "GPU-A::3", "GPU-B::0", "GPU-C::0", "GPU-D::0", "GPU-E::0"}

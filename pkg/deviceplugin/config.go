@@ -57,9 +57,12 @@ type Config struct {
 	RecoveryProbes int
 	// ProbeInterval is the probe period for unhealthy GPUs.
 	ProbeInterval time.Duration
-	// AllocateWait is the longest wait in Allocate for the NRI env guard to be able to apply plans
-	// (nri.Guard.CanApplyPlans) before Allocate is refused.
-	AllocateWait time.Duration
+	// PlanWait is the longest wait in PreStartContainer, before each GPU container's creation,
+	// for the node agent's NRI plugin to be able to apply the container's plan
+	// (nri.Plugin.CanApplyPlans), after which the creation is refused and the kubelet retries it.
+	// 0..25s: below the kubelet's PreStartContainer deadline of 30 s
+	// (pluginapi.KubeletPreStartContainerRPCTimeoutInSecs).
+	PlanWait time.Duration
 	// DevicePluginDir holds kubelet.sock and our socket.
 	DevicePluginDir string
 	// LeaseNamespace is the namespace of the node's liveness Lease.
@@ -93,7 +96,7 @@ func Defaults() Config {
 		ApplicationXIDs:    []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:     3,
 		ProbeInterval:      5 * time.Second,
-		AllocateWait:       5 * time.Second,
+		PlanWait:           5 * time.Second,
 		DevicePluginDir:    "/var/lib/kubelet/device-plugins",
 		LeaseNamespace:     "kube-node-lease",
 		MetricsAddress:     ":9400",
@@ -137,8 +140,8 @@ func (c *Config) Validate() error {
 	if c.ProbeInterval <= 0 {
 		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
 	}
-	if c.AllocateWait < 0 || c.AllocateWait > 30*time.Second {
-		return fmt.Errorf("--allocate-wait: %s is outside 0..30s (the kubelet's Allocate deadline is longer, but the pod fails if we are late)", c.AllocateWait)
+	if c.PlanWait < 0 || c.PlanWait > 25*time.Second {
+		return fmt.Errorf("--plan-wait: %s is outside 0..25s (the kubelet gives PreStartContainer 30 s)", c.PlanWait)
 	}
 	if c.DevicePluginDir == "" {
 		return fmt.Errorf("--device-plugin-dir is empty")

@@ -127,7 +127,7 @@ func testConfig(dir string) Config {
 	c.NodeName = testNode
 	c.DevicePluginDir = dir
 	c.DeviceListStrategy = StrategyEnvvar
-	c.AllocateWait = 0
+	c.PlanWait = 0
 	c.NRISocket = "/nonexistent/nri.sock" // New never dials it: no test registers with a runtime (a local cluster's containerd)
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"reflect"
 	"strings"
 	"sync"
@@ -45,9 +46,14 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 						return errors.New(why)
 					}
 				}
-				_, err := alloc(t, p, "GPU-B::0")
-				if want := "so no plan could be applied to the container; refusing the devices rather than handing them out unlimited"; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), why) {
-					t.Fatalf("Allocate while the guard cannot apply plans (%q): %v; want FailedPrecondition saying why and %q", why, err, want)
+				// Allocate answers whatever the NRI plugin's state (a refused Allocate fails the pod);
+				// PreStartContainer, before the container's creation, refuses with the reason.
+				if _, err := alloc(t, p, "GPU-B::0"); err != nil {
+					t.Fatalf("Allocate while the NRI plugin cannot apply plans (%q): %v; want the pending answer", why, err)
+				}
+				_, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{DevicesIds: []string{"GPU-B::0"}})
+				if want := "so the container's GPU plan could not be applied at its creation; the container is not created until the node agent's NRI plugin is connected"; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), why) {
+					t.Fatalf("PreStartContainer while the NRI plugin cannot apply plans (%q): %v; want FailedPrecondition saying why and %q", why, err, want)
 				}
 			}
 			p.canApplyPlans = func(bool) error { return nil }
@@ -156,12 +162,13 @@ func BenchmarkAllocate(b *testing.B) {
 	reportLatency(b, lat)
 }
 
-// Allocate waits (at most --allocate-wait) for the NRI env guard to be able to apply plans, woken
-// when its connection changes: a guard the runtime closed reconnects at once, and the pod
-// admitted meanwhile is served, not failed. Past the wait it is refused, naming the wait.
-func TestAllocateWaitsForTheGuard(t *testing.T) {
+// PreStartContainer, which the kubelet calls before each GPU container's creation, waits (at most
+// --plan-wait) for the NRI plugin to be able to apply plans, woken when its connection changes: a
+// plugin the runtime closed reconnects within a second, and the container created meanwhile gets
+// its plan, not a failure. Past the wait it is refused, naming the wait; the kubelet retries.
+func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.AllocateWait = 5 * time.Second
+	cfg.PlanWait = 5 * time.Second
 	p, clk := newTestPlugin(t, cfg, newTestBackend(2, 81920))
 	var mu sync.Mutex
 	why := errors.New("the NRI env guard is not connected to the runtime")
@@ -175,28 +182,35 @@ func TestAllocateWaitsForTheGuard(t *testing.T) {
 		changed = make(chan struct{})
 		mu.Unlock()
 	}
+	preStart := func(id string) error {
+		_, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{DevicesIds: []string{id}})
+		return err
+	}
 
 	done := make(chan error, 1)
-	go func() { _, err := alloc(t, p, "GPU-A::0"); done <- err }()
+	go func() { done <- preStart("GPU-A::0") }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
-	flip(nil) // the guard reconnected
+	flip(nil) // the NRI plugin reconnected
 	if err := <-done; err != nil {
-		t.Fatalf("Allocate after the guard reconnected: %v; want the pending answer", err)
+		t.Fatalf("PreStartContainer after the NRI plugin reconnected: %v; want nil", err)
 	}
-	clk.Step(cfg.AllocateWait) // fires the first wait's timer, which nobody reads any more
+	clk.Step(cfg.PlanWait) // fires the first wait's timer, which nobody reads any more
 	for clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
 
 	flip(errors.New("the NRI env guard is not connected to the runtime"))
-	go func() { _, err := alloc(t, p, "GPU-A::1"); done <- err }()
+	go func() { done <- preStart("GPU-A::1") }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
-	clk.Step(cfg.AllocateWait)
+	clk.Step(cfg.PlanWait)
 	if err := <-done; status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not connected to the runtime (waited 5s)") {
-		t.Errorf("Allocate while the guard stays away: %v; want refused after the 5s wait", err)
+		t.Errorf("PreStartContainer while the NRI plugin stays away: %v; want refused after the 5s wait", err)
+	}
+	if err := preStart("GPU-Z::0"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `names GPU "GPU-Z"`) {
+		t.Errorf("PreStartContainer with a device of another node: %v; want InvalidArgument naming the GPU", err)
 	}
 }

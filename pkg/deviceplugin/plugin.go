@@ -22,7 +22,7 @@ import (
 
 // Options are the injectable parts of a Plugin (tests replace them).
 type Options struct {
-	// Clock drives health probes, Allocate's wait for the NRI env guard and Lease renewals;
+	// Clock drives health probes, PreStartContainer's wait for the NRI plugin and Lease renewals;
 	// default the real clock.
 	Clock clock.WithTicker
 	// WatchInterval is the period of the fallback poll of the plugin's socket and kubelet.sock
@@ -192,11 +192,24 @@ func (p *Plugin) devices() []*pluginapi.Device {
 	return out
 }
 
-// GetDevicePluginOptions implements the kubelet API: neither PreStartContainer nor
-// GetPreferredAllocation is needed (the slices the kubelet picks name no GPU of the pod's: the
-// pod's own plan is applied at container creation).
+// GetDevicePluginOptions implements the kubelet API. PreStartRequired makes the kubelet call
+// PreStartContainer before it creates each container that holds the plugin's devices, every time
+// it creates one (restarts included), and refuse to create it while the plugin is not registered:
+// its endpoint is stopped when the plugin's connection ends and missing after a kubelet restart
+// (k8s.io/kubernetes pkg/kubelet/cm/devicemanager, callPreStartContainerIfNeeded). So a GPU
+// container is never created while the node agent, and with it the NRI plugin that applies the
+// container's plan, is away: its absence is what fails the creation, which the kubelet retries
+// (CreateContainerConfigError in `kubectl describe pod`). GetPreferredAllocation is not needed:
+// the slices the kubelet picks name no GPU of the pod's.
+// The kubelet takes the options from the registration (RegisterRequest.Options), so both use
+// pluginOptions.
 func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
+	return pluginOptions(), nil
+}
+
+// pluginOptions are the options the plugin registers with and GetDevicePluginOptions returns.
+func pluginOptions() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{PreStartRequired: true}
 }
 
 // ListAndWatch sends the device list, then again on every health change until the stream ends.
@@ -241,28 +254,44 @@ func (p *Plugin) checkIDs(ids []string) error {
 }
 
 // Allocate implements the kubelet API. The call names no pod, so every container request is
-// answered with the pending answer (responder.pending: no GPU, no limit), and the NRI env guard
-// applies the pod's own plan when the runtime creates the container, where it names the pod
-// (nriSource; docs/design.md "Slot protocol: the decision"). The answer is given only while the
-// guard can apply plans (nri.Guard.CanApplyPlans), after waiting up to cfg.AllocateWait for it;
-// else the call is refused (FailedPrecondition, with the reason) rather than hand out devices
-// that no plan would limit. The device IDs are checked (checkIDs) but name no GPU of the pod's
-// (cases C18, C19, C22).
-func (p *Plugin) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+// answered with the pending answer (responder.pending: no GPU, no limit), and the node agent's
+// NRI plugin applies the pod's own plan when the runtime creates the container, where it names
+// the pod (nriSource; docs/design.md "Applying a pod's plan"). Allocate never waits for the NRI
+// plugin and never refuses for its sake (a refused Allocate fails the whole pod with
+// UnexpectedAdmissionError, which its controller recreates in a loop): PreStartContainer gates
+// each container's creation instead. The device IDs are checked (checkIDs) but name no GPU of
+// the pod's (cases C18, C19, C22).
+func (p *Plugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	out := &pluginapi.AllocateResponse{}
 	for i, c := range r.ContainerRequests {
 		if err := p.checkIDs(c.DevicesIds); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
 		}
-		if why := p.waitPlansApplicable(ctx); why != nil {
-			err := fmt.Errorf("%v (NRI socket %s), so no plan could be applied to the container; refusing the devices rather than handing them out unlimited", why, p.cfg.NRISocket)
-			klog.ErrorS(err, "Allocate refused", "deviceIDs", c.DevicesIds)
-			return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
-		}
 		klog.V(2).InfoS("Allocate (plan applied at container creation)", "deviceIDs", c.DevicesIds)
 		out.ContainerResponses = append(out.ContainerResponses, p.resp.pending())
 	}
 	return out, nil
+}
+
+// PreStartContainer implements the kubelet API, called before each creation of a container that
+// holds the plugin's devices (GetDevicePluginOptions). It returns once the node agent's NRI
+// plugin can apply the container's plan at its creation (nri.Plugin.CanApplyPlans), waiting up
+// to cfg.PlanWait for it (woken by the NRI connection's changes), and otherwise refuses with the
+// reason (FailedPrecondition): the kubelet then does not create the container, shows the reason
+// as the container's CreateContainerConfigError and retries. The device IDs are checked as in
+// Allocate.
+func (p *Plugin) PreStartContainer(ctx context.Context, r *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	if err := p.checkIDs(r.DevicesIds); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "hami-go: PreStartContainer: %v", err)
+	}
+	if why := p.waitPlansApplicable(ctx); why != nil {
+		err := fmt.Errorf("%v (NRI socket %s), so the container's GPU plan could not be applied at its creation; "+
+			"the container is not created until the node agent's NRI plugin is connected (the kubelet retries)", why, p.cfg.NRISocket)
+		klog.ErrorS(err, "PreStartContainer refused", "deviceIDs", r.DevicesIds)
+		return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
+	}
+	klog.V(4).InfoS("PreStartContainer: the NRI plugin can apply the plan", "deviceIDs", r.DevicesIds)
+	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
 // plansBlocked says why the NRI env guard cannot apply a pending answer's plan now
@@ -274,9 +303,9 @@ func (p *Plugin) plansBlocked() error {
 	return p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
 }
 
-// waitPlansApplicable waits, up to cfg.AllocateWait, until the NRI env guard can apply plans (a
-// guard the runtime closed, after a call timed out or a runtime restart, reconnects at once),
-// and returns why it cannot, or nil.
+// waitPlansApplicable waits, up to cfg.PlanWait, until the NRI plugin can apply plans (a plugin
+// the runtime closed, after a call timed out or a runtime restart, reconnects within
+// nri.DefaultRetry), and returns why it cannot, or nil.
 func (p *Plugin) waitPlansApplicable(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
@@ -285,28 +314,23 @@ func (p *Plugin) waitPlansApplicable(ctx context.Context) error {
 			changed = p.guardChanged()
 		}
 		err := p.plansBlocked()
-		if err == nil || changed == nil || p.cfg.AllocateWait <= 0 {
+		if err == nil || changed == nil || p.cfg.PlanWait <= 0 {
 			return err
 		}
 		if timeout == nil {
-			timeout = p.opts.Clock.After(p.cfg.AllocateWait)
+			timeout = p.opts.Clock.After(p.cfg.PlanWait)
 		}
 		select {
 		case <-changed:
 		case <-timeout:
 			if err := p.plansBlocked(); err != nil {
-				return fmt.Errorf("%w (waited %s)", err, p.cfg.AllocateWait)
+				return fmt.Errorf("%w (waited %s)", err, p.cfg.PlanWait)
 			}
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("%v: %w", err, ctx.Err())
 		}
 	}
-}
-
-// PreStartContainer is not required (GetDevicePluginOptions says so).
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
 // recoverUnary turns a panic in a handler into an Internal error for the kubelet.

@@ -12,8 +12,8 @@ import (
 )
 
 // rpcBuckets are the latency buckets of the kubelet's calls, seconds: 100 µs to 105 s by factors
-// of 4 (an Allocate answered at once takes well under a millisecond; one that waits for the NRI
-// env guard takes up to --allocate-wait, at most 30 s).
+// of 4 (an Allocate answered at once takes well under a millisecond; a PreStartContainer that
+// waits for the NRI plugin takes up to --plan-wait, at most 25 s).
 var rpcBuckets = prometheus.ExponentialBuckets(0.0001, 4, 11)
 
 // newRPCDuration is hami_go_device_plugin_request_duration_seconds{node, method, code}: how long

@@ -3,7 +3,11 @@ package deviceplugin
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -57,11 +61,17 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err := sync.Start(ctx, p.Ledger()); err != nil {
 		return err
 	}
-	// case C37: the env guard starts once the ledger has its pods and claims back (informer
-	// synced): before that it could not tell a GPU container from one without GPUs. Allocate
-	// waits for it to connect (Plugin.waitPlansApplicable).
+	// case C37: the NRI plugin starts once the ledger has its pods and claims back (informer
+	// synced): before that it could not tell a GPU container from one without GPUs.
+	// PreStartContainer waits for it to connect (Plugin.waitPlansApplicable), and containers it
+	// finds running without their plan when it connects are stopped (unplannedStopper).
 	g := nri.NewGuard(NRISource(p), cfg.NRIExemptNamespaces...)
 	p.canApplyPlans, p.guardChanged = g.CanApplyPlans, g.Changed
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Client.CoreV1().Events("")})
+	defer events.Shutdown()
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-device-plugin", Host: cfg.NodeName})
+	g.OnUnplanned(unplannedStopper{p: p, client: d.Client, recorder: recorder}.stop)
 	go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

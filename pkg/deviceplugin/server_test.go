@@ -41,12 +41,12 @@ func TestRegistrationAndListAndWatch(t *testing.T) {
 	startServe(t, p)
 
 	r := k.waitRegistration(t, 5*time.Second)
-	if r.Version != "v1beta1" || r.Endpoint != SocketName || r.ResourceName != "nvidia.com/gpu" || r.Options.GetPreferredAllocationAvailable {
+	if r.Version != "v1beta1" || r.Endpoint != SocketName || r.ResourceName != "nvidia.com/gpu" || r.Options.GetPreferredAllocationAvailable || !r.Options.GetPreStartRequired() {
 		t.Fatalf("registration = %v", r)
 	}
 	c := k.client(t, r.Endpoint)
 	opts, err := c.GetDevicePluginOptions(context.Background(), &pluginapi.Empty{})
-	if err != nil || opts.GetPreferredAllocationAvailable || opts.PreStartRequired {
+	if err != nil || opts.GetPreferredAllocationAvailable || !opts.PreStartRequired {
 		t.Fatalf("options = %v, %v", opts, err)
 	}
 	s, err := c.ListAndWatch(context.Background(), &pluginapi.Empty{})

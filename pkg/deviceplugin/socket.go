@@ -196,7 +196,7 @@ func (p *Plugin) register(ctx context.Context, kubelet string) error {
 		Version:      pluginapi.Version,
 		Endpoint:     SocketName,
 		ResourceName: p.cfg.Resources.Count,
-		Options:      &pluginapi.DevicePluginOptions{},
+		Options:      pluginOptions(),
 	})
 	if err != nil {
 		p.mu.Lock()

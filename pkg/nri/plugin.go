@@ -27,8 +27,11 @@ const (
 	PluginIndex = "90"
 	// DefaultSocket is NRI's default socket, /var/run/nri/nri.sock (containerd 2.x, CRI-O).
 	DefaultSocket = api.DefaultSocketPath
-	// DefaultRetry is how often the node agents' guard tries to (re)connect to the socket.
-	DefaultRetry = 10 * time.Second
+	// DefaultRetry is how often the node agents' guard tries to (re)connect to the socket: a
+	// restarted runtime gets it back within a second (a GPU container's creation waits for it,
+	// deviceplugin --plan-wait), at the cost of one failed dial a second while the socket is not
+	// there.
+	DefaultRetry = time.Second
 )
 
 // MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the device
@@ -109,6 +112,8 @@ type Guard struct {
 	connected atomic.Bool
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
+	// unplanned is told of running containers created without their plan (OnUnplanned).
+	unplanned func(context.Context, Container)
 }
 
 // Changed returns a channel closed at the next change of the guard's connection to the runtime
@@ -165,20 +170,13 @@ type Adjustment struct {
 // error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
 // env is the container's OCI env at CreateContainer (see PlanEnv).
 func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
-	protected := false
-	markers, empty := 0, false
+	protected, marked := false, false
 	for _, e := range env {
-		name, value, _ := strings.Cut(e, "=")
-		if device.IsProtectedEnv(name) {
-			protected = true
-		}
-		if name == MarkerEnv {
-			markers++
-			empty = value == ""
-		}
+		name, _, _ := strings.Cut(e, "=")
+		protected = protected || device.IsProtectedEnv(name)
+		marked = marked || name == MarkerEnv
 	}
-	marked := markers > 0
-	c.AnswerPending = markers == 1 && empty && g.answers.Load()
+	c.AnswerPending = g.answerPending(env)
 	exempt := g.exempt[c.PodNamespace]
 	if !protected || exempt && !c.AnswerPending {
 		return Adjustment{}, nil
@@ -228,6 +226,20 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adju
 	return adj, nil
 }
 
+// answerPending is the one place that decides whether env carries the device plugin's pending
+// answer (Container.AnswerPending): MarkerEnv exactly once, empty, on a runtime that keeps a
+// repeated env name as two entries.
+func (g *Guard) answerPending(env []string) bool {
+	markers, empty := 0, false
+	for _, e := range env {
+		if name, value, _ := strings.Cut(e, "="); name == MarkerEnv {
+			markers++
+			empty = value == ""
+		}
+	}
+	return markers == 1 && empty && g.answers.Load()
+}
+
 // CreateContainer implements the NRI stub's CreateContainerInterface: Decide's changes become
 // env adjustments, and its error refuses the container (containerd returns it from CRI
 // CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
@@ -271,10 +283,15 @@ func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.Ev
 }
 
 // Synchronize implements the NRI stub's SynchronizeInterface: when the guard (re)connects, the
-// runtime lists the containers it already has, and each one is checked as at its creation. A
-// running container cannot be refused or adjusted any more, so the checks run after
-// Synchronize returns (the runtime bounds the call's time), and what Decide would have refused
-// is logged as an error: a container created while the guard was away.
+// runtime lists the containers it already has. A running container whose env still carries the
+// device plugin's pending answer (Container.AnswerPending) was created while the guard was away:
+// its plan was never applied, so it runs with no GPU limit (and, where the image names GPUs and
+// the NVIDIA runtime honours it, with GPUs no plan gave it). It is handed to the Unplanned
+// handler (the device plugin stops it, so that its controller makes a new one that gets its
+// plan) and never claims its plan here. Every other running container is checked as at its
+// creation. A running container cannot be refused or adjusted any more, so this runs after
+// Synchronize returns (the runtime bounds the call's time); what Decide would have refused is
+// logged as an error.
 func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
@@ -293,6 +310,14 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		for _, ch := range checks {
+			if g.answerPending(ch.env) {
+				klog.ErrorS(nil, "A running container carries the pending answer: it was created without its GPU plan",
+					"pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
+				if g.unplanned != nil {
+					g.unplanned(ctx, ch.c)
+				}
+				continue
+			}
 			if _, err := g.Decide(ctx, ch.c, ch.env); err != nil {
 				klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
 			}
@@ -300,6 +325,10 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	}()
 	return nil, nil
 }
+
+// OnUnplanned sets the handler Synchronize calls for each running container created without its
+// plan (its env still carries the pending answer); nil: only logged. Set it before Run.
+func (g *Guard) OnUnplanned(f func(context.Context, Container)) { g.unplanned = f }
 
 // containerOf names ctr of pod (nil: unknown) as Decide takes it.
 func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {

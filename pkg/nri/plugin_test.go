@@ -344,10 +344,11 @@ func TestGuardCreateContainer(t *testing.T) {
 }
 
 // When the guard (re)connects, the runtime lists the containers it already runs, and the Source
-// is asked again for each running GPU container, as at its creation (a container created while
-// the guard was away is checked, and what fails is logged). Stopped containers and containers
-// without protected env are not asked; nothing is updated, and a check that fails is not an
-// error of the synchronisation (the container runs already).
+// is asked again for each running GPU container, as at its creation (what fails is logged). A
+// running container whose env still carries the pending answer was created while the guard was
+// away: it goes to the Unplanned handler and never claims its plan (the Source is not asked).
+// Stopped containers and containers without protected env are not asked; nothing is updated,
+// and a check that fails is not an error of the synchronisation (the container runs already).
 func TestGuardSynchronize(t *testing.T) {
 	src := &standInSource{out: map[string]Allocated{"main": gpuAllocated}}
 	pods := []*api.PodSandbox{{Id: "sb1", Uid: "uid-1", Namespace: "ns", Name: "p"}, {Id: "sb2", Uid: "uid-2", Namespace: "ns", Name: "q"}}
@@ -356,8 +357,13 @@ func TestGuardSynchronize(t *testing.T) {
 		{Id: "c2", PodSandboxId: "sb1", Name: "sidecar", State: api.ContainerState_CONTAINER_RUNNING, Env: []string{"PATH=/bin"}},
 		{Id: "c3", PodSandboxId: "sb2", Name: "main", State: api.ContainerState_CONTAINER_STOPPED, Env: pluginEnv},
 		{Id: "c4", PodSandboxId: "sb2", Name: "widened", State: api.ContainerState_CONTAINER_CREATED, Env: envOf(pluginEnv, []string{mem0 + "=81920m"})},
+		{Id: "c5", PodSandboxId: "sb2", Name: "unplanned", State: api.ContainerState_CONTAINER_RUNNING, Env: pendingEnv},
 	}
-	upd, err := onContainerd2(NewGuard(src)).Synchronize(context.Background(), pods, ctrs)
+	g := onContainerd2(NewGuard(src))
+	var mu sync.Mutex
+	var unplanned []Container
+	g.OnUnplanned(func(_ context.Context, c Container) { mu.Lock(); defer mu.Unlock(); unplanned = append(unplanned, c) })
+	upd, err := g.Synchronize(context.Background(), pods, ctrs)
 	if err != nil || upd != nil {
 		t.Fatalf("Synchronize = %v, %v; want no updates, no error", upd, err)
 	}
@@ -372,6 +378,11 @@ func TestGuardSynchronize(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // and no more than those
 	if got := src.calls(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Source asked %+v, want %+v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []Container{{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "unplanned"}}; !reflect.DeepEqual(unplanned, want) {
+		t.Errorf("Unplanned handler got %+v, want %+v", unplanned, want)
 	}
 }
 

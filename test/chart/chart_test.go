@@ -65,7 +65,7 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--enforcement": "hami-core", "--device-list-strategy": "cdi", "--cdi-spec-dir": "/var/run/cdi",
 		"--hami-core-library": "/usr/local/vgpu/libvgpu.so", "--mps-pipe-dir": "/tmp/nvidia-mps",
 		"--application-xids": "13,31,43,45,68,109", "--recovery-probes": "3", "--probe-interval": "5s",
-		"--allocate-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
+		"--plan-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
 		"--lease-namespace": "kube-node-lease",
 		"--metrics-address": ":9400", "--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",

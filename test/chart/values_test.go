@@ -153,7 +153,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{`devicePlugin.applicationXids=13\,31`}, dpFlag("--application-xids"), "13,31"},
 		{[]string{"devicePlugin.recoveryProbes=5"}, dpFlag("--recovery-probes"), "5"},
 		{[]string{"devicePlugin.probeInterval=9s"}, dpFlag("--probe-interval"), "9s"},
-		{[]string{"devicePlugin.allocateWait=3s"}, dpFlag("--allocate-wait"), "3s"},
+		{[]string{"devicePlugin.planWait=3s"}, dpFlag("--plan-wait"), "3s"},
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-plugin-dir")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
 		}, "/data/kubelet/device-plugins /data/kubelet/device-plugins"},
