@@ -1,0 +1,104 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// planBurst is the burst of the no-container-without-its-plan tests (issue 29): n pods of
+// memMiB each, created together.
+const (
+	planBurstPods  = 20
+	planBurstMiB   = 16000
+	planBurstFault = 2 * time.Second // how long after the burst's start the fault is injected
+)
+
+// burstThroughFault creates the burst, injects fault planBurstFault after its start (while the
+// pods are being bound and their containers created), then waits until every pod runs and checks
+// that each one runs with exactly its own plan: HAMI_GO_GPU_UUIDS and CUDA_VISIBLE_DEVICES name
+// its claimed GPUs, which are its planned ones, with its own memory limit; no GPU is over
+// committed; and no pod was lost (a container created without its plan would have been stopped
+// by deleting its pod, which fails waitAllRunning's count). It logs how long the burst took.
+func (c *Cluster) burstThroughFault(t *testing.T, what string, fault func()) {
+	inv := c.inventory(t)
+	ns := e2eNamespace(t, c)
+	c.waitNodeQuiet(t, 3*time.Minute)
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() {
+		created <- c.createPodsErr(burstPods(ns, "fault", planBurstPods, gpuLimits{count: 1, memMiB: planBurstMiB}))
+	}()
+	time.Sleep(planBurstFault)
+	fault()
+	t.Logf("%s %v after the burst began", what, time.Since(start).Round(time.Millisecond))
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	pods := c.waitAllRunning(t, ns, planBurstPods, 6*time.Minute)
+	t.Logf("all %d pods Running %v after the burst began (%s)", planBurstPods, time.Since(start).Round(time.Millisecond), what)
+	checkNotOvercommitted(t, inv, c.nodeUsage(t))
+	waited := 0
+	for i := range pods {
+		p := &pods[i]
+		got := c.checkOwnLimit(t, p, planBurstMiB)
+		env := c.containerEnv(t, p.Namespace, p.Name, "main")
+		if env[device.EnvGPUUUIDs] == "" || env[device.EnvGPUUUIDs] != strings.Join(got, ",") {
+			t.Errorf("pod %s: %s=%q; want its claimed GPUs %q (a container without its plan)", p.Name, device.EnvGPUUUIDs, env[device.EnvGPUUUIDs], got)
+		}
+		if c.podWasRefusedAtCreation(t, p) {
+			waited++
+		}
+	}
+	t.Logf("%d of %d pods had a container creation refused until the plan could be applied", waited, planBurstPods)
+}
+
+// podWasRefusedAtCreation says whether p has a Failed Event from the kubelet (a container
+// creation refused, then retried).
+func (c *Cluster) podWasRefusedAtCreation(t testing.TB, p *corev1.Pod) bool {
+	t.Helper()
+	l, err := c.Client.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Failed",
+	})
+	return err == nil && len(l.Items) > 0
+}
+
+// TestNoPlanlessContainerAgentDeletedMidBurst (issue 29, device-plugin mode): the node agent's
+// pod is deleted 2 s into a burst of 20 pods of 16000 MiB (what a DaemonSet rolling update or a
+// crash does). Containers whose creation falls while the agent is away are refused by the
+// kubelet (PreStartContainer on a stopped endpoint) and retried once the new agent's NRI plugin
+// can apply their plan: every pod ends Running with exactly its own plan.
+func TestNoPlanlessContainerAgentDeletedMidBurst(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	c.burstThroughFault(t, "deleted the device-plugin pod", func() {
+		old := c.devicePluginPods(t)
+		for _, p := range old {
+			if err := c.Client.CoreV1().Pods(chartNamespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete device-plugin pod %s: %v", p.Name, err)
+			}
+		}
+		t.Cleanup(func() { c.waitNewDevicePlugin(t, old, 2*time.Minute) })
+	})
+}
+
+// TestNoPlanlessContainerContainerdRestartMidBurst (issue 29, device-plugin mode): containerd is
+// restarted (hack/cluster/restart.sh) 2 s into the same burst; the NRI plugin reconnects within
+// a second of containerd's return and PreStartContainer holds each creation until it has: every
+// pod ends Running with exactly its own plan.
+func TestNoPlanlessContainerContainerdRestartMidBurst(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	c.burstThroughFault(t, "restarted containerd", func() {
+		c.clusterScript(t, "restart.sh", "restart", "containerd")
+		c.waitNodeReady(t, 2*time.Minute)
+	})
+}
