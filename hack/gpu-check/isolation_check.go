@@ -117,8 +117,9 @@ func isolationCheck(ctx context.Context, h host, out string, c isoConfig) Result
 		Steps:  run.probe("steps", 60*time.Second, envList(cache("steps")), "--mode", "steps", "--steps", isoSteps),
 		Shared: run.probe("shared", 60*time.Second, envList(cache("shared")), "--mode", "shared", "--mib", strconv.Itoa(isoSharedMiB)),
 	}
-	p.Limited = run.rate("limited", envList(cache("limited")), c.SMSeconds)
+	// The reference first: a limiter that never lets a kernel through costs only its own client.
 	p.Ref = run.rate("ref", []string{gpuenv.EnvCUDAVisibleDevices + "=" + uuid}, c.RefSeconds)
+	p.Limited = run.rate("limited", envList(cache("limited")), c.SMSeconds)
 	vals, row := evalIsolation(p, cache("steps"), false)
 	row.Check = r.Name
 	r.Values, r.Isolation = vals, &row
@@ -170,7 +171,6 @@ func isolationMPSCheck(ctx context.Context, h host, out string, c isoConfig) Res
 		Steps:  run.probe("steps", 60*time.Second, envList(env), "--mode", "steps", "--steps", isoSteps),
 		Shared: run.probe("shared", 60*time.Second, envList(env), "--mode", "shared", "--mib", strconv.Itoa(isoSharedMiB)),
 	}
-	p.Limited = run.rate("limited", envList(env), c.SMSeconds)
 	if p.Ref = readProbe(filepath.Join(rawDir(out), "isolation-ref.json"), ""); p.Ref.Rate == nil {
 		unlimited := map[string]string{}
 		for k, v := range env {
@@ -180,6 +180,7 @@ func isolationMPSCheck(ctx context.Context, h host, out string, c isoConfig) Res
 		}
 		p.Ref = run.rate("ref", envList(unlimited), c.RefSeconds)
 	}
+	p.Limited = run.rate("limited", envList(env), c.SMSeconds)
 	vals, row := evalIsolation(p, env, true)
 	row.Check = r.Name
 	r.Values, r.Isolation = vals, &row

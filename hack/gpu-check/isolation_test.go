@@ -113,8 +113,9 @@ func TestEvalIsolationNotEnforced(t *testing.T) {
 	}
 }
 
-// isoHost fakes nvidia-smi, python3 and the probe clients, which write outs in call order.
-func isoHost(out, prefix string, outs ...string) *fakeHost {
+// isoHost fakes nvidia-smi, python3 and the probe clients: the n-th client writes outs[n] as
+// raw/<prefix>-<labels[n]>.json; envs collects each client's env.
+func isoHost(out, prefix string, labels []string, envs *[][]string, outs ...string) *fakeHost {
 	f := &fakeHost{path: map[string]bool{"nvidia-cuda-mps-control": true}, answers: map[string]fakeAnswer{
 		"python3 -c": {stdout: "2.5.1 12.4 True"},
 		"nvidia-smi --query-gpu=" + smiQueryFields: {stdout: "0, " + testUUID + ", NVIDIA H200, 143771, 00000000:19:00.0, 9.0, 570.86.15\n"},
@@ -123,11 +124,13 @@ func isoHost(out, prefix string, outs ...string) *fakeHost {
 		"sh -c":                                    {stdout: "4242\n"},
 		"python3 isolation_probe.py":               {},
 	}}
-	labels := []string{"steps", "shared", "limited", "ref"}
 	n := 0
-	f.onRun = func(key string, _ []string) {
+	f.onRun = func(key string, env []string) {
 		if key != "python3 isolation_probe.py" || n >= len(outs) {
 			return
+		}
+		if envs != nil {
+			*envs = append(*envs, env)
 		}
 		_ = os.WriteFile(filepath.Join(rawDir(out), prefix+"-"+labels[n]+".json"), []byte(strings.ReplaceAll(outs[n], "%UUID%", testUUID)), 0o644)
 		n++
@@ -162,14 +165,22 @@ func TestIsolationCheck(t *testing.T) {
 	_ = os.WriteFile(lib, nil, 0o644)
 	writeBuild(t, out, hamiCoreBuild{Status: Pass, Library: lib})
 	steps := strings.ReplaceAll(strings.ReplaceAll(probeStepsJSON, "/w/libvgpu.so", lib), "/w/steps.cache", filepath.Join(work, "steps.cache"))
-	f := isoHost(out, "isolation", steps, probeSharedJSON, probeLimitedJSON, probeRefJSON)
+	var envs [][]string
+	f := isoHost(out, "isolation", []string{"steps", "shared", "ref", "limited"}, &envs, steps, probeSharedJSON, probeRefJSON, probeLimitedJSON)
 	r := isolationCheck(context.Background(), f.host(), out, c)
-	if r.Status != Pass || r.Isolation == nil || r.Isolation.Check != "isolation" || r.Isolation.LargestOKMiB != 3900 {
+	if r.Status != Pass || r.Isolation == nil || r.Isolation.Check != "isolation" || r.Isolation.LargestOKMiB != 3900 ||
+		!strings.HasPrefix(r.Isolation.SMShare, "0.31 ") {
 		t.Fatalf("isolation = %s (%s) %+v %+v", r.Status, r.Reason, r.Values, r.Isolation)
 	}
-	env := strings.Join(f.envs["python3 isolation_probe.py"], " ") // the last client: the unlimited reference
-	if env != "CUDA_VISIBLE_DEVICES="+testUUID {
-		t.Fatalf("reference client env = %q, want the GPU only", env)
+	if len(envs) != 4 || strings.Join(envs[2], " ") != "CUDA_VISIBLE_DEVICES="+testUUID {
+		t.Fatalf("client envs = %q, want the unlimited reference (the GPU only) third", envs)
+	}
+	// Each group of clients has its own cache file; the two shared clients one.
+	for i, want := range []string{"steps.cache", "shared.cache", "", "limited.cache"} {
+		if env := strings.Join(envs[i], " "); !strings.Contains(env, "CUDA_DEVICE_SM_LIMIT=30") && want != "" ||
+			!strings.Contains(env, "CUDA_DEVICE_MEMORY_SHARED_CACHE="+filepath.Join(work, want)) && want != "" {
+			t.Errorf("client %d env = %q, want the slice with cache %s", i, env, want)
+		}
 	}
 	if got := readRaw(out, "isolation.env"); !strings.Contains(got, "LD_PRELOAD=/usr/local/vgpu/libvgpu.so\n") || !strings.Contains(got, "CUDA_DEVICE_MEMORY_LIMIT_0=4000m") {
 		t.Fatalf("raw/isolation.env (gpuenv's) =\n%s", got)
@@ -195,7 +206,7 @@ func TestIsolationMPSCheck(t *testing.T) {
 	mpsShared := `{"mode": "shared", "first": {"mib": 2500, "ok": true}, "second": {"mib": 2500, "ok": true}}`
 	// The unlimited rate of the isolation check is reused: three clients only.
 	_ = os.WriteFile(filepath.Join(rawDir(out), "isolation-ref.json"), []byte(probeRefJSON), 0o644)
-	f := isoHost(out, "isolation-mps", mpsSteps, mpsShared, probeLimitedJSON)
+	f := isoHost(out, "isolation-mps", []string{"steps", "shared", "limited"}, nil, mpsSteps, mpsShared, probeLimitedJSON)
 	r := isolationMPSCheck(context.Background(), f.host(), out, c)
 	if r.Status != Pass || r.Isolation == nil || r.Isolation.FirstFailedMiB != 3900 || !strings.HasPrefix(r.Isolation.SMShare, "0.31 ") {
 		t.Fatalf("isolation-mps = %s (%s) %+v %+v", r.Status, r.Reason, r.Values, r.Isolation)
@@ -204,7 +215,7 @@ func TestIsolationMPSCheck(t *testing.T) {
 		t.Fatalf("daemon env = %q", denv)
 	}
 	// A daemon that cannot start skips the check with its message.
-	f = isoHost(out, "isolation-mps")
+	f = isoHost(out, "isolation-mps", nil, nil)
 	f.answers["nvidia-cuda-mps-control -d"] = fakeAnswer{stderr: "cannot start", err: os.ErrPermission}
 	if r := isolationMPSCheck(context.Background(), f.host(), out, c); r.Status != Skip || !strings.Contains(r.Reason, "MPS cannot start here") {
 		t.Fatalf("daemon failing: %s (%s)", r.Status, r.Reason)
