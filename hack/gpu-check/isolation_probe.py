@@ -15,6 +15,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -54,8 +55,10 @@ def steps(torch, res, sizes):
 
 def shared(res, mib, script, timeout=60):
     """The other client allocates and holds mib, then this one tries mib under the same limit."""
+    # The other client's stderr (HAMi-core logs there) goes to a file: a full pipe would stall it.
+    errf = tempfile.TemporaryFile()
     child = subprocess.Popen([sys.executable, script, "--mode", "hold", "--mib", str(mib), "--out", "-"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf)
     try:
         import torch  # imported while the other client starts
         res["torch"] = torch.__version__
@@ -83,7 +86,8 @@ def shared(res, mib, script, timeout=60):
             child.wait(timeout=30)
         except Exception:
             child.kill()
-        res["firstStderr"] = child.stderr.read().decode(errors="replace")[-1500:]
+        errf.seek(0)
+        res["firstStderr"] = errf.read().decode(errors="replace")[-1500:]
 
 
 def hold(mib):
