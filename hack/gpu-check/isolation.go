@@ -217,3 +217,19 @@ func evalIsolation(p isoProbes, env map[string]string, mps bool) ([]Value, isola
 	row.SMShare = share
 	return append(vals, sm), row
 }
+
+// preloadValue says whether HAMi-core was loaded into the steps client, from the client's output
+// (stderr): HAMi-core's own messages ("[HAMI-core Msg(...)]: Initialized") or ld.so's refusal
+// to preload. Report-only: HAMi-core's log level may hide its messages.
+func preloadValue(clientOutput string) Value {
+	v := Value{What: "libvgpu.so loaded into the client (its stderr)", Want: "report-only (HAMi-core's messages)", OK: true, Got: "no HAMi-core message"}
+	for _, l := range strings.Split(clientOutput, "\n") {
+		switch {
+		case strings.Contains(l, "cannot be preloaded"):
+			return Value{What: v.What, Want: v.Want, OK: true, Got: "ld.so: " + truncateString(strings.TrimSpace(l), 160)}
+		case strings.Contains(l, "HAMI-core") && v.Got == "no HAMi-core message":
+			v.Got = "yes: " + truncateString(strings.TrimSpace(l), 160)
+		}
+	}
+	return v
+}

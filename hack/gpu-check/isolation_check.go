@@ -88,7 +88,7 @@ func torchUsable(ctx context.Context, h host, out, python string) string {
 // all, is raw/isolation-ref.json, which isolation-mps reuses).
 func isolationCheck(ctx context.Context, h host, out string, c isoConfig) Result {
 	r := Result{Name: "isolation", Raw: []string{"raw/hami-core-build.json", "raw/hami-core-build.log", "raw/isolation.env", "raw/isolation-host.env",
-		"raw/isolation-steps.json", "raw/isolation-shared.json", "raw/isolation-limited.json", "raw/isolation-ref.json"}}
+		"raw/isolation-steps.json", "raw/isolation-steps.err", "raw/isolation-shared.json", "raw/isolation-limited.json", "raw/isolation-ref.json"}}
 	b, err := readHAMiCoreBuild(out)
 	switch {
 	case err != nil:
@@ -122,7 +122,7 @@ func isolationCheck(ctx context.Context, h host, out string, c isoConfig) Result
 	p.Limited = run.rate("limited", envList(cache("limited")), c.SMSeconds)
 	vals, row := evalIsolation(p, cache("steps"), false)
 	row.Check = r.Name
-	r.Values, r.Isolation = vals, &row
+	r.Values, r.Isolation = append(vals, preloadValue(readRaw(out, "isolation-steps.err"))), &row
 	r.finish()
 	return r
 }

@@ -242,3 +242,15 @@ func TestIsolationTable(t *testing.T) {
 		t.Fatalf("table without isolation checks = %q", got)
 	}
 }
+
+func TestPreloadValue(t *testing.T) {
+	for out, want := range map[string]string{
+		"[HAMI-core Msg(4242:140:libvgpu.c:911)]: Initialized\n":                                                             "yes: [HAMI-core Msg(4242:140:libvgpu.c:911)]: Initialized",
+		"ERROR: ld.so: object '/w/libvgpu.so' from LD_PRELOAD cannot be preloaded (wrong ELF class: ELFCLASS32): ignored.\n": "ld.so: ERROR: ld.so: object '/w/libvgpu.so' from LD_PRELOAD cannot be preloaded (wrong ELF class: ELFCLASS32): ignored.",
+		"\nexit: <nil>\n": "no HAMi-core message",
+	} {
+		if v := preloadValue(out); v.Got != want || !v.OK {
+			t.Errorf("preloadValue(%q) = %+v, want %q", out, v, want)
+		}
+	}
+}
