@@ -6,7 +6,11 @@
 //	gpucheck discovery     --out DIR   # pkg/nvml (nvml-probe) vs nvidia-smi and sysfs
 //	gpucheck device-plugin --out DIR --mps-pipe-dir P   # TestGPUCheckNVML from deviceplugin.test
 //	gpucheck dra-driver    --out DIR   # TestGPUCheckDRA from dra.test vs nvidia-smi and sysfs
+//	gpucheck hami-core-build --out DIR --hami-core-src S --work-dir W   # libvgpu.so for isolation
+//	gpucheck isolation     --out DIR --work-dir W       # HAMi-core limits with pkg/gpuenv's env
 //	gpucheck mps           --out DIR --mps-pipe-dir P   # MPS limits from the Allocate env
+//	gpucheck isolation-mps --out DIR --mps-pipe-dir P   # MPS limits with pkg/gpuenv's env
+//	gpucheck slice-env     --out DIR --uuid U [--enforcement E --library L]   # prints the env
 //	gpucheck skip          --out DIR --name N --reason R
 //	gpucheck summary       --out DIR   # summary.json + summary.txt; prints summary.txt
 //
@@ -67,7 +71,7 @@ func realHost() host {
 // run executes one subcommand; binDir is where the staged binaries lie (the stage's bin/).
 func run(ctx context.Context, args []string, h host, binDir string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|dra-driver|mps|skip|summary --out DIR [flags]")
+		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|dra-driver|hami-core-build|isolation|mps|isolation-mps|slice-env|skip|summary --out DIR [flags]")
 		return exitUsage
 	}
 	cmd := args[0]
@@ -83,6 +87,16 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 	control := fs.String("mps-control", "nvidia-cuda-mps-control", "the MPS control command (mps)")
 	python := fs.String("python", "python3", "python3 with PyTorch (mps)")
 	script := fs.String("mps-script", filepath.Join(binDir, "..", "mps_check.py"), "mps_check.py (mps)")
+	hcSrc := fs.String("hami-core-src", filepath.Join(binDir, "..", "hami-core-src"), "staged HAMi-core source (hami-core-build)")
+	work := fs.String("work-dir", "", "private work folder: HAMi-core build, cache files (hami-core-build, isolation)")
+	cmake := fs.String("cmake", "cmake", "the cmake command (hami-core-build)")
+	nvcc := fs.String("nvcc", "nvcc", "the nvcc command, which locates the CUDA toolkit (hami-core-build)")
+	isoScript := fs.String("probe-script", filepath.Join(binDir, "..", "isolation_probe.py"), "isolation_probe.py (isolation, isolation-mps)")
+	smSeconds := fs.Float64("sm-seconds", 30, "how long the rate client runs under the compute limit (isolation, isolation-mps)")
+	refSeconds := fs.Float64("ref-seconds", 10, "how long the unlimited rate client runs (isolation, isolation-mps)")
+	uuid := fs.String("uuid", "", "GPU UUID (slice-env)")
+	enforcement := fs.String("enforcement", "hami-core", "hami-core or mps (slice-env)")
+	library := fs.String("library", "", "host path of libvgpu.so (slice-env)")
 	name := fs.String("name", "", "check name (skip)")
 	reason := fs.String("reason", "", "why the check is skipped (skip)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -140,6 +154,33 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 			return exitUsage
 		}
 		return record(mpsCheck(ctx, h, *out, mpsConfig{Control: *control, Python: *python, Script: *script, SMI: *smi, PipeDir: *pipe}))
+	case "hami-core-build":
+		if *work == "" {
+			fmt.Fprintln(stderr, "gpucheck hami-core-build: --work-dir is required")
+			return exitUsage
+		}
+		b := buildHAMiCore(ctx, h, *out, hamiCoreConfig{Src: *hcSrc, BuildDir: *work, CMake: *cmake, NVCC: *nvcc, CUDAHome: os.Getenv("CUDA_HOME")})
+		fmt.Fprintf(stdout, "hami-core-build: %s %s%s\n", b.Status, b.Library, b.Reason)
+		return 0
+	case "isolation", "isolation-mps":
+		if *work == "" || (cmd == "isolation-mps" && *pipe == "") {
+			fmt.Fprintf(stderr, "gpucheck %s: --work-dir (and for isolation-mps --mps-pipe-dir) is required\n", cmd)
+			return exitUsage
+		}
+		c := isoConfig{Python: *python, Script: *isoScript, SMI: *smi, WorkDir: *work, SMSeconds: *smSeconds, RefSeconds: *refSeconds,
+			MPS: mpsConfig{Control: *control, Python: *python, SMI: *smi, PipeDir: *pipe}}
+		if cmd == "isolation" {
+			return record(isolationCheck(ctx, h, *out, c))
+		}
+		return record(isolationMPSCheck(ctx, h, *out, c))
+	case "slice-env":
+		if *uuid == "" {
+			fmt.Fprintln(stderr, "gpucheck slice-env: --uuid is required")
+			return exitUsage
+		}
+		e := sliceEnv(sliceSpec{Enforcement: *enforcement, UUID: *uuid, Library: *library, MPSPipeDir: *pipe}, fileExists)
+		fmt.Fprint(stdout, envLines(e.Env))
+		return 0
 	case "skip":
 		if *reason == "" {
 			fmt.Fprintln(stderr, "gpucheck skip: --reason is required")
@@ -163,6 +204,6 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, dra-driver, mps, skip, summary)\n", cmd)
+	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, dra-driver, hami-core-build, isolation, mps, isolation-mps, slice-env, skip, summary)\n", cmd)
 	return exitUsage
 }

@@ -123,6 +123,44 @@ func orText(s, def string) string {
 	return s
 }
 
+// startMPS starts the MPS control daemon (pipe c.PipeDir, log raw/mps-log; its output in
+// raw/<startFile>) unless one already made its pipes there, and waits until it answers. It returns
+// a function that sends the daemon one command, or why MPS cannot start here.
+func startMPS(ctx context.Context, h host, out string, c mpsConfig, startFile string) (ctl func(cmd string) (string, error), why string) {
+	logDir := filepath.Join(rawDir(out), "mps-log")
+	_ = os.MkdirAll(logDir, 0o755)
+	denv := []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.PipeDir, "CUDA_MPS_LOG_DIRECTORY=" + logDir}
+	run := func(args ...string) ([]byte, []byte, error) {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return h.run(cctx, denv, args[0], args[1:]...)
+	}
+	ctl = func(cmd string) (string, error) {
+		o, e, err := run("sh", "-c", "echo "+cmd+` | exec "$0"`, c.Control)
+		return strings.TrimSpace(string(o) + string(e)), err
+	}
+	var o, e []byte
+	var err error
+	if entries, _ := os.ReadDir(c.PipeDir); len(entries) > 0 {
+		o = []byte("a daemon already made its pipes in " + c.PipeDir + "; not started again\n")
+	} else {
+		o, e, err = run(c.Control, "-d")
+	}
+	_ = os.WriteFile(filepath.Join(rawDir(out), startFile), append(o, e...), 0o644)
+	reach := err
+	for i := 0; err == nil && i < 10; i++ {
+		if _, reach = ctl("get_server_list"); reach == nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil || reach != nil {
+		return nil, fmt.Sprintf("MPS cannot start here: %s -d: %v, control: %v; %s; control.log: %s", c.Control, err, reach,
+			strings.TrimSpace(string(o)+string(e)), tail(readRaw(out, "mps-log/control.log"), 5))
+	}
+	return ctl, ""
+}
+
 // mpsCheck runs the MPS enforcement check: with the Allocate env of the device-plugin check
 // (raw/allocate-env.json) it starts the MPS control daemon (pipe c.PipeDir, log raw/mps-log;
 // the compute mode is read, never changed), runs the allocation client, lists the MPS servers,
@@ -153,43 +191,19 @@ func mpsCheck(ctx context.Context, h host, out string, c mpsConfig) Result {
 		defer cancel()
 		return h.run(cctx, env, name, args...)
 	}
-	o, e, err := run(90*time.Second, nil, c.Python, "-c", "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())")
-	save("python-torch.txt", o, e)
-	if err != nil {
-		r.Status, r.Reason = Skip, fmt.Sprintf("python3 with PyTorch is not usable here: %v: %s", err, tail(string(e), 3))
+	if why := torchUsable(ctx, h, out, c.Python); why != "" {
+		r.Status, r.Reason = Skip, why
 		return r
 	}
-	uuid := env["CUDA_VISIBLE_DEVICES"]
-	o, e, err = run(smiTimeout, nil, c.SMI, "--query-gpu=compute_mode", "--format=csv,noheader", "-i", uuid)
-	mode := strings.TrimSpace(string(o))
-	r.Values = append(r.Values, Value{What: "compute mode (read, never changed)", Want: "Default or Exclusive_Process", Got: mode,
-		OK: err == nil && (mode == "Default" || mode == "Exclusive_Process")})
-	if !r.Values[0].OK {
-		r.Status = Skip
-		r.Reason = fmt.Sprintf("compute mode %q (%v %s): MPS clients cannot run and the check does not change it", mode, err, strings.TrimSpace(string(e)))
+	mode, why := mpsComputeMode(ctx, h, c.SMI, env["CUDA_VISIBLE_DEVICES"])
+	r.Values = append(r.Values, Value{What: "compute mode (read, never changed)", Want: "Default or Exclusive_Process", Got: mode, OK: why == ""})
+	if why != "" {
+		r.Status, r.Reason = Skip, why
 		return r
 	}
-
-	logDir := filepath.Join(raw, "mps-log")
-	_ = os.MkdirAll(logDir, 0o755)
-	denv := []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.PipeDir, "CUDA_MPS_LOG_DIRECTORY=" + logDir}
-	o, e, err = run(20*time.Second, denv, c.Control, "-d")
-	save("mps-start.txt", o, e)
-	ctl := func(cmd string) (string, error) {
-		o, e, err := run(20*time.Second, denv, "sh", "-c", "echo "+cmd+` | exec "$0"`, c.Control)
-		return strings.TrimSpace(string(o) + string(e)), err
-	}
-	reach := err
-	for i := 0; err == nil && i < 10; i++ {
-		if _, reach = ctl("get_server_list"); reach == nil {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if err != nil || reach != nil {
-		r.Status = Skip
-		r.Reason = fmt.Sprintf("MPS cannot start here: %s -d: %v, control: %v; %s; control.log: %s", c.Control, err, reach,
-			strings.TrimSpace(string(o)+string(e)), tail(readRaw(out, "mps-log/control.log"), 5))
+	ctl, why := startMPS(ctx, h, out, c, "mps-start.txt")
+	if why != "" {
+		r.Status, r.Reason = Skip, why
 		return r
 	}
 	py := func(timeout time.Duration, name string, args ...string) pyResult {

@@ -47,11 +47,13 @@ type Result struct {
 	Values []Value `json:"values,omitempty"`
 	// Raw lists the raw output files (relative to the output folder) behind the values.
 	Raw []string `json:"raw,omitempty"`
+	// Isolation is the isolation checks' table row (isolation, isolation-mps).
+	Isolation *isolationRow `json:"isolation,omitempty"`
 }
 
 // checkNames are the checks in the order run.sh runs them and the summary lists them; a name
 // without a result at summary time did not finish.
-var checkNames = []string{"preflight", "discovery", "device-plugin", "dra-driver", "mps"}
+var checkNames = []string{"preflight", "discovery", "device-plugin", "dra-driver", "isolation", "mps", "isolation-mps"}
 
 // knownCheck reports whether name is one of checkNames.
 func knownCheck(name string) bool {

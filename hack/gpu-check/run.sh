@@ -2,18 +2,21 @@
 # hami-go's real-GPU check (hack/gpu-check/README.md). Run on the GPU machine from the stage
 # folder `make gpu-check` builds:   bash _output/gpu-check/run.sh
 # Results go to $OUT (default: <stage>/out): summary.json, summary.txt, results/, raw/.
-# The whole run is bounded (HAMI_GO_GPU_CHECK_SECONDS, default 300 s, plus at most ~35 s for the
-# MPS quit and the summary); the summary is always written. Exit 0 unless a check failed.
+# The whole run is bounded (HAMI_GO_GPU_CHECK_SECONDS, default 265 s, plus at most ~35 s for the
+# MPS quit and the summary: 5 minutes in all); the summary is always written. Exit 0 unless a
+# check failed.
 # Never changes the GPU's settings (compute mode, reset): the MPS daemon it starts uses private
 # pipe and log folders and is quit at the end.
 set -u
 STAGE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GC=$STAGE/bin/gpucheck
 : "${OUT:=$STAGE/out}"
-: "${HAMI_GO_GPU_CHECK_SECONDS:=300}"
+: "${HAMI_GO_GPU_CHECK_SECONDS:=265}"
 : "${NVIDIA_SMI:=nvidia-smi}"
 : "${MPS_CONTROL:=nvidia-cuda-mps-control}"
-export OUT NVIDIA_SMI MPS_CONTROL
+: "${NVCC:=nvcc}"
+: "${CMAKE:=cmake}"
+export OUT NVIDIA_SMI MPS_CONTROL NVCC CMAKE
 
 # Each check is one function; adding a check is adding a function, a line in checks() and its
 # name in gpucheck's checkNames.
@@ -21,19 +24,32 @@ check_preflight() { "$GC" preflight --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${C
 check_discovery() { "$GC" discovery --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
 check_device_plugin() { "$GC" device-plugin --out "$OUT" --mps-pipe-dir "$MPS_PIPE" "${CGO_BINS[@]}"; }
 check_dra_driver() { "$GC" dra-driver --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
+check_isolation() { "$GC" isolation --out "$OUT" --work-dir "$WORK" --nvidia-smi "$NVIDIA_SMI"; }
+check_isolation_mps() { "$GC" isolation-mps --out "$OUT" --work-dir "$WORK" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
+# HAMi-core's libvgpu.so from the staged source (at most 120 s), for the isolation checks.
+build_hami_core() { "$GC" hami-core-build --out "$OUT" --hami-core-src "$STAGE/hami-core-src" --work-dir "$WORK/hami-core" --nvcc "$NVCC" --cmake "$CMAKE"; }
 check_mps() { "$GC" mps --out "$OUT" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
 
 checks() {
   check_preflight
-  case $? in
+  local pre=$?
+  case $pre in
     0) ;;
-    11) return 0 ;; # cgo binaries unusable (glibc): the NVML checks were skipped
-    *) return 0 ;;                    # no GPU (10) or a usage error: nothing more can run
+    11) ;;       # cgo binaries unusable (glibc): the NVML checks were skipped, isolation still runs
+    *) return 0 ;; # no GPU (10) or a usage error: nothing more can run
   esac
-  check_discovery
-  check_device_plugin
-  check_dra_driver
-  check_mps
+  # The build runs beside the NVML checks (it needs CPUs, they need the GPU little).
+  build_hami_core &
+  local build=$!
+  if [[ $pre == 0 ]]; then
+    check_discovery
+    check_device_plugin
+    check_dra_driver
+  fi
+  wait "$build"
+  check_isolation
+  [[ $pre == 0 ]] && check_mps
+  check_isolation_mps
 }
 
 if [[ ${1:-} == --inner ]]; then
@@ -50,14 +66,16 @@ MPS_PIPE=$(mktemp -d /tmp/hami-go-mps.XXXXXX)
 # The cgo binaries travel gzip-compressed (the device tool carries 64 MiB): unpack them outside
 # $OUT so they do not travel back.
 BIN_DIR=$(mktemp -d /tmp/hami-go-gpucheck.XXXXXX)
-export MPS_PIPE BIN_DIR
+# HAMi-core's build and the isolation checks' cache files: private, outside $OUT.
+WORK=$(mktemp -d /tmp/hami-go-isolation.XXXXXX)
+export MPS_PIPE BIN_DIR WORK
 cleanup() {
   # Only when a daemon made its pipes there: a client without a daemon must not be started.
   if command -v "$MPS_CONTROL" >/dev/null 2>&1 && [[ -n $(ls -A "$MPS_PIPE" 2>/dev/null) ]]; then
     echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE timeout 20 "$MPS_CONTROL" >>"$OUT/raw/mps-quit.txt" 2>&1
     echo "mps quit: exit $?" >>"$OUT/raw/mps-quit.txt"
   fi
-  rm -rf "$MPS_PIPE" "$BIN_DIR"
+  rm -rf "$MPS_PIPE" "$BIN_DIR" "$WORK"
 }
 trap cleanup EXIT
 for n in nvml-probe deviceplugin.test dra.test; do

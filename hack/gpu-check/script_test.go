@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// stageForTest builds gpucheck (static) into a temporary stage with run.sh and mps_check.py,
-// the layout build.sh makes (without the cgo binaries).
+// stageForTest builds gpucheck (static) into a temporary stage with run.sh and the Python
+// clients, the layout build.sh makes (without the cgo binaries and HAMi-core's source).
 func stageForTest(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -23,7 +23,7 @@ func stageForTest(t *testing.T) string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building gpucheck: %v\n%s", err, b)
 	}
-	for _, f := range []string{"run.sh", "mps_check.py"} {
+	for _, f := range []string{"run.sh", "mps_check.py", "isolation_probe.py"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -90,6 +90,7 @@ func TestRunScript(t *testing.T) {
 	stage := stageForTest(t)
 	t.Run("SkipsWithoutGPU", func(t *testing.T) { runScriptSkipsWithoutGPU(t, stage) })
 	t.Run("BoundedWhenAStepHangs", func(t *testing.T) { runScriptBoundedWhenAStepHangs(t, stage) })
+	t.Run("IsolationSkipsWithoutHAMiCore", func(t *testing.T) { runScriptIsolationSkipsWithoutHAMiCore(t, stage) })
 }
 
 // The skip path of run.sh where no GPU is present: exit 0 and a summary saying why.
@@ -102,7 +103,10 @@ func runScriptSkipsWithoutGPU(t *testing.T, stage string) {
 	if !strings.Contains(outText, "hami-go real-GPU check: SKIP ("+reason+")") {
 		t.Fatalf("output lacks the summary line:\n%s", outText)
 	}
-	for _, c := range s.Checks[1:] { // dra-driver included: every NVML check skips with the reason
+	if !strings.Contains(outText, "isolation: one 4000 MiB / 30% slice on GPU 0") || !strings.Contains(outText, "  isolation-mps  -  ") {
+		t.Fatalf("output lacks the isolation table:\n%s", outText)
+	}
+	for _, c := range s.Checks[1:] { // dra-driver and isolation included: every check skips with the reason
 		if c.Status != Skip || c.Reason != reason {
 			t.Errorf("check %s: %s (%s), want skip (%s)", c.Name, c.Status, c.Reason, reason)
 		}
@@ -122,5 +126,31 @@ func runScriptBoundedWhenAStepHangs(t *testing.T, stage string) {
 	}
 	if !strings.Contains(outText, "checks: exit 124") {
 		t.Fatalf("output does not report the time bound:\n%s", outText)
+	}
+}
+
+// A GPU is listed but the stage has neither the cgo binaries nor HAMi-core's source: the build
+// (in the background) and both isolation checks skip, saying why; preflight fails (the cgo
+// binaries cannot be read).
+func runScriptIsolationSkipsWithoutHAMiCore(t *testing.T, stage string) {
+	fake := t.TempDir()
+	smi := "#!/bin/sh\n[ \"$1\" = -L ] && echo 'GPU 0: NVIDIA H200 (UUID: " + testUUID + ")' && exit 0\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fake, "nvidia-smi"), []byte(smi), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outText, rc, s := runScript(t, stage, "PATH="+fake+":"+os.Getenv("PATH"), "MPS_CONTROL=mps-control-absent-in-this-test")
+	byName := map[string]Result{}
+	for _, c := range s.Checks {
+		byName[c.Name] = c
+	}
+	iso, isoMPS := byName["isolation"], byName["isolation-mps"]
+	if rc != 1 || s.Overall != Fail || byName["preflight"].Status != Fail ||
+		iso.Status != Skip || !strings.HasPrefix(iso.Reason, "HAMi-core build: no HAMi-core source in the stage") ||
+		isoMPS.Status != Skip || isoMPS.Reason != "mps-control-absent-in-this-test not found in PATH: MPS is not installed here" {
+		t.Fatalf("rc %d, %s (%s); isolation %s (%s); isolation-mps %s (%s)\n%s", rc, s.Overall, s.Reason, iso.Status, iso.Reason,
+			isoMPS.Status, isoMPS.Reason, outText)
+	}
+	if !strings.Contains(outText, "hami-core-build: skip") {
+		t.Fatalf("output lacks the build's line:\n%s", outText)
 	}
 }

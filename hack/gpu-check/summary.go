@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -79,6 +81,7 @@ func (s Summary) text() string {
 		fmt.Fprintf(&b, "; stage: %s", strings.ReplaceAll(s.Build, "\n", "; "))
 	}
 	b.WriteString("\n")
+	b.WriteString(isolationTable(s.Checks))
 	for _, r := range s.Checks {
 		fmt.Fprintf(&b, "\n[%s] %s", r.Status, r.Name)
 		if r.Reason != "" {
@@ -101,6 +104,42 @@ func (s Summary) text() string {
 		}
 	}
 	return b.String()
+}
+
+// isolationTable renders the isolation checks' rows (a check without one: its status), "" when
+// checks holds no isolation check.
+func isolationTable(checks []Result) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(&b, "\nisolation: one %d MiB / %d%% slice on GPU 0 with pkg/gpuenv's env\n", sliceMemoryMiB, sliceCoresPercent)
+	fmt.Fprintln(w, "  check\tlimit MiB\tlargest ok MiB\tfirst failed MiB\terror\tSM share measured\tmemory view")
+	rows := 0
+	for _, r := range checks {
+		if r.Name != "isolation" && r.Name != "isolation-mps" {
+			continue
+		}
+		rows++
+		i := r.Isolation
+		if i == nil {
+			fmt.Fprintf(w, "  %s\t-\t-\t-\t%s\t-\t-\n", r.Name, r.Status)
+			continue
+		}
+		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, i.LimitMiB, mibOrNone(i.LargestOKMiB), mibOrNone(i.FirstFailedMiB),
+			orText(truncateString(i.Error, 60), "-"), orText(i.SMShare, "-"), orText(i.MemoryView, "-"))
+	}
+	if rows == 0 {
+		return ""
+	}
+	_ = w.Flush()
+	return b.String()
+}
+
+// mibOrNone renders a step size, "none" for 0.
+func mibOrNone(mib int) string {
+	if mib == 0 {
+		return "none"
+	}
+	return strconv.Itoa(mib)
 }
 
 // writeSummary writes summary.json and summary.txt into out.

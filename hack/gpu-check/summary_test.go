@@ -63,11 +63,11 @@ func TestSummarizeFailsAndNotFinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Overall != Fail || s.Reason != "failed: discovery, device-plugin, mps" {
-		t.Fatalf("summary = %s (%s), want fail: discovery, device-plugin, mps", s.Overall, s.Reason)
+	if want := "failed: discovery, device-plugin, isolation, mps, isolation-mps"; s.Overall != Fail || s.Reason != want {
+		t.Fatalf("summary = %s (%s), want %s", s.Overall, s.Reason, want)
 	}
-	if s.Checks[2].Reason != notFinished || s.Checks[4].Status != Fail {
-		t.Fatalf("unfinished checks = %+v, %+v", s.Checks[2], s.Checks[4])
+	if s.Checks[2].Reason != notFinished || s.Checks[4].Status != Fail || s.Checks[5].Reason != notFinished {
+		t.Fatalf("unfinished checks = %+v, %+v, %+v", s.Checks[2], s.Checks[4], s.Checks[5])
 	}
 	txt := s.text()
 	for _, want := range []string{"  DIFF GPU-a memory.total (MiB): want 143771, got 143360\n", "  ok   GPUs listed by nvidia-smi -L: want >= 1, got 1\n",
