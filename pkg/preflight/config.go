@@ -46,8 +46,9 @@ const (
 	// unprivileged container's NVIDIA_VISIBLE_DEVICES (image ENV included) selects devices.
 	KeyAcceptEnvvarUnprivileged = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 	// KeyAcceptVolumeMounts is the top-level boolean
-	// accept-nvidia-visible-devices-as-volume-mounts (default false): whether mounts under
-	// /var/run/nvidia-container-devices/ (one per device name, "all" included) select devices.
+	// accept-nvidia-visible-devices-as-volume-mounts (default false): whether mounts of the
+	// host's /dev/null under /var/run/nvidia-container-devices/ (one per device name, "all"
+	// included) select devices; checked before the env.
 	KeyAcceptVolumeMounts = "accept-nvidia-visible-devices-as-volume-mounts"
 	// KeyRuntimeMode is mode in the [nvidia-container-runtime] table: "auto" (the default),
 	// "legacy", "cdi", "csv" or "jit-cdi". Every mode honours NVIDIA_VISIBLE_DEVICES under the

@@ -536,25 +536,14 @@ func failOpen(in Input, rt string) window {
 	}
 	tk := in.Toolkit
 	file := toolkitPath(tk)
-	var why []string
-	if tk.AcceptEnvvarUnprivileged {
-		why = append(why, fmt.Sprintf("%s = %s in %s (mode %q), so an image's NVIDIA_VISIBLE_DEVICES=all exposes every GPU",
-			KeyAcceptEnvvarUnprivileged, keyValue(tk), file, tk.Mode))
-	}
-	if tk.AcceptVolumeMounts {
-		why = append(why, fmt.Sprintf("%s = true in %s, so a pod mounting a volume at /var/run/nvidia-container-devices/all gets every GPU",
-			KeyAcceptVolumeMounts, file))
-	}
-	if len(why) == 0 {
+	if !tk.AcceptEnvvarUnprivileged {
 		w.reason = fmt.Sprintf("closed: %s, but %s = false in %s", via, KeyAcceptEnvvarUnprivileged, file)
 		return w
 	}
 	w.open = true
-	fix := fmt.Sprintf("set %s = false", KeyAcceptEnvvarUnprivileged)
-	if tk.AcceptVolumeMounts {
-		fix += fmt.Sprintf(" and %s = false", KeyAcceptVolumeMounts)
-	}
-	fix += " at the top of " + orDefault(tk.Path, DefaultToolkitConfigPath)
+	why := fmt.Sprintf("%s = %s in %s (mode %q), so an image's NVIDIA_VISIBLE_DEVICES=all exposes every GPU",
+		KeyAcceptEnvvarUnprivileged, keyValue(tk), file, tk.Mode)
+	fix := fmt.Sprintf("set %s = false at the top of %s", KeyAcceptEnvvarUnprivileged, orDefault(tk.Path, DefaultToolkitConfigPath))
 	c := in.Containerd
 	switch {
 	case rt == RuntimeCRIO:
@@ -563,7 +552,7 @@ func failOpen(in Input, rt string) window {
 	default:
 		fix += ", or make runc containerd's default runtime (drop default_runtime_name = \"nvidia\") and remove the NVIDIA runtime handlers, leaving GPUs to containerd's own CDI"
 	}
-	w.reason = via + "; " + strings.Join(why, "; ") + ": " + fix
+	w.reason = via + "; " + why + ": " + fix
 	return w
 }
 
@@ -625,7 +614,7 @@ func checkVolumeMounts(in Input, w window) Finding {
 	if !w.reachable {
 		return ok(n, fmt.Sprintf("%s = true in %s, but no NVIDIA runtime is in a container's path", KeyAcceptVolumeMounts, toolkitPath(tk)))
 	}
-	return miss(n, SeverityError, fmt.Sprintf("%s = true in %s while %s: a pod that mounts a volume at /var/run/nvidia-container-devices/all gets every GPU; set it to false",
+	return miss(n, SeverityWarning, fmt.Sprintf("%s = true in %s while %s: a pod allowed hostPath volumes that mounts /dev/null at /var/run/nvidia-container-devices/all gets every GPU; hami-go does not use volume-mount device lists, set it to false",
 		KeyAcceptVolumeMounts, toolkitPath(tk), w.via))
 }
 

@@ -76,13 +76,12 @@ func TestEvaluate(t *testing.T) {
 		missing:  []string{FindingToolkitEnvvarWhenUnprivileged, FindingFailOpenWindow},
 		has:      map[string][]string{"": {"handler(s) nvidia, nvidia-cdi", "RuntimeClass", "remove the NVIDIA runtime handlers from containerd's config"}},
 	}, {
-		name: "volume mounts accepted with nvidia default: open even with the envvar key false",
+		name: "volume mounts accepted with nvidia default, envvar key false: closed to images, a warning for hostPath pods",
 		edit: func(in *Input) {
 			in.Toolkit, in.Containerd = toolkit(t, "volume-mounts"), containerd(t, "v3-nvidia-default")
 		},
-		failOpen: true,
-		missing:  []string{FindingToolkitVolumeMounts, FindingFailOpenWindow},
-		has:      map[string][]string{"": {"/var/run/nvidia-container-devices/all", KeyAcceptVolumeMounts + " = false"}},
+		missing: []string{FindingToolkitVolumeMounts},
+		has:     map[string][]string{FindingToolkitVolumeMounts: {"hostPath", "/var/run/nvidia-container-devices/all", "set it to false"}},
 	}, {
 		name: "envvar strategy: open and cannot be closed",
 		edit: func(in *Input) {
