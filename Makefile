@@ -53,6 +53,7 @@ fuzz: ## Run each fuzzer for a short while.
 	$(GO) test -run - -fuzz FuzzParseMemoryMiB -fuzztime 30s ./pkg/device
 	$(GO) test -run - -fuzz FuzzDecodeInventory -fuzztime 30s ./pkg/device
 	$(GO) test -run - -fuzz FuzzDecodeAllocation -fuzztime 30s ./pkg/device
+	$(GO) test -run - -fuzz FuzzParseConfigs -fuzztime 30s ./pkg/preflight
 
 bench: ## Benchmarks and the performance report (docs/bench/report.md).
 	hack/bench/run.sh

@@ -1,0 +1,138 @@
+package preflight
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// This file is the preflight's only I/O: reading the node's configs from an fs.FS whose root is
+// the host's / (os.DirFS("/"), or os.DirFS("/host") where the host root is mounted there), so
+// tests read testdata through os.DirFS or fstest.MapFS.
+
+// maxImportDepth bounds containerd import chains (containerd itself does not nest deeper in
+// practice; the bound only stops a cycle through globs).
+const maxImportDepth = 8
+
+// fsPath turns a host path into an fs.FS path: "/etc/x" -> "etc/x".
+func fsPath(p string) string {
+	p = strings.TrimPrefix(path.Clean("/"+p), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// ReadToolkitConfig reads the first of paths (host paths; DefaultToolkitConfigPaths when none
+// are given) that exists in fsys and parses it (ParseToolkitConfig). No file found gives
+// DefaultToolkitConfig(); a file that cannot be read gives Err naming it.
+func ReadToolkitConfig(fsys fs.FS, paths ...string) ToolkitConfig {
+	if len(paths) == 0 {
+		paths = DefaultToolkitConfigPaths
+	}
+	for _, p := range paths {
+		data, err := fs.ReadFile(fsys, fsPath(p))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			c := DefaultToolkitConfig()
+			c.Path, c.Found, c.Err = p, true, fmt.Errorf("%s: %w", p, err)
+			return c
+		}
+		return ParseToolkitConfig(p, data)
+	}
+	return DefaultToolkitConfig()
+}
+
+// ReadContainerdConfig reads the first of paths (host paths; DefaultContainerdConfigPaths when
+// none are given) that exists in fsys, merges the files its top-level imports name (containerd
+// docs, "imports": paths relative to the importing file's directory, globs allowed, later files
+// overriding earlier ones), and extracts the settings (ParseContainerdConfig). No file found
+// gives the zero ContainerdConfig (containerd's defaults).
+func ReadContainerdConfig(fsys fs.FS, paths ...string) ContainerdConfig {
+	if len(paths) == 0 {
+		paths = DefaultContainerdConfigPaths
+	}
+	for _, p := range paths {
+		data, err := fs.ReadFile(fsys, fsPath(p))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return ContainerdConfig{Path: p, Found: true, Err: fmt.Errorf("%s: %w", p, err)}
+		}
+		m, err := decodeMap(p, data)
+		if err != nil {
+			return ContainerdConfig{Path: p, Found: true, Err: err}
+		}
+		var imported []string
+		ierr := mergeImports(fsys, p, m, &imported, map[string]bool{p: true}, 0)
+		c := containerdFromMap(p, m)
+		c.Path, c.Found, c.Imports = p, true, imported
+		c.Err = errors.Join(ierr, c.Err)
+		return c
+	}
+	return ContainerdConfig{}
+}
+
+// mergeImports merges into m the files m's imports name (read relative to file's directory),
+// depth first as containerd loads them, recording each in imported.
+func mergeImports(fsys fs.FS, file string, m map[string]any, imported *[]string, seen map[string]bool, depth int) error {
+	raw, ok := m["imports"]
+	if !ok {
+		return nil
+	}
+	list, ok := strings1(raw)
+	if !ok {
+		return fmt.Errorf("%s: imports is %T, want an array of strings", file, raw)
+	}
+	if depth >= maxImportDepth {
+		return fmt.Errorf("%s: imports nested deeper than %d", file, maxImportDepth)
+	}
+	var errs []error
+	for _, imp := range list {
+		if !path.IsAbs(imp) {
+			imp = path.Join(path.Dir(file), imp)
+		}
+		matches := []string{imp}
+		if strings.ContainsAny(imp, "*?[") {
+			got, err := fs.Glob(fsys, fsPath(imp))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: imports %q: %w", file, imp, err))
+				continue
+			}
+			matches = matches[:0]
+			for _, g := range got {
+				matches = append(matches, "/"+g)
+			}
+		}
+		for _, f := range matches {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			data, err := fs.ReadFile(fsys, fsPath(f))
+			if err != nil {
+				// containerd fails to start on a missing import it named without a glob.
+				errs = append(errs, fmt.Errorf("%s: import %s: %w", file, f, err))
+				continue
+			}
+			sub, err := decodeMap(f, data)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			*imported = append(*imported, f)
+			if err := mergeImports(fsys, f, sub, imported, seen, depth+1); err != nil {
+				errs = append(errs, err)
+			}
+			delete(sub, "imports")
+			delete(sub, "version")
+			mergeTOML(m, sub)
+		}
+	}
+	return errors.Join(errs...)
+}
