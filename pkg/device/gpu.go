@@ -42,6 +42,9 @@ type Inventory struct {
 	MemoryScaling float64 `json:"memoryScaling"`
 	// GPUs in NVML index order.
 	GPUs []GPU `json:"gpus"`
+	// Enforcement is the node's slice enforcement as its agent checked it; nil from agents that
+	// predate the field (then nothing is refused for it).
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
 }
 
 // Validate reports the first malformed field, naming it and its value.
@@ -54,6 +57,11 @@ func (inv *Inventory) Validate() error {
 	}
 	if !(inv.MemoryScaling >= 1 && inv.MemoryScaling <= 100) {
 		return fmt.Errorf("inventory.memoryScaling: %v is outside 1..100", inv.MemoryScaling)
+	}
+	if inv.Enforcement != nil {
+		if err := inv.Enforcement.Validate(); err != nil {
+			return err
+		}
 	}
 	seen := make(map[string]int, len(inv.GPUs))
 	for i, g := range inv.GPUs {

@@ -28,6 +28,9 @@ const testNode = "node-1"
 // testBackend is a test double of device.Backend (unit tests only).
 type testBackend struct {
 	gpus []device.GPU
+	// name is what Name reports: "fake" unless a test sets "nvml" (enforcement is then checked
+	// on the host, not simulated).
+	name string
 
 	mu       sync.Mutex
 	probeErr map[string]error
@@ -35,7 +38,7 @@ type testBackend struct {
 }
 
 func newTestBackend(n int, memMiB int64) *testBackend {
-	b := &testBackend{probeErr: map[string]error{}, procs: map[string][]device.ProcessMemory{}}
+	b := &testBackend{name: "fake", probeErr: map[string]error{}, procs: map[string][]device.ProcessMemory{}}
 	for i := 0; i < n; i++ {
 		b.gpus = append(b.gpus, device.GPU{
 			UUID: fmt.Sprintf("GPU-%c", 'A'+i), Index: i, Model: "NVIDIA H100 80GB HBM3",
@@ -45,7 +48,7 @@ func newTestBackend(n int, memMiB int64) *testBackend {
 	return b
 }
 
-func (b *testBackend) Name() string { return "test" }
+func (b *testBackend) Name() string { return b.name }
 func (b *testBackend) Discover() ([]device.GPU, error) {
 	return append([]device.GPU(nil), b.gpus...), nil
 }

@@ -42,16 +42,18 @@ type Collector struct {
 	p       *Plugin
 	resolve PIDResolver
 	m       *metrics.GPUMetrics
+	enf     *metrics.EnforcementMetrics
 }
 
 // NewCollector returns the collector; resolve may be nil (no per-slice memory use).
 func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
-	return &Collector{p: p, resolve: resolve, m: metrics.NewGPUMetrics(metrics.SliceLabels)}
+	return &Collector{p: p, resolve: resolve, m: metrics.NewGPUMetrics(metrics.SliceLabels), enf: metrics.NewEnforcementMetrics()}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.Describe(ch)
+	c.enf.Describe(ch)
 	c.p.rpcDuration.Describe(ch)
 }
 
@@ -68,6 +70,7 @@ type sliceKey struct {
 // and an app container on one GPU count once, as their larger figure, not twice.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.rpcDuration.Collect(ch)
+	c.enf.Emit(ch, c.p.cfg.NodeName, c.p.Enforcement())
 	slices, owners := c.p.ledger.Snapshot()
 	charged := c.p.ledger.Charged()
 	per := map[string]*metrics.GPUSample{}

@@ -32,6 +32,11 @@ func (s nriSource) applyPlan(uid types.UID, c nri.Container) (nri.Allocated, err
 			return nri.Allocated{}, fmt.Errorf("container %s carries an empty %s beside hami-go's CDI device %s, which only the guard adds", c, nri.MarkerEnv, d)
 		}
 	}
+	if e := s.p.Enforcement(); !e.Ready {
+		// Fail closed: the plan's limits would not hold. The extender places no new pod here
+		// (Inventory.Unenforced); a pod placed before the enforcement went missing waits.
+		return nri.Allocated{}, fmt.Errorf("the node's GPU enforcement (%s) is missing, so container %s's slice limits would not hold: %s", e.Mode, c, e.Reason)
+	}
 	cl, planned, err := s.p.ledger.ClaimPlanned(uid, c.Name)
 	if err != nil || !planned {
 		return nri.Allocated{}, err

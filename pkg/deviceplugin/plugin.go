@@ -15,7 +15,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/ledger"
 )
@@ -121,13 +123,21 @@ func (p *Plugin) GPUs() []device.GPU { return append([]device.GPU(nil), p.gpus..
 
 // Inventory returns the node inventory with current health.
 func (p *Plugin) Inventory() device.Inventory {
-	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling}
+	e := p.Enforcement()
+	inv := device.Inventory{Node: p.cfg.NodeName, SplitCount: p.cfg.SplitCount, MemoryScaling: p.cfg.MemoryScaling, Enforcement: &e}
 	for _, g := range p.gpus {
 		g.Healthy = p.health.Healthy(g.UUID)
 		g.NVLinkPeers = append([]string(nil), g.NVLinkPeers...)
 		inv.GPUs = append(inv.GPUs, g)
 	}
 	return inv
+}
+
+// Enforcement returns the node's slice enforcement as a fact, checked now on the host
+// (gpuenv.CheckEnforcement): published in the inventory, exported as a metric, and required by
+// every plan applied at container creation.
+func (p *Plugin) Enforcement() device.Enforcement {
+	return gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
 }
 
 // inventoryMiB returns the memory, MiB, that the published inventory gives the GPU uuid: the

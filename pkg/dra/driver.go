@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
@@ -131,7 +132,14 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 }
 
 func (d *Driver) sliceConfig() SliceConfig {
-	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemory: d.cfg.ReservedMemory}
+	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemory: d.cfg.ReservedMemory, Enforcement: d.Enforcement()}
+}
+
+// Enforcement returns the node's slice enforcement as a fact, checked now on the host
+// (gpuenv.CheckEnforcement): published on the devices, exported as a metric, and required by
+// every claim the driver prepares.
+func (d *Driver) Enforcement() device.Enforcement {
+	return gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
 }
 
 // Health returns the driver's health state machine.
@@ -259,6 +267,11 @@ func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error
 		if d.opts.FileExists(filepath.Join(d.cfg.CDIDir, ClaimSpecName(c.UID))) {
 			return old, false, nil
 		}
+	} else if e := d.Enforcement(); !e.Ready {
+		// Fail closed: the claim's limits would not hold (the devices carry
+		// draapi.TaintEnforcementMissing, so only a claim allocated before it went missing gets
+		// here). A claim prepared before keeps its spec: its containers run already.
+		return Prepared{}, false, fmt.Errorf("claim %s/%s: the node's GPU enforcement (%s) is missing, so the slice's limits would not hold: %s", c.Namespace, c.Name, e.Mode, e.Reason)
 	} else if err := d.checkFits(c.UID, grants); err != nil {
 		return Prepared{}, false, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
 	}

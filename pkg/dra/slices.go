@@ -44,6 +44,10 @@ type SliceConfig struct {
 	MemoryScaling float64
 	// ReservedMemory is the per-GPU memory used outside Kubernetes (device.MemoryReserve, C41).
 	ReservedMemory device.MemoryReserve
+	// Enforcement is the node's slice enforcement (gpuenv.CheckEnforcement): published as
+	// draapi.AttrEnforcement, and a draapi.TaintEnforcementMissing taint on every device when it
+	// is not Ready. The zero value publishes neither.
+	Enforcement device.Enforcement
 }
 
 // DeviceName is the ResourceSlice device name of the GPU with NVML index i: "gpu-<i>".
@@ -85,12 +89,22 @@ func Devices(gpus []GPUInfo, c SliceConfig) []resourceapi.Device {
 				draapi.CapacitySharers: rangeCapacity(int64(c.SplitCount), 1, 1, 1, resource.DecimalSI),
 			},
 		}
+		if c.Enforcement.Mode != "" {
+			d.Attributes[draapi.AttrEnforcement] = resourceapi.DeviceAttribute{StringValue: ptr.To(c.Enforcement.Mode)}
+		}
+		if !c.Enforcement.Ready && c.Enforcement.Mode != "" {
+			// No TimeAdded: Devices stays pure (the API server sets it).
+			d.Taints = append(d.Taints, resourceapi.DeviceTaint{
+				Key: draapi.TaintEnforcementMissing, Value: c.Enforcement.Mode,
+				Effect: resourceapi.DeviceTaintEffectNoSchedule,
+			})
+		}
 		if u := gi.Unhealthy; u != nil {
 			t := metav1.NewTime(u.Since.Truncate(time.Second))
-			d.Taints = []resourceapi.DeviceTaint{{
+			d.Taints = append(d.Taints, resourceapi.DeviceTaint{
 				Key: draapi.TaintUnhealthy, Value: "xid-" + strconv.FormatUint(u.XID, 10),
 				Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &t,
-			}}
+			})
 		}
 		out = append(out, d)
 	}

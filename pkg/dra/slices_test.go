@@ -232,3 +232,29 @@ func TestSemVerAndPCIBusID(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29: every device names the node's enforcement mode (attribute enforcement), and a node
+// whose enforcement is missing taints every device NoSchedule (gpu.hami-go.io/enforcement-missing
+// = the mode), beside an unhealthy GPU's own taint; a ready one carries no taint.
+func TestDevicesEnforcement(t *testing.T) {
+	gpus := []GPUInfo{{GPU: deviceGPU("GPU-a", 0, 4096, 0)}, {GPU: deviceGPU("GPU-b", 1, 4096, 0), Unhealthy: &Unhealthy{XID: 79, Since: time.Now()}}}
+	missing := Devices(gpus, SliceConfig{SplitCount: 2, MemoryScaling: 1, Enforcement: device.Enforcement{Mode: "hami-core", Reason: "library not found"}})
+	for i, d := range missing {
+		if a := d.Attributes["enforcement"]; a.StringValue == nil || *a.StringValue != "hami-core" {
+			t.Errorf("device %d: enforcement attribute %+v; want hami-core", i, a)
+		}
+		if len(d.Taints) == 0 || d.Taints[0].Key != "gpu.hami-go.io/enforcement-missing" || d.Taints[0].Value != "hami-core" || d.Taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule {
+			t.Errorf("device %d: taints %+v; want enforcement-missing=hami-core NoSchedule first", i, d.Taints)
+		}
+		if errs := validateDevice(d); len(errs) > 0 {
+			t.Error(strings.Join(errs, "; "))
+		}
+	}
+	if n := len(missing[1].Taints); n != 2 {
+		t.Errorf("unhealthy device without enforcement: %d taints, want 2", n)
+	}
+	ready := Devices(gpus[:1], SliceConfig{SplitCount: 2, MemoryScaling: 1, Enforcement: device.Enforcement{Mode: "hami-core", Ready: true}})
+	if len(ready[0].Taints) != 0 {
+		t.Errorf("ready enforcement: taints %+v, want none", ready[0].Taints)
+	}
+}

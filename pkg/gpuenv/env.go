@@ -47,11 +47,11 @@ const (
 // Enforcement modes (--enforcement).
 const (
 	// EnforceHAMiCore sets the env HAMi-core's libvgpu.so reads and mounts the library.
-	EnforceHAMiCore = "hami-core"
+	EnforceHAMiCore = device.EnforcementHAMiCore
 	// EnforceMPS sets per-client MPS limits and mounts the MPS pipe directory.
-	EnforceMPS = "mps"
+	EnforceMPS = device.EnforcementMPS
 	// EnforceNone hands out devices only.
-	EnforceNone = "none"
+	EnforceNone = device.EnforcementNone
 )
 
 // Config is the part of a node component's configuration the env depends on.

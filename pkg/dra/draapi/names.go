@@ -33,6 +33,14 @@ const (
 	AttrCUDAVersion       resourceapi.QualifiedName = "cudaDriverVersion"
 )
 
+// AttrEnforcement is the string attribute naming the node's slice enforcement mode
+// (device.Enforcement.Mode: hami-core, mps, none), so a claim can select enforced GPUs with CEL.
+const AttrEnforcement resourceapi.QualifiedName = "enforcement"
+
+// TaintEnforcementMissing is the key of the NoSchedule taint on every GPU of a node whose
+// enforcement is missing (device.Enforcement.Ready false); its value is the mode.
+const TaintEnforcementMissing = DriverName + "/enforcement-missing"
+
 // TaintUnhealthy is the key of the NoSchedule taint on a GPU after a fatal XID; its value is
 // "xid-<n>" of the latest XID.
 const TaintUnhealthy = DriverName + "/unhealthy"

@@ -1,0 +1,54 @@
+package deviceplugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/nri"
+)
+
+// Issue 29: on a real backend the enforcement is a fact checked on the host. Without HAMi-core's
+// library the inventory says so (the extender then places no new GPU pod on the node), and a
+// container of a pod placed before is refused at creation with the reason, claiming nothing;
+// once the library is there, the same container gets its plan. The fake backend simulates it.
+func TestEnforcementFailClosed(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := newTestBackend(1, 81920)
+	b.name = "nvml"
+	p, _ := newTestPlugin(t, cfg, b)
+	installed := false
+	p.opts.FileExists = func(path string) bool { return installed && path == cfg.HAMiCoreLibrary }
+	pod := testPod("p", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+
+	inv := p.Inventory()
+	if e := inv.Enforcement; e == nil || e.Ready || e.Mode != device.EnforcementHAMiCore || !strings.Contains(inv.Unenforced(), "HAMi-core library "+cfg.HAMiCoreLibrary+" not found") {
+		t.Fatalf("inventory enforcement %+v, Unenforced %q; want hami-core not ready, naming the library", e, inv.Unenforced())
+	}
+	g := testGuard(t, p)
+	c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main"}
+	_, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="})
+	if err == nil || !strings.Contains(err.Error(), "the node's GPU enforcement (hami-core) is missing") {
+		t.Fatalf("Decide without the library: %v; want refused, naming the enforcement", err)
+	}
+	if _, claimed, _ := p.Ledger().ContainerClaim(pod.UID, "main"); claimed {
+		t.Fatal("a refused container claimed its plan")
+	}
+
+	installed = true
+	if e := p.Inventory().Enforcement; !e.Ready || e.Reason != "" || e.Library != cfg.HAMiCoreLibrary {
+		t.Fatalf("inventory enforcement with the library: %+v; want ready", e)
+	}
+	adj, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="})
+	if err != nil || len(adj.Env) == 0 {
+		t.Fatalf("Decide with the library: %v, %v; want the plan's env", adj, err)
+	}
+
+	b2 := newTestBackend(1, 81920) // "fake"
+	pf, _ := newTestPlugin(t, cfg, b2)
+	if e := pf.Inventory().Enforcement; !e.Ready || !e.Simulated {
+		t.Errorf("fake backend enforcement %+v; want ready and simulated", e)
+	}
+}
