@@ -150,6 +150,18 @@ hami_go_slice_cores_limit_percent{container="c",index="0",model="NVIDIA H100 80G
 	if n := testutil.CollectAndCount(c, "hami_go_slice_memory_limit_bytes"); n != 1 {
 		t.Fatalf("%d slice series", n)
 	}
+	enforcement := `
+# HELP hami_go_node_enforcement_ready 1 when the node's GPU slice enforcement (mode: hami-core, mps, none) is present, 0 when missing: the node then takes no new GPU pods.
+# TYPE hami_go_node_enforcement_ready gauge
+hami_go_node_enforcement_ready{mode="hami-core",node="node-1"} ENFORCED
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(strings.ReplaceAll(enforcement, "ENFORCED", "1")), "hami_go_node_enforcement_ready"); err != nil {
+		t.Fatalf("fake backend (simulated enforcement): %v", err)
+	}
+	b.name = "nvml" // a real backend without HAMi-core's library on the host
+	if err := testutil.CollectAndCompare(c, strings.NewReader(strings.ReplaceAll(enforcement, "ENFORCED", "0")), "hami_go_node_enforcement_ready"); err != nil {
+		t.Fatalf("nvml backend without the library: %v", err)
+	}
 	// The pod ends: its series disappear.
 	pod.Status.Phase = corev1.PodSucceeded
 	p.Ledger().UpsertPod(pod)

@@ -12,17 +12,21 @@ import (
 // and claim (metrics.ClaimSliceLabels). It reads the prepared claims at scrape time, so an
 // unprepared claim's series disappear at once.
 type Collector struct {
-	d *Driver
-	m *metrics.GPUMetrics
+	d   *Driver
+	m   *metrics.GPUMetrics
+	enf *metrics.EnforcementMetrics
 }
 
 // NewCollector returns the driver's collector.
 func NewCollector(d *Driver) *Collector {
-	return &Collector{d: d, m: metrics.NewGPUMetrics(metrics.ClaimSliceLabels)}
+	return &Collector{d: d, m: metrics.NewGPUMetrics(metrics.ClaimSliceLabels), enf: metrics.NewEnforcementMetrics()}
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) { c.m.Describe(ch) }
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.m.Describe(ch)
+	c.enf.Describe(ch)
+}
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -57,4 +61,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.m.Emit(ch, c.d.cfg.NodeName, gpus, slices)
+	c.enf.Emit(ch, c.d.cfg.NodeName, c.d.Enforcement())
 }
