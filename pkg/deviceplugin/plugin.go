@@ -20,6 +20,8 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/ledger"
+	"github.com/hami-go/hami-go/pkg/nri"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Options are the injectable parts of a Plugin (tests replace them).
@@ -62,6 +64,9 @@ type Plugin struct {
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
+	// failOpen is the last preflight's fail-open window (SetPreflight), published with the
+	// enforcement.
+	failOpen preflight.Report
 	registered int           // successful registrations, for tests and logs
 	regFailed  int           // failed registration attempts, for tests and logs
 }
@@ -137,7 +142,36 @@ func (p *Plugin) Inventory() device.Inventory {
 // (gpuenv.CheckEnforcement): published in the inventory, exported as a metric, and required by
 // every plan applied at container creation.
 func (p *Plugin) Enforcement() device.Enforcement {
-	return gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
+	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
+	p.mu.Lock()
+	e.FailOpen, e.FailOpenReason = p.failOpen.FailOpen, p.failOpen.FailOpenReason
+	p.mu.Unlock()
+	return e
+}
+
+// SetPreflight takes the node's latest preflight report (nodeagent.Preflight): its fail-open
+// window is published with the enforcement; a change republishes the inventory.
+func (p *Plugin) SetPreflight(r preflight.Report) {
+	p.mu.Lock()
+	changed := p.failOpen.FailOpen != r.FailOpen || p.failOpen.FailOpenReason != r.FailOpenReason
+	p.failOpen = r
+	p.mu.Unlock()
+	if changed {
+		p.notifyHealth()
+	}
+}
+
+// PreflightInput is what the node's preflight checks that only the plugin knows; nri is the
+// NRI plugin (runtime and connection).
+func (p *Plugin) PreflightInput(g *nri.Guard) preflight.Input {
+	name, version, connected := g.Runtime()
+	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
+	in := preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: p.backend.Name(),
+		DeviceListStrategy: p.cfg.DeviceListStrategy, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
+	if p.cfg.DeviceListStrategy == StrategyCDI {
+		in.CDISpecDir = p.cfg.CDISpecDir
+	}
+	return in
 }
 
 // inventoryMiB returns the memory, MiB, that the published inventory gives the GPU uuid: the

@@ -15,6 +15,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Deps are the plugin's connections to the world, made by cmd/device-plugin.
@@ -72,6 +73,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	defer events.Shutdown()
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-device-plugin", Host: cfg.NodeName})
 	g.OnUnplanned(unplannedStopper{p: p, client: d.Client, recorder: recorder}.stop)
+	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
+		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}
+	go pf.Run(ctx, p.SetPreflight)
 	go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)

@@ -22,6 +22,8 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/nri"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Options are the injectable parts of a Driver (tests replace them).
@@ -58,6 +60,8 @@ type Driver struct {
 	unprepared chan struct{}
 
 	hmu       sync.Mutex
+	// failOpen is the last preflight's report (SetPreflight), under hmu.
+	failOpen preflight.Report
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
 	lastOrder []string // device names in the order republishLoop last published
@@ -139,7 +143,28 @@ func (d *Driver) sliceConfig() SliceConfig {
 // (gpuenv.CheckEnforcement): published on the devices, exported as a metric, and required by
 // every claim the driver prepares.
 func (d *Driver) Enforcement() device.Enforcement {
-	return gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
+	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
+	d.hmu.Lock()
+	e.FailOpen, e.FailOpenReason = d.failOpen.FailOpen, d.failOpen.FailOpenReason
+	d.hmu.Unlock()
+	return e
+}
+
+// SetPreflight takes the node's latest preflight report (nodeagent.Preflight); its fail-open
+// window is exported with the enforcement.
+func (d *Driver) SetPreflight(r preflight.Report) {
+	d.hmu.Lock()
+	d.failOpen = r
+	d.hmu.Unlock()
+}
+
+// PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
+// plugin (runtime and connection). The driver names devices through CDI only.
+func (d *Driver) PreflightInput(g *nri.Guard) preflight.Input {
+	name, version, connected := g.Runtime()
+	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
+	return preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: d.backend.Name(),
+		DeviceListStrategy: preflight.StrategyCDI, CDISpecDir: d.cfg.CDIDir, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
 }
 
 // Health returns the driver's health state machine.

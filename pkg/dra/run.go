@@ -15,6 +15,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Deps are the driver's connections to the world, made by cmd/dra-driver.
@@ -71,9 +72,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
 	// case C37: the env guard answers from the prepared claims (restored from the checkpoint).
+	g := nri.NewGuard(d, cfg.NRIExemptNamespaces...)
 	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, nri.NewGuard(d, cfg.NRIExemptNamespaces...), nri.DefaultRetry)
+		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 	}
+	pf := &nodeagent.Preflight{Client: deps.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
+		Input: func() preflight.Input { return d.PreflightInput(g) }, Changed: g.Changed, Clock: d.opts.Clock}
+	go pf.Run(ctx, d.SetPreflight)
 	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))
 	for _, g := range d.gpus {

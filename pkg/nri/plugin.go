@@ -107,6 +107,8 @@ type Guard struct {
 	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
 	cdi     atomic.Bool
 	runtime atomic.Value
+	// runtimeInfo is [name, version] as Configure reported them (Runtime).
+	runtimeInfo atomic.Value
 	// connected is true while the guard is registered with the runtime: only then does the
 	// runtime ask it at CreateContainer.
 	connected atomic.Bool
@@ -148,6 +150,14 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 		return fmt.Errorf("the runtime (%s) is not containerd >= 2.1, which injects the CDI devices an NRI adjustment names", rt)
 	}
 	return nil
+}
+
+// Runtime returns the runtime's name and version as its last Configure reported them
+// ("containerd", "v2.4.2"; both "" before the first connection) and whether the guard is
+// connected now: what the node's preflight (pkg/preflight) checks.
+func (g *Guard) Runtime() (name, version string, connected bool) {
+	info, _ := g.runtimeInfo.Load().([2]string)
+	return info[0], info[1], g.connected.Load()
 }
 
 // NewGuard returns a guard over src that lets pods in the exempt namespaces through.
@@ -278,6 +288,7 @@ func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.Ev
 	g.answers.Store(containerd2)
 	g.cdi.Store(containerd2 && (n > 2 || merr == nil && m >= 1))
 	g.runtime.Store(runtime + " " + version)
+	g.runtimeInfo.Store([2]string{runtime, version})
 	klog.V(2).InfoS("NRI runtime", "runtime", runtime, "version", version, "answersFromEnv", g.answers.Load(), "cdiInjection", g.cdi.Load())
 	return 0, nil
 }
