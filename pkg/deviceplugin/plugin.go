@@ -66,9 +66,9 @@ type Plugin struct {
 	devChanged chan struct{} // closed and replaced on every health change
 	// failOpen is the last preflight's fail-open window (SetPreflight), published with the
 	// enforcement.
-	failOpen preflight.Report
-	registered int           // successful registrations, for tests and logs
-	regFailed  int           // failed registration attempts, for tests and logs
+	failOpen   preflight.Report
+	registered int // successful registrations, for tests and logs
+	regFailed  int // failed registration attempts, for tests and logs
 }
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must

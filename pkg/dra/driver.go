@@ -59,9 +59,9 @@ type Driver struct {
 	// unprepared is closed and replaced (under mu) whenever Unprepare removes prepared claims.
 	unprepared chan struct{}
 
-	hmu       sync.Mutex
+	hmu sync.Mutex
 	// failOpen is the last preflight's report (SetPreflight), under hmu.
-	failOpen preflight.Report
+	failOpen  preflight.Report
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
 	lastOrder []string // device names in the order republishLoop last published
