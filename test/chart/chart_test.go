@@ -84,11 +84,12 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		t.Error("KUBERNETES_SERVICE_HOST set without apiServer.host")
 	}
 	// case C37: real GPUs get the cdi strategy by default, so the CDI spec dir is mounted read-write.
-	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri"}
+	// The host's /etc (read-only) is the preflight's (runtime and toolkit configuration).
+	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri", "host-etc": "/etc"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
-	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri"}
+	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/host/etc": "host-etc"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}
@@ -631,7 +632,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		want map[string]bool
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
-			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|nodes|get", "|nodes|patch", "|events|create", "|events|patch")},
+			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
 			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update")},
 		{"extender ClusterRole", cr("ClusterRole/hami-go-scheduler-extender"), set(
