@@ -2,7 +2,7 @@
 // clients (as NVIDIA's k8s-device-plugin keeps device state, internal/rm, apart from its server,
 // internal/plugin): the pods the extender placed on this node (from their planned annotation) and
 // the containers that claimed their pod's own plan when the runtime created them (ClaimPlanned,
-// docs/design.md "Slot protocol: the decision"). A claim is always the pod's own planned
+// docs/design.md "Applying a pod's plan"). A claim is always the pod's own planned
 // allocation: the kubelet's Allocate call names no pod, so it is answered without one and the
 // NRI env guard applies the plan at CreateContainer, where the runtime names the pod. Nothing is
 // matched, swapped or republished, and the planned annotation has one writer, the extender.

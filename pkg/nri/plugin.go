@@ -52,7 +52,7 @@ type Container struct {
 	// AnswerPending is true when the env sets MarkerEnv exactly once, empty, on a runtime that
 	// keeps a repeated env name as two entries (containerd >= 2.0, Guard.Configure): the device
 	// plugin's Allocate answer (which the kubelet keeps in its checkpoint) left the container's
-	// plan to the guard (docs/design.md "Slot protocol: the decision"). hami-go sets the marker
+	// plan to the guard (docs/design.md "Applying a pod's plan"). hami-go sets the marker
 	// in every container it gives GPUs, so a second writer (image ENV, the pod's env or envFrom)
 	// makes a second entry, and the container is then checked against its claim (refused when it
 	// has none). On runtimes where a later value replaces an earlier one (containerd 1.x, CRI-O)
