@@ -4,11 +4,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -98,6 +100,96 @@ func TestNoPlanlessContainerContainerdRestartMidBurst(t *testing.T) {
 	c := NewCluster(t)
 	c.requireChart(t)
 	c.burstThroughFault(t, "restarted containerd", func() {
+		c.clusterScript(t, "restart.sh", "restart", "containerd")
+		c.waitNodeReady(t, 2*time.Minute)
+	})
+}
+
+// draBurstThroughFault is burstThroughFault in DRA mode: n claim pods of planBurstMiB each (one
+// ResourceClaimTemplate), fault injected planBurstFault after the start; every pod ends Running
+// with its own slice (HAMI_GO_GPU_UUIDS names one GPU, its memory limit its own), and no
+// device holds more claims than its memory allows.
+func (c *Cluster) draBurstThroughFault(t *testing.T, what string, fault func()) {
+	ns := draNamespace(t, c)
+	if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "slice", Namespace: ns},
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: gpuClaim{memory: fmt.Sprintf("%dMi", planBurstMiB), index: -1}.spec()},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := make([]*corev1.Pod, planBurstPods)
+	for i := range pods {
+		pods[i] = claimPod(ns, fmt.Sprintf("fault-%02d", i), "slice", true)
+	}
+	c.waitNodeQuiet(t, 3*time.Minute)
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() { created <- c.createPodsErr(pods) }()
+	time.Sleep(planBurstFault)
+	fault()
+	t.Logf("%s %v after the burst began", what, time.Since(start).Round(time.Millisecond))
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	running := c.waitAllRunning(t, ns, planBurstPods, 6*time.Minute)
+	t.Logf("all %d claim pods Running %v after the burst began (%s)", planBurstPods, time.Since(start).Round(time.Millisecond), what)
+	perGPU := map[string]int{}
+	for i := range running {
+		p := &running[i]
+		env := c.containerEnv(t, ns, p.Name, "main")
+		if want := fmt.Sprintf("%dm", planBurstMiB); env[envMemLimit0] != want {
+			t.Errorf("pod %s: %s = %q, want %s", p.Name, envMemLimit0, env[envMemLimit0], want)
+		}
+		if u := env[device.EnvGPUUUIDs]; u == "" || strings.Contains(u, ",") || env[envVisible] != u {
+			t.Errorf("pod %s: %s=%q %s=%q; want one GPU, the same in both", p.Name, device.EnvGPUUUIDs, u, envVisible, env[envVisible])
+		}
+		perGPU[env[device.EnvGPUUUIDs]]++
+	}
+	for u, n := range perGPU {
+		if mib := int64(n) * planBurstMiB; mib > c.draGPUMemoryMiB(t, u) {
+			t.Errorf("GPU %s holds %d claims of %d MiB (%d MiB), more than it has", u, n, planBurstMiB, mib)
+		}
+	}
+	t.Logf("claims per GPU: %v", perGPU)
+}
+
+// draGPUMemoryMiB is the memory capacity, MiB, that the node's ResourceSlice publishes for the
+// GPU uuid (0 when not found).
+func (c *Cluster) draGPUMemoryMiB(t testing.TB, uuid string) int64 {
+	t.Helper()
+	l, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list ResourceSlices: %v", err)
+	}
+	for _, s := range l.Items {
+		for _, d := range s.Spec.Devices {
+			if a, ok := d.Attributes["uuid"]; ok && a.StringValue != nil && *a.StringValue == uuid {
+				q := d.Capacity["memory"].Value
+				return q.Value() / (1 << 20)
+			}
+		}
+	}
+	return 0
+}
+
+// TestNoPlanlessContainerDRADriverDeletedMidBurst (issue 29, DRA mode): the DRA driver's pod is
+// deleted 2 s into a burst of 20 claim pods of 16000 MiB; the kubelet waits for the new driver to
+// prepare their claims: every pod ends Running with its own slice.
+func TestNoPlanlessContainerDRADriverDeletedMidBurst(t *testing.T) {
+	c := draCluster(t)
+	c.draBurstThroughFault(t, "deleted the DRA driver pod", func() {
+		old := c.driverPod(t)
+		if err := c.Client.CoreV1().Pods(chartNamespace).Delete(context.Background(), old.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete driver pod %s: %v", old.Name, err)
+		}
+	})
+}
+
+// TestNoPlanlessContainerDRAContainerdRestartMidBurst (issue 29, DRA mode): containerd restarted
+// 2 s into the same burst: every pod ends Running with its own slice.
+func TestNoPlanlessContainerDRAContainerdRestartMidBurst(t *testing.T) {
+	c := draCluster(t)
+	c.draBurstThroughFault(t, "restarted containerd", func() {
 		c.clusterScript(t, "restart.sh", "restart", "containerd")
 		c.waitNodeReady(t, 2*time.Minute)
 	})
