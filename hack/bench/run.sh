@@ -3,7 +3,8 @@
 # its PNG plots and the raw outputs (docs/bench/go-bench.txt, docs/bench/e2esched.json).
 #   1. Go benchmarks, each repeated $HAMI_GO_BENCH_COUNT times (default 5): pkg/allocator
 #      (BenchmarkFilter and BenchmarkPick on one core, BenchmarkFilterScale), pkg/deviceplugin
-#      BenchmarkAllocate (Allocate and the NRI guard's decision), pkg/webhook BenchmarkAdmissionLatency
+#      BenchmarkAllocate (Allocate and the NRI guard's decision), pkg/nri BenchmarkCreateContainerThroughNRI
+#      (the NRI call through containerd's NRI adaptation), pkg/webhook BenchmarkAdmissionLatency
 #      and BenchmarkPodReviewDRA (DRA mode), pkg/dra BenchmarkPrepareResourceClaims and
 #      BenchmarkNodePrepareResourcesGRPC, pkg/extender BenchmarkExtenderScale (100..10,000
 #      nodes; repetitions share each fleet).
@@ -55,6 +56,7 @@ bench() { # bench <package> <go test args...>
 bench ./pkg/allocator -bench '^Benchmark(Filter|Pick)$' -cpu 1 -count "$COUNT"
 bench ./pkg/allocator -bench '^BenchmarkFilterScale$' -count "$COUNT"
 bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"
+bench ./pkg/nri -bench '^BenchmarkCreateContainerThroughNRI$' -benchtime 3000x -count "$COUNT"
 bench ./pkg/webhook -bench '^Benchmark(AdmissionLatency|PodReviewDRA)$' -count "$COUNT"
 bench ./pkg/dra -bench '^Benchmark(PrepareResourceClaims|NodePrepareResourcesGRPC)$' -benchtime 3000x -count "$COUNT"
 HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
