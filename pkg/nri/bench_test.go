@@ -22,7 +22,9 @@ func BenchmarkCreateContainerThroughNRI(b *testing.B) {
 	socket := filepath.Join(dir, "nri.sock")
 	r, err := adaptation.New("containerd", "v2.4.2",
 		func(ctx context.Context, cb adaptation.SyncCB) error { _, err := cb(ctx, nil, nil); return err },
-		func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) { return nil, nil },
+		func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+			return nil, nil
+		},
 		adaptation.WithSocketPath(socket), adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf")))
 	if err != nil {
 		b.Fatal(err)
