@@ -374,7 +374,7 @@ func TestEndedPodsIgnored(t *testing.T) {
 	}
 }
 
-// What the two containers of a pod get (the guard's env, the Allocate answer's mounts), logged so
+// What the two containers of a pod get (the NRI plugin's env, the Allocate answer's mounts), logged so
 // it can be quoted.
 func TestAllocateResponseTwoContainers(t *testing.T) {
 	tests := []struct {

@@ -42,7 +42,7 @@ type Config struct {
 	// Enforcement is gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS or gpuenv.EnforceNone.
 	Enforcement string
 	// DeviceListStrategy is StrategyEnvvar or StrategyCDI (the default; the NVML backend needs
-	// it: the NRI env guard adds each container's GPUs as CDI devices, so a container the guard
+	// it: the NRI plugin adds each container's GPUs as CDI devices, so a container the NRI plugin
 	// misses gets none, where under envvar an image's NVIDIA_VISIBLE_DEVICES=all would stand).
 	DeviceListStrategy string
 	// CDISpecDir is where the CDI spec is written (StrategyCDI).
@@ -71,11 +71,11 @@ type Config struct {
 	MetricsAddress string
 	// FakeFaultInjection serves POST /debug/fake/xid and /debug/fake/recover (fake backend only).
 	FakeFaultInjection bool
-	// NRISocket is the runtime's NRI socket the env guard connects to (required): the guard
+	// NRISocket is the runtime's NRI socket the NRI plugin connects to (required): the NRI plugin
 	// applies each pod's plan at CreateContainer (Allocate names no pod) and checks the
 	// container's protected env (case C37).
 	NRISocket string
-	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	// NRIExemptNamespaces are the namespaces whose pods the NRI plugin lets through unchanged.
 	NRIExemptNamespaces []string
 }
 

@@ -27,7 +27,7 @@ func TestEnforcementFailClosed(t *testing.T) {
 	if e := inv.Enforcement; e == nil || e.Ready || e.Mode != device.EnforcementHAMiCore || !strings.Contains(inv.Unenforced(), "HAMi-core library "+cfg.HAMiCoreLibrary+" not found") {
 		t.Fatalf("inventory enforcement %+v, Unenforced %q; want hami-core not ready, naming the library", e, inv.Unenforced())
 	}
-	g := testGuard(t, p)
+	g := testNRIPlugin(t, p)
 	c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main"}
 	_, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="})
 	if err == nil || !strings.Contains(err.Error(), "the node's GPU enforcement (hami-core) is missing") {

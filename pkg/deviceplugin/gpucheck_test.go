@@ -28,7 +28,7 @@ const (
 	envGPUCheckMPSPipe = "HAMI_GO_GPU_CHECK_MPS_PIPE_DIR"
 	// gpuCheckValuesFile lists every comparison ({what, want, got, ok}, hack/gpu-check's Value).
 	gpuCheckValuesFile = "device-plugin-values.json"
-	// gpuCheckEnvFile is the container's env as the NRI env guard sets it (a JSON object) for the
+	// gpuCheckEnvFile is the container's env as the NRI plugin sets it (a JSON object) for the
 	// MPS check.
 	gpuCheckEnvFile = "allocate-env.json"
 )
@@ -44,7 +44,7 @@ type gpuCheckValue struct {
 // TestGPUCheckNVML is the device-plugin part of the real-GPU check (hack/gpu-check/README.md):
 // the plugin over the driver's NVML, in MPS enforcement mode with split count 4, served to the
 // in-process stand-in kubelet of the unit tests. It checks registration, ListAndWatch (4 healthy
-// slices per real GPU, NUMA topology), Allocate (the pending answer) and the env the NRI env guard
+// slices per real GPU, NUMA topology), Allocate (the pending answer) and the env the NRI plugin
 // gives the container of a pod planned on GPU 0 with 4000 MiB and 25% (the real UUID, the MPS
 // limits), that the XID watch runs until its context ends, and that probes and process queries
 // answer. Skipped unless
@@ -100,7 +100,7 @@ func TestGPUCheckNVML(t *testing.T) {
 		check("New", "ok", err.Error())
 		t.FailNow()
 	}
-	p.canApplyPlans = func(bool) error { return nil } // the NRI env guard is connected
+	p.canApplyPlans = func(bool) error { return nil } // the NRI plugin is connected
 	startServe(t, p)
 	r := k.waitRegistration(t, 10*time.Second)
 	check("registration version", pluginapi.Version, r.Version)
@@ -153,7 +153,7 @@ func TestGPUCheckNVML(t *testing.T) {
 	check("Allocate: the pending answer (an empty "+device.EnvGPUUUIDs+")", "true", strconv.FormatBool(ok && pending == "" && len(ar.ContainerResponses[0].Envs) == 1))
 	cr, err := create(t, p, pod, "main", avail[len(avail)-1])
 	if err != nil {
-		check("the NRI env guard at container creation", "ok", err.Error())
+		check("the NRI plugin at container creation", "ok", err.Error())
 		t.FailNow()
 	}
 	env := cr.Envs

@@ -160,11 +160,11 @@ func alloc(t testing.TB, p *Plugin, ids ...string) (*pluginapi.ContainerAllocate
 	return r.ContainerResponses[0], nil
 }
 
-// testGuard is the NRI env guard over p's ledger, configured as on containerd 2.4.2 (the local
+// testNRIPlugin is the NRI plugin over p's ledger, configured as on containerd 2.4.2 (the local
 // cluster's runtime).
-func testGuard(t testing.TB, p *Plugin) *nri.Guard {
+func testNRIPlugin(t testing.TB, p *Plugin) *nri.Plugin {
 	t.Helper()
-	g := nri.NewGuard(NRISource(p))
+	g := nri.NewPlugin(NRISource(p))
 	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func testGuard(t testing.TB, p *Plugin) *nri.Guard {
 
 // create is what container name of pod gets on this node, as one ContainerAllocateResponse: the
 // kubelet's Allocate call for it (ids: its device IDs; the pending answer, whose mounts it
-// keeps), then the NRI env guard at its creation (nri.Guard.Decide over the pending answer's
+// keeps), then the NRI plugin at its creation (nri.Plugin.Decide over the pending answer's
 // env: the env it sets and the CDI devices it adds). Unless the test set p.canApplyPlans, the
 // guard counts as connected.
 func create(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
@@ -190,7 +190,7 @@ func create(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string
 		env = append(env, k+"="+v)
 	}
 	c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: name}
-	adj, err := testGuard(t, p).Decide(context.Background(), c, env)
+	adj, err := testNRIPlugin(t, p).Decide(context.Background(), c, env)
 	if err != nil {
 		return nil, err
 	}

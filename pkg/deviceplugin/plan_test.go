@@ -19,10 +19,10 @@ import (
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
-// case C04: Allocate names no GPU, and the NRI env guard gives each of two interchangeable pods
+// case C04: Allocate names no GPU, and the NRI plugin gives each of two interchangeable pods
 // its own plan at container creation, whichever slices the kubelet chose for them: p (planned
 // GPU-A) gets a slice of GPU-B from the kubelet and still runs on GPU-A with the env its claim
-// builds; each GPU is charged once, and each claimed record is the pod's plan. While the guard
+// builds; each GPU is charged once, and each claimed record is the pod's plan. While the NRI plugin
 // cannot apply plans, Allocate is refused with the reason.
 func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 	for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
@@ -36,7 +36,7 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 			p.Ledger().UpsertPod(pp)
 			p.Ledger().UpsertPod(pq)
 
-			for _, why := range []string{"", "the NRI env guard is not connected to the runtime"} {
+			for _, why := range []string{"", "the NRI plugin is not connected to the runtime"} {
 				p.canApplyPlans = nil
 				if why != "" {
 					p.canApplyPlans = func(cdi bool) error {
@@ -68,7 +68,7 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 				t.Fatal("Allocate claimed p's container; the claim is made at container creation")
 			}
 
-			g := testGuard(t, p)
+			g := testNRIPlugin(t, p)
 			for _, tc := range []struct {
 				pod *podEntryRef
 				gpu string
@@ -90,17 +90,13 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 					got[ch.Name] = ch.Value
 				}
 				if strategy == StrategyCDI {
-					want.Envs["NVIDIA_VISIBLE_DEVICES"] = "" // the image's value, emptied: the GPU comes as a CDI device
+					want.Env["NVIDIA_VISIBLE_DEVICES"] = "" // the image's value, emptied: the GPU comes as a CDI device
 				}
-				if !reflect.DeepEqual(got, want.Envs) {
-					t.Errorf("pod %s: the guard sets %v; want %v", tc.pod.name, got, want.Envs)
+				if !reflect.DeepEqual(got, want.Env) {
+					t.Errorf("pod %s: the NRI plugin sets %v; want %v", tc.pod.name, got, want.Env)
 				}
-				var cdi []string
-				for _, d := range want.CdiDevices {
-					cdi = append(cdi, d.Name)
-				}
-				if !reflect.DeepEqual(adj.CDIDevices, cdi) {
-					t.Errorf("pod %s: the guard adds CDI devices %v; want %v", tc.pod.name, adj.CDIDevices, cdi)
+				if !reflect.DeepEqual(adj.CDIDevices, want.CDIDevices) {
+					t.Errorf("pod %s: the NRI plugin adds CDI devices %v; want %v", tc.pod.name, adj.CDIDevices, want.CDIDevices)
 				}
 				if rec, ok := p.Ledger().ClaimedRecord(tc.pod.uid); !ok || len(rec.Containers) != 1 || rec.Containers[0].Devices[0].UUID != tc.gpu {
 					t.Errorf("pod %s: claimed record %+v; want its plan on %s", tc.pod.name, rec, tc.gpu)
@@ -109,7 +105,7 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 			if u := p.Ledger().Charged(); u["GPU-A"].Sharers != 1 || u["GPU-B"].Sharers != 1 {
 				t.Errorf("charged %+v, want one sharer on each GPU", u)
 			}
-			// An empty marker beside one of hami-go's CDI devices (which only the guard adds):
+			// An empty marker beside one of hami-go's CDI devices (which only the NRI plugin adds):
 			// refused, never given a second GPU.
 			c := nri.Container{PodUID: string(pq.UID), PodNamespace: pq.Namespace, PodName: pq.Name, Name: "main", CDIDevices: []string{CDIKind + "=GPU-A"}}
 			if _, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="}); err == nil || !strings.Contains(err.Error(), "carries an empty HAMI_GO_GPU_UUIDS beside hami-go's CDI device hami-go.io/gpu=GPU-A") {
@@ -119,7 +115,7 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 	}
 }
 
-// podEntryRef names a test pod for the guard.
+// podEntryRef names a test pod for the NRI plugin.
 type podEntryRef struct {
 	uid      types.UID
 	ns, name string
@@ -134,7 +130,7 @@ func BenchmarkAllocate(b *testing.B) {
 	cfg.SplitCount = 100
 	p, _ := newTestPlugin(b, cfg, newTestBackend(8, 81559))
 	p.canApplyPlans = func(bool) error { return nil }
-	g := testGuard(b, p)
+	g := testNRIPlugin(b, p)
 	env := []string{"PATH=/usr/local/nvidia/bin:/usr/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility", device.EnvGPUUUIDs + "="}
 	var pods []nri.Container
 	lat := make([]time.Duration, 0, b.N)
@@ -171,10 +167,10 @@ func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 	cfg.PlanWait = 5 * time.Second
 	p, clk := newTestPlugin(t, cfg, newTestBackend(2, 81920))
 	var mu sync.Mutex
-	why := errors.New("the NRI env guard is not connected to the runtime")
+	why := errors.New("the NRI plugin is not connected to the runtime")
 	changed := make(chan struct{})
 	p.canApplyPlans = func(bool) error { mu.Lock(); defer mu.Unlock(); return why }
-	p.guardChanged = func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return changed }
+	p.nriChanged = func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return changed }
 	flip := func(err error) {
 		mu.Lock()
 		why = err
@@ -201,7 +197,7 @@ func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 
-	flip(errors.New("the NRI env guard is not connected to the runtime"))
+	flip(errors.New("the NRI plugin is not connected to the runtime"))
 	go func() { done <- preStart("GPU-A::1") }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)

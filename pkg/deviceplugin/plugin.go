@@ -55,12 +55,12 @@ type Plugin struct {
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
-	// canApplyPlans says why the NRI env guard cannot apply a pending answer's plan now, or nil
-	// (nri.Guard.CanApplyPlans; Run sets it before serving; nil: there is no guard). Allocate
-	// answers only when it says nil.
+	// canApplyPlans says why the NRI plugin cannot apply a pending answer's plan now, or nil
+	// (nri.Plugin.CanApplyPlans; Run sets it before serving; nil: there is no NRI plugin).
+	// PreStartContainer lets a GPU container be created only when it says nil.
 	canApplyPlans func(cdi bool) error
-	// guardChanged returns a channel closed when canApplyPlans may have changed (nil: never).
-	guardChanged func() <-chan struct{}
+	// nriChanged returns a channel closed when canApplyPlans may have changed (nil: never).
+	nriChanged func() <-chan struct{}
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -163,7 +163,7 @@ func (p *Plugin) SetPreflight(r preflight.Report) {
 
 // PreflightInput is what the node's preflight checks that only the plugin knows; nri is the
 // NRI plugin (runtime and connection).
-func (p *Plugin) PreflightInput(g *nri.Guard) preflight.Input {
+func (p *Plugin) PreflightInput(g *nri.Plugin) preflight.Input {
 	name, version, connected := g.Runtime()
 	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
 	in := preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: p.backend.Name(),
@@ -338,11 +338,11 @@ func (p *Plugin) PreStartContainer(ctx context.Context, r *pluginapi.PreStartCon
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// plansBlocked says why the NRI env guard cannot apply a pending answer's plan now
-// (nri.Guard.CanApplyPlans), or nil.
+// plansBlocked says why the NRI plugin cannot apply a pending answer's plan now
+// (nri.Plugin.CanApplyPlans), or nil.
 func (p *Plugin) plansBlocked() error {
 	if p.canApplyPlans == nil {
-		return fmt.Errorf("the device plugin runs no NRI env guard")
+		return fmt.Errorf("the device plugin runs no NRI plugin")
 	}
 	return p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
 }
@@ -354,8 +354,8 @@ func (p *Plugin) waitPlansApplicable(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
 		var changed <-chan struct{}
-		if p.guardChanged != nil {
-			changed = p.guardChanged()
+		if p.nriChanged != nil {
+			changed = p.nriChanged()
 		}
 		err := p.plansBlocked()
 		if err == nil || changed == nil || p.cfg.PlanWait <= 0 {

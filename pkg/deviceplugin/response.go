@@ -32,13 +32,21 @@ func (c *Config) envConfig() gpuenv.Config {
 	}
 }
 
-// build answers one container from its claim: one ordered list of physical GPUs (the claimed
-// container's devices, each once) gives every positional value (cases C19, C22), through the
-// builder the DRA driver shares (gpuenv.Build).
-func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse {
+// planEdits is what a container's plan gives it at creation: its env and, under the cdi
+// strategy, the fully qualified CDI device names of its GPUs (CDIKind=<UUID>), which the NRI
+// plugin adds. (The enforcement mode's mounts, which name no GPU, come with the pending answer.)
+type planEdits struct {
+	Env        map[string]string
+	CDIDevices []string
+}
+
+// build gives one container's plan edits from its claim: one ordered list of physical GPUs (the
+// claimed container's devices, each once) gives every positional value (cases C19, C22), through
+// the builder the DRA driver shares (gpuenv.Build).
+func (r *responder) build(cl ledger.Claim) planEdits {
 	devs := cl.Container.Devices
 	// The cache file is the container's own (HAMiContainerDir is in its root filesystem, not a
-	// host mount), so the container's name is unique enough; the answer names no pod, so that a
+	// host mount), so the container's name is unique enough; the edits name no pod, so that a
 	// restarted plugin rebuilds, from the claim alone, the very env the container runs with.
 	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: cl.Container.Name}
 	for i, d := range devs {
@@ -47,24 +55,20 @@ func (r *responder) build(cl ledger.Claim) *pluginapi.ContainerAllocateResponse 
 	if len(devs) > 0 {
 		req.Model = r.gpus[devs[0].UUID].Model
 	}
-	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
-	resp := &pluginapi.ContainerAllocateResponse{Envs: e.Env}
+	out := planEdits{Env: gpuenv.Build(r.cfg.envConfig(), req, r.exists).Env}
 	if r.cfg.DeviceListStrategy == StrategyCDI {
 		for _, u := range req.UUIDs() {
-			resp.CdiDevices = append(resp.CdiDevices, &pluginapi.CDIDevice{Name: CDIKind + cdiDeviceNameSeparator + u})
+			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)
 		}
 	}
-	for _, m := range e.Mounts {
-		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
-	}
-	return resp
+	return out
 }
 
-// pending is the Allocate answer: MarkerEnv, empty, which tells the
-// NRI env guard that the container's plan is still to be applied (nri.Container.AnswerPending),
-// and the mounts of the enforcement mode, which name no GPU. No GPU is named and no limit set:
-// a container the guard never sees (it disconnected after Allocate) gets no GPU under the cdi
-// strategy, whose devices the guard adds.
+// pending is the Allocate answer: MarkerEnv, empty, which tells the node agent's NRI plugin
+// that the container's plan is still to be applied, and the mounts of the enforcement mode,
+// which name no GPU. No GPU is named and no limit set: a container the NRI plugin never sees gets
+// no GPU under the cdi strategy, whose devices the NRI plugin adds (and the kubelet does not
+// create one while the agent is away: PreStartContainer).
 func (r *responder) pending() *pluginapi.ContainerAllocateResponse {
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{device.EnvGPUUUIDs: ""}}
 	for _, m := range gpuenv.Build(r.cfg.envConfig(), gpuenv.Request{}, r.exists).Mounts {

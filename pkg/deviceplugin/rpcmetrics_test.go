@@ -19,7 +19,7 @@ func TestRPCDurationMetric(t *testing.T) {
 	dir := t.TempDir()
 	k := startFakeKubelet(t, dir)
 	p, _ := newTestPlugin(t, testConfig(dir), newTestBackend(2, 81559))
-	p.canApplyPlans = func(bool) error { return nil } // the NRI env guard is connected
+	p.canApplyPlans = func(bool) error { return nil } // the NRI plugin is connected
 	startServe(t, p)
 	c := k.client(t, k.waitRegistration(t, 5*time.Second).Endpoint)
 	ctx := context.Background()

@@ -34,7 +34,7 @@ type Deps struct {
 
 // Run runs the device plugin until ctx ends: it discovers the GPUs, writes the CDI spec (cdi
 // strategy), syncs pods and rebuilds claims (AnnoClaimed) before serving the kubelet, runs the
-// NRI env guard that applies each pod's plan at container creation (pkg/nri, Config.NRISocket;
+// NRI plugin that applies each pod's plan at container creation (pkg/nri, Config.NRISocket;
 // case C37), watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
 // inventory and labels on change and renews the Lease every 10 s, and serves metrics.
 func Run(ctx context.Context, cfg Config, d Deps) error {
@@ -66,8 +66,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// synced): before that it could not tell a GPU container from one without GPUs.
 	// PreStartContainer waits for it to connect (Plugin.waitPlansApplicable), and containers it
 	// finds running without their plan when it connects are stopped (unplannedStopper).
-	g := nri.NewGuard(NRISource(p), cfg.NRIExemptNamespaces...)
-	p.canApplyPlans, p.guardChanged = g.CanApplyPlans, g.Changed
+	g := nri.NewPlugin(NRISource(p), cfg.NRIExemptNamespaces...)
+	p.canApplyPlans, p.nriChanged = g.CanApplyPlans, g.Changed
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Client.CoreV1().Events("")})
 	defer events.Shutdown()

@@ -21,7 +21,7 @@ import (
 const ReasonPlanNotApplied = "GPUPlanNotApplied"
 
 // unplannedStopper stops the pods of containers that run without their GPU plan
-// (nri.Guard.OnUnplanned): such a container has no GPU limit, so it may not keep running. Its
+// (nri.Plugin.OnUnplanned): such a container has no GPU limit, so it may not keep running. Its
 // pod is deleted (with its UID as precondition, so a pod re-created under the same name is
 // left alone) after a Warning Event says why, and its controller makes a new pod, whose
 // containers get their plan at creation. A pod the plan path never placed (no plan in the
@@ -33,7 +33,7 @@ type unplannedStopper struct {
 	recorder record.EventRecorder
 }
 
-// stop implements the nri.Guard.OnUnplanned handler.
+// stop implements the nri.Plugin.OnUnplanned handler.
 func (s unplannedStopper) stop(ctx context.Context, c nri.Container) {
 	uid := types.UID(c.PodUID)
 	if _, _, planned := s.p.ledger.ContainerClaim(uid, c.Name); !planned {

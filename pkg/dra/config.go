@@ -69,9 +69,9 @@ type Config struct {
 	// republishes a reordered ResourceSlice (--republish-delay): at most one ResourceSlice
 	// update per delay; 0 = at every change.
 	RepublishDelay time.Duration
-	// NRISocket is the runtime's NRI socket the env guard connects to (case C37); "" = none.
+	// NRISocket is the runtime's NRI socket the NRI plugin connects to (case C37); "" = none.
 	NRISocket string
-	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged.
+	// NRIExemptNamespaces are the namespaces whose pods the NRI plugin lets through unchanged.
 	NRIExemptNamespaces []string
 	// PrepareWait is how long a prepare that does not fit beside the claims prepared on its GPU
 	// waits for Unprepare calls to free room before it is refused (--prepare-wait; 0: refuse

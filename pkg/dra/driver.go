@@ -160,7 +160,7 @@ func (d *Driver) SetPreflight(r preflight.Report) {
 
 // PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
 // plugin (runtime and connection). The driver names devices through CDI only.
-func (d *Driver) PreflightInput(g *nri.Guard) preflight.Input {
+func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
 	name, version, connected := g.Runtime()
 	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
 	return preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: d.backend.Name(),

@@ -14,18 +14,24 @@ import (
 
 var _ nri.Source = (*Driver)(nil)
 
-// Allocated implements nri.Source for the NRI env guard in DRA mode (case C37): a container's
+// Plan implements nri.Source: the DRA driver never gives the device plugin's pending answer (a
+// claim's CDI spec sets the whole env at prepare), so a container carrying it is refused.
+func (d *Driver) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
+	return nri.Plan{}, fmt.Errorf("container %s carries an empty %s, which the DRA driver never sets (only hami-go's device plugin does)", c, nri.MarkerEnv)
+}
+
+// Granted implements nri.Source for the NRI plugin in DRA mode (case C37): a container's
 // GPUs are the hami-go claims among its CDI devices ("gpu.hami-go.io/claim=<claim UID>", the
 // ids PrepareResourceClaims returned), and its env is what their CDI specs set (gpuenv.Build of
 // each prepared claim; for a name two claims set, the later device's value, as the runtime
 // applies the edits in order). A container without such a device has no GPUs from hami-go. A
-// device naming a claim this driver has not prepared is an error (the guard refuses the
+// device naming a claim this driver has not prepared is an error (the NRI plugin refuses the
 // container; the kubelet retries). With Config.ToolkitCDI, NVIDIA_VISIBLE_DEVICES is left out:
 // the NVIDIA Container Toolkit's CDI spec, applied after the claim's, sets it to "void" (its
 // spec-level edits: the devices come as CDI device nodes, not through that variable), so the
-// guard empties it instead of refusing every GPU container.
-func (d *Driver) Allocated(_ context.Context, c nri.Container) (nri.Allocated, error) {
-	var out nri.Allocated
+// NRI plugin empties it instead of refusing every GPU container.
+func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error) {
+	var out nri.Granted
 	for _, name := range c.CDIDevices {
 		vendor, class, dev, err := parser.ParseQualifiedName(name)
 		if err != nil || vendor != draapi.DriverName || class != CDIClass {
@@ -36,10 +42,10 @@ func (d *Driver) Allocated(_ context.Context, c nri.Container) (nri.Allocated, e
 		p, ok := d.prepared[uid]
 		d.mu.Unlock()
 		if !ok {
-			return nri.Allocated{}, fmt.Errorf("CDI device %s names claim %s, which the DRA driver has not prepared", name, uid)
+			return nri.Granted{}, fmt.Errorf("CDI device %s names claim %s, which the DRA driver has not prepared", name, uid)
 		}
 		if out.Env == nil {
-			out = nri.Allocated{GPU: true, Env: map[string]string{}}
+			out = nri.Granted{GPU: true, Env: map[string]string{}}
 		}
 		for k, v := range gpuenv.Build(d.cfg.envConfig(), envRequest(uid, p.Grants), d.opts.FileExists).Env {
 			out.Env[k] = v

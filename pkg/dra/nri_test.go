@@ -9,7 +9,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
-// case C37: in DRA mode the env guard's Source reads a container's hami-go claims from its CDI
+// case C37: in DRA mode the NRI plugin's Source reads a container's hami-go claims from its CDI
 // devices and wants exactly the env of their CDI specs; other CDI devices are not hami-go's; a
 // claim the driver has not prepared refuses the container (fail closed).
 func TestNRISourceFromCDIDevices(t *testing.T) {
@@ -23,21 +23,21 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 		return nri.Container{PodUID: "pod-uid-a", PodNamespace: "default", PodName: "pod-a", Name: "main", CDIDevices: devs}
 	}
 
-	got, err := d.Allocated(bg, ctr("nvidia.com/gpu=GPU-x", ClaimCDIDevice(c.UID)))
+	got, err := d.Granted(bg, ctr("nvidia.com/gpu=GPU-x", ClaimCDIDevice(c.UID)))
 	if err != nil || !got.GPU || !reflect.DeepEqual(got.Env, spec) {
 		t.Errorf("claimed container: %+v, %v; want GPU with the CDI spec's env %v", got, err, spec)
 	}
-	if got, err := d.Allocated(bg, ctr("nvidia.com/gpu=GPU-x")); err != nil || got.GPU {
+	if got, err := d.Granted(bg, ctr("nvidia.com/gpu=GPU-x")); err != nil || got.GPU {
 		t.Errorf("no hami-go CDI device: %+v, %v; want no GPU", got, err)
 	}
-	if _, err := d.Allocated(bg, ctr(ClaimCDIDevice("uid-unknown"))); err == nil ||
+	if _, err := d.Granted(bg, ctr(ClaimCDIDevice("uid-unknown"))); err == nil ||
 		!strings.Contains(err.Error(), "CDI device gpu.hami-go.io/claim=uid-unknown names claim uid-unknown, which the DRA driver has not prepared") {
 		t.Errorf("unprepared claim: err %v", err)
 	}
 
-	// Through the guard: a CDI edit replaces the last entry of a name, so an envFrom value
+	// Through the NRI plugin: a CDI edit replaces the last entry of a name, so an envFrom value
 	// before it is pinned; one the runtime kept after it is refused.
-	g := nri.NewGuard(d)
+	g := nri.NewPlugin(d)
 	env := []string{"CUDA_DEVICE_MEMORY_LIMIT_0=81920m"}
 	for k, v := range spec {
 		env = append(env, k+"="+v)
@@ -53,7 +53,7 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 }
 
 // case C37: with the NVIDIA Container Toolkit's CDI devices (real GPUs), whose spec sets
-// NVIDIA_VISIBLE_DEVICES=void after the claim's value, the guard does not want the claim's
+// NVIDIA_VISIBLE_DEVICES=void after the claim's value, the NRI plugin does not want the claim's
 // NVIDIA_VISIBLE_DEVICES: it empties the toolkit's "void" instead of refusing the container.
 func TestNRISourceToolkitCDI(t *testing.T) {
 	cfg := testConfig(t.TempDir())
@@ -66,9 +66,9 @@ func TestNRISourceToolkitCDI(t *testing.T) {
 	spec := specEnv(readSpec(t, d, c.UID))
 	uuid := d.GPUs()[0].GPU.UUID
 	ctr := nri.Container{PodNamespace: "default", PodName: "pod-a", Name: "main", CDIDevices: []string{ClaimCDIDevice(c.UID), "nvidia.com/gpu=" + uuid}}
-	got, err := d.Allocated(bg, ctr)
+	got, err := d.Granted(bg, ctr)
 	if _, has := got.Env["NVIDIA_VISIBLE_DEVICES"]; err != nil || !got.GPU || has || got.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4000m" {
-		t.Fatalf("Allocated = %+v, %v; want the claim's env without NVIDIA_VISIBLE_DEVICES", got, err)
+		t.Fatalf("Granted = %+v, %v; want the claim's env without NVIDIA_VISIBLE_DEVICES", got, err)
 	}
 	var env []string
 	for k, v := range spec {
@@ -77,7 +77,7 @@ func TestNRISourceToolkitCDI(t *testing.T) {
 		}
 		env = append(env, k+"="+v)
 	}
-	ch, err := nri.NewGuard(d).Decide(bg, ctr, env)
+	ch, err := nri.NewPlugin(d).Decide(bg, ctr, env)
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}

@@ -36,7 +36,7 @@ type Deps struct {
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
 // health change), republishes when prepared claims change the device order (republishLoop), and
-// (with Config.NRISocket) runs the NRI env guard (pkg/nri, case C37).
+// (with Config.NRISocket) runs the NRI plugin (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	d, err := New(cfg, deps.Backend, deps.Options)
 	if err != nil {
@@ -71,8 +71,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
-	// case C37: the env guard answers from the prepared claims (restored from the checkpoint).
-	g := nri.NewGuard(d, cfg.NRIExemptNamespaces...)
+	// case C37: the NRI plugin answers from the prepared claims (restored from the checkpoint).
+	g := nri.NewPlugin(d, cfg.NRIExemptNamespaces...)
 	if cfg.NRISocket != "" {
 		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
 	}

@@ -13,8 +13,8 @@ import (
 
 // BenchmarkCreateContainerThroughNRI measures the NRI call a GPU container's creation waits for,
 // end to end as the runtime sees it: containerd's own NRI adaptation (the code containerd 2.x
-// links) calling the guard over its unix socket with the pending answer of a CUDA image's env,
-// the guard asking its Source and returning the plan's env and CDI devices. It reports p50 and
+// links) calling the NRI plugin over its unix socket with the pending answer of a CUDA image's env,
+// the NRI plugin asking its Source and returning the plan's env and CDI devices. It reports p50 and
 // p99 in microseconds; the runtime drops a plugin that takes longer than 2 s (NRI's default
 // plugin request timeout), and the target is p99 <= 5 ms (issue 29).
 func BenchmarkCreateContainerThroughNRI(b *testing.B) {
@@ -33,14 +33,14 @@ func BenchmarkCreateContainerThroughNRI(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Stop()
-	g := NewGuard(&standInSource{out: map[string]Allocated{"main": pendingAllocated}})
+	g := NewPlugin(&standInSource{out: map[string]standIn{"main": pendingAllocated}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { Run(ctx, socket, g, 10*time.Millisecond); close(done) }()
 	defer func() { cancel(); <-done }()
 	for deadline := time.Now().Add(20 * time.Second); g.CanApplyPlans(true) != nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatalf("the guard never connected: %v", g.CanApplyPlans(true))
+			b.Fatalf("the NRI plugin never connected: %v", g.CanApplyPlans(true))
 		}
 	}
 	pod := &api.PodSandbox{Id: "sb", Uid: "uid-1", Namespace: "ns", Name: "p"}

@@ -1,8 +1,9 @@
-// Package nri is the container-creation side of case C37: hami-go's NRI env guard, run by both
-// node agents (--nri-socket), pins a container's protected env (device.IsProtectedEnv) to what
-// hami-go allocated it, or refuses the container where no adjustment can, so that image ENV,
-// envFrom values and the pod's own env cannot widen a GPU slice. This file is the pure decision
-// (env in, adjustment out; no I/O); plugin.go is the NRI plumbing (Guard, Run).
+// Package nri is the node agents' NRI plugin (--nri-socket), run at container creation with two
+// duties: apply a pod's plan where the device plugin's Allocate left it (device-plugin mode),
+// and pin a container's protected env (device.IsProtectedEnv) to what hami-go gave it, or refuse
+// the container where no adjustment can, so that image ENV, envFrom values and the pod's own env
+// cannot widen a GPU slice (case C37, both modes). This file is the pure env decision (env in,
+// adjustment out; no I/O); plugin.go is the plugin (Plugin, Decide, Run).
 package nri
 
 import (
@@ -33,7 +34,7 @@ type RefusedError struct {
 	// HasWant is true when hami-go set Name for this container (to Want).
 	HasWant bool
 	// Repeated is true when hami-go's answer put no entry of Name in the env (a name its answer
-	// leaves to the guard, the device plugin's pending answer; or one it does not set) and the env has more than one.
+	// leaves to the NRI plugin, the device plugin's pending answer; or one it does not set) and the env has more than one.
 	Repeated bool
 }
 

@@ -18,26 +18,26 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// PluginName and PluginIndex register the guard with the runtime's NRI ("90-hami-go-env-guard"
-// in the runtime's log). NRI sends every plugin the same container and merges their
+// PluginName and PluginIndex register the plugin with the runtime's NRI ("90-hami-go" in the
+// runtime's log). NRI sends every plugin the same container and merges their
 // adjustments (a second plugin changing the same env name is an error there), so the index
 // only orders the calls.
 const (
-	PluginName  = "hami-go-env-guard"
+	PluginName  = "hami-go"
 	PluginIndex = "90"
 	// DefaultSocket is NRI's default socket, /var/run/nri/nri.sock (containerd 2.x, CRI-O).
 	DefaultSocket = api.DefaultSocketPath
-	// DefaultRetry is how often the node agents' guard tries to (re)connect to the socket: a
+	// DefaultRetry is how often the node agents' NRI plugin tries to (re)connect to the socket: a
 	// restarted runtime gets it back within a second (a GPU container's creation waits for it,
 	// deviceplugin --plan-wait), at the cost of one failed dial a second while the socket is not
 	// there.
 	DefaultRetry = time.Second
 )
 
-// MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the device
-// plugin's Allocate response, the DRA driver's CDI spec: pkg/gpuenv.EnvGPUUUIDs). A container
-// that carries it but for which the Source reports no GPUs is refused, never emptied: emptying
-// hami-go's limits would widen a slice (fail closed).
+// MarkerEnv is set by hami-go in every container it gives GPUs, in both modes (the plan this
+// plugin applies, the DRA driver's CDI spec: pkg/gpuenv.EnvGPUUUIDs); the device plugin's pending
+// answer sets it empty. A container that carries it but for which the Source reports no GPUs is
+// refused, never emptied: emptying hami-go's limits would widen a slice (fail closed).
 const MarkerEnv = device.EnvGPUUUIDs
 
 // Container names the container the runtime is creating, as NRI delivers it.
@@ -49,59 +49,62 @@ type Container struct {
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
-	// AnswerPending is true when the env sets MarkerEnv exactly once, empty, on a runtime that
-	// keeps a repeated env name as two entries (containerd >= 2.0, Guard.Configure): the device
-	// plugin's Allocate answer (which the kubelet keeps in its checkpoint) left the container's
-	// plan to the guard (docs/design.md "Applying a pod's plan"). hami-go sets the marker
-	// in every container it gives GPUs, so a second writer (image ENV, the pod's env or envFrom)
-	// makes a second entry, and the container is then checked against its claim (refused when it
-	// has none). On runtimes where a later value replaces an earlier one (containerd 1.x, CRI-O)
-	// an envFrom value could stand alone, so it is never set there.
-	AnswerPending bool
 }
 
 func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "/" + c.Name }
 
-// Allocated is what hami-go allocated one container.
-type Allocated struct {
-	// GPU is true when hami-go gave the container GPUs.
-	GPU bool
-	// Env is the env the container must run with: the env hami-go's answer set in it (the device
-	// plugin's Allocate response, the DRA claims' CDI specs), or, when Pending, the env the guard
-	// adds; nil when GPU is false.
+// Plan is what the NRI plugin sets in a container whose plan the device plugin left to it (the
+// pending answer: docs/design.md "Applying a pod's plan").
+type Plan struct {
+	// Env is the env the plan gives the container (pkg/gpuenv); empty: the container has no plan.
 	Env map[string]string
-	// Pending is true when hami-go's answer left the allocation to the guard: the device plugin
-	// applies each pod's own plan at CreateContainer (docs/design.md "Slot protocol: the
-	// decision"), and its Allocate response set only MarkerEnv, empty. The guard then adds Env
-	// and CDIDevices.
-	Pending bool
-	// CDIDevices are the fully qualified CDI device names the guard adds when Pending
-	// ("vendor/class=name"; the device plugin's cdi strategy).
+	// CDIDevices are the fully qualified CDI device names the plugin adds ("vendor/class=name";
+	// the device plugin's cdi strategy).
 	CDIDevices []string
 }
 
-// Source says what hami-go allocated a container: the device plugin's ledger or the DRA
-// driver's prepared claims. An error means the container has (or may have) GPUs and what hami-go
-// gave it cannot be known now; the guard then refuses the container (fail closed) and the
-// kubelet retries it.
-type Source interface {
-	Allocated(ctx context.Context, c Container) (Allocated, error)
+// Granted is what hami-go gave a container whose env it checks.
+type Granted struct {
+	// GPU is true when hami-go gave the container GPUs.
+	GPU bool
+	// Env is the env hami-go's answer set in the container (the DRA claims' CDI specs; a running
+	// container's applied plan); nil when GPU is false.
+	Env map[string]string
 }
 
-// Guard is the NRI plugin of case C37: at CreateContainer it checks the container's protected
-// env (device.IsProtectedEnv) against what hami-go allocated (Source) with PlanEnv, refuses the
-// container when a value hami-go did not give would reach the process, and otherwise returns
-// PlanEnv's adjustment. A container whose env holds no protected name is let through without
-// asking the Source, so pods without GPUs and without such env never depend on hami-go. Pods in
-// an exempt namespace are let through unchanged, but for a plan Allocate left to the guard
-// (Allocated.Pending), which is applied unchecked: the namespaces the webhook does not see either
-// (hami-go's own, whose MPS control daemon and NVML-mode agents set NVIDIA_VISIBLE_DEVICES=all,
-// and kube-system); namespaces are the cluster admin's, unlike pod labels.
-type Guard struct {
+// Source is what a node agent knows of the GPUs it gives containers, asked by the NRI plugin's
+// two duties. An error means the container has (or may have) GPUs and what hami-go gives it
+// cannot be known now; the plugin then refuses the container (fail closed) and the kubelet
+// retries it.
+type Source interface {
+	// Plan is asked for a container whose env carries the device plugin's pending answer (the
+	// plugin decides that, answerPending): the container claims its pod's own plan, and the
+	// plugin applies it (device-plugin mode). A Source that never gives the pending answer (the
+	// DRA driver) returns an error.
+	Plan(ctx context.Context, c Container) (Plan, error)
+	// Granted is asked for any other container whose env holds a protected name: what hami-go
+	// gave it, which the plugin pins the env to (case C37, both modes).
+	Granted(ctx context.Context, c Container) (Granted, error)
+}
+
+// Plugin is the node agents' NRI plugin. At CreateContainer it has two duties:
+//   - apply a pod's plan (device-plugin mode): a container carrying the pending answer gets the
+//     env and CDI devices of its pod's own plan (Source.Plan);
+//   - check protected env (both modes, case C37): any container's protected names
+//     (device.IsProtectedEnv) are pinned with PlanEnv to what hami-go gave it (Source.Granted),
+//     and the container is refused when a value hami-go did not give would reach the process.
+//
+// A container whose env holds no protected name is let through without asking the Source, so
+// pods without GPUs and without such env never depend on hami-go. Pods in an exempt namespace
+// are let through unchanged, but for a pending plan, which is applied unchecked: the namespaces
+// the webhook does not see either (hami-go's own, whose MPS control daemon and NVML-mode agents
+// set NVIDIA_VISIBLE_DEVICES=all, and kube-system); namespaces are the cluster admin's, unlike
+// pod labels.
+type Plugin struct {
 	src    Source
 	exempt map[string]bool
 	// answers is set (Configure) when the runtime keeps a repeated env name as two entries, which
-	// the single-marker rule of Container.AnswerPending relies on.
+	// the single-marker rule of answerPending relies on.
 	answers atomic.Bool
 	// cdi is set (Configure) when the runtime injects the CDI devices an adjustment names
 	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
@@ -109,7 +112,7 @@ type Guard struct {
 	runtime atomic.Value
 	// runtimeInfo is [name, version] as Configure reported them (Runtime).
 	runtimeInfo atomic.Value
-	// connected is true while the guard is registered with the runtime: only then does the
+	// connected is true while the plugin is registered with the runtime: only then does the
 	// runtime ask it at CreateContainer.
 	connected atomic.Bool
 	mu        sync.Mutex
@@ -118,15 +121,15 @@ type Guard struct {
 	unplanned func(context.Context, Container)
 }
 
-// Changed returns a channel closed at the next change of the guard's connection to the runtime
+// Changed returns a channel closed at the next change of the plugin's connection to the runtime
 // (and so of CanApplyPlans).
-func (g *Guard) Changed() <-chan struct{} {
+func (g *Plugin) Changed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
 }
 
-func (g *Guard) setConnected(v bool) {
+func (g *Plugin) setConnected(v bool) {
 	g.connected.Store(v)
 	g.mu.Lock()
 	close(g.changed)
@@ -134,16 +137,16 @@ func (g *Guard) setConnected(v bool) {
 	g.mu.Unlock()
 }
 
-// CanApplyPlans says why the guard cannot apply a plan Allocate leaves to it (Allocated.Pending)
-// now, or nil: the guard must be connected, the runtime must keep every entry of a repeated env
+// CanApplyPlans says why the plugin cannot apply a pending plan
+// now, or nil: the plugin must be connected, the runtime must keep every entry of a repeated env
 // name in order (containerd >= 2.0: the single empty marker is then hami-go's own), and, when
 // the plan names CDI devices (cdi), inject the CDI devices an NRI adjustment names (containerd
 // >= 2.1). The device plugin answers Allocate with a pending answer only when it is nil.
-func (g *Guard) CanApplyPlans(cdi bool) error {
+func (g *Plugin) CanApplyPlans(cdi bool) error {
 	rt, _ := g.runtime.Load().(string)
 	switch {
 	case !g.connected.Load():
-		return fmt.Errorf("the NRI env guard is not connected to the runtime")
+		return fmt.Errorf("the NRI plugin is not connected to the runtime")
 	case !g.answers.Load():
 		return fmt.Errorf("the runtime (%s) is not containerd >= 2.0, whose env keeps every entry in order", rt)
 	case cdi && !g.cdi.Load():
@@ -153,42 +156,44 @@ func (g *Guard) CanApplyPlans(cdi bool) error {
 }
 
 // Runtime returns the runtime's name and version as its last Configure reported them
-// ("containerd", "v2.4.2"; both "" before the first connection) and whether the guard is
+// ("containerd", "v2.4.2"; both "" before the first connection) and whether the plugin is
 // connected now: what the node's preflight (pkg/preflight) checks.
-func (g *Guard) Runtime() (name, version string, connected bool) {
+func (g *Plugin) Runtime() (name, version string, connected bool) {
 	info, _ := g.runtimeInfo.Load().([2]string)
 	return info[0], info[1], g.connected.Load()
 }
 
-// NewGuard returns a guard over src that lets pods in the exempt namespaces through.
-func NewGuard(src Source, exempt ...string) *Guard {
-	g := &Guard{src: src, exempt: map[string]bool{}, changed: make(chan struct{})}
+// NewPlugin returns a plugin over src that lets pods in the exempt namespaces through.
+func NewPlugin(src Source, exempt ...string) *Plugin {
+	g := &Plugin{src: src, exempt: map[string]bool{}, changed: make(chan struct{})}
 	for _, ns := range exempt {
 		g.exempt[ns] = true
 	}
 	return g
 }
 
-// Adjustment is what the guard changes in one container: its env, and the CDI devices it adds
-// (Allocated.Pending only).
+// Adjustment is what the plugin changes in one container: its env, and the CDI devices it adds
+// (a pending plan only).
 type Adjustment struct {
 	Env        []EnvChange
 	CDIDevices []string
 }
 
-// Decide is the guard's whole decision for one container: the adjustment (zero: none), or an
-// error that refuses it (a *RefusedError from PlanEnv, or why what hami-go allocated is unknown).
-// env is the container's OCI env at CreateContainer (see PlanEnv).
-func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
+// Decide is the plugin's whole decision for one container: the adjustment (zero: none), or an
+// error that refuses it (a *RefusedError from PlanEnv, or why what hami-go gave is unknown).
+// env is the container's OCI env at CreateContainer (see PlanEnv). A container carrying the
+// pending answer gets its plan (Source.Plan), which the plugin applies; any other container with
+// protected env is checked against what it was given (Source.Granted).
+func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adjustment, err error) {
 	protected, marked := false, false
 	for _, e := range env {
 		name, _, _ := strings.Cut(e, "=")
 		protected = protected || device.IsProtectedEnv(name)
 		marked = marked || name == MarkerEnv
 	}
-	c.AnswerPending = g.answerPending(env)
+	pending := g.answerPending(env)
 	exempt := g.exempt[c.PodNamespace]
-	if !protected || exempt && !c.AnswerPending {
+	if !protected || exempt && !pending {
 		return Adjustment{}, nil
 	}
 	defer func() {
@@ -197,49 +202,62 @@ func (g *Guard) Decide(ctx context.Context, c Container, env []string) (adj Adju
 			err = fmt.Errorf("hami-go: internal error while checking the container's env: %v", r)
 		}
 	}()
-	a, err := g.src.Allocated(ctx, c)
-	if err != nil {
-		return Adjustment{}, fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
+	unknown := func(err error) error {
+		return fmt.Errorf("hami-go: cannot tell which GPUs container %s was given, so its env cannot be checked (the kubelet retries): %w", c, err)
 	}
-	if exempt {
-		// The env of an exempt namespace's pods is not checked, but a plan Allocate left to the
-		// guard is still applied: without it the container would get no GPU.
-		if !a.Pending {
-			return Adjustment{}, nil
-		}
-		for n, v := range a.Env {
-			adj.Env = append(adj.Env, EnvChange{Name: n, Value: v})
-		}
-		sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
-		adj.CDIDevices = a.CDIDevices
-		return adj, nil
-	}
-	if !a.GPU && marked {
-		return Adjustment{}, fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
+	noGPU := func() error {
+		return fmt.Errorf("hami-go: container %s carries %s but hami-go has no GPU allocation for it (the kubelet retries; "+
 			"an image or envFrom may not set %s)", c, MarkerEnv, MarkerEnv)
 	}
-	var want, answer map[string]string
+	if pending {
+		p, err := g.src.Plan(ctx, c)
+		switch {
+		case err != nil:
+			return Adjustment{}, unknown(err)
+		case len(p.Env) == 0:
+			return Adjustment{}, noGPU()
+		case exempt:
+			// The env of an exempt namespace's pods is not checked, but the plan is still
+			// applied: without it the container would get no GPU.
+			for n, v := range p.Env {
+				adj.Env = append(adj.Env, EnvChange{Name: n, Value: v})
+			}
+			sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
+			adj.CDIDevices = p.CDIDevices
+			return adj, nil
+		}
+		changes, err := PlanEnv(env, map[string]string{MarkerEnv: ""}, p.Env)
+		if err != nil {
+			return Adjustment{}, err
+		}
+		return Adjustment{Env: changes, CDIDevices: p.CDIDevices}, nil
+	}
+	a, err := g.src.Granted(ctx, c)
+	if err != nil {
+		return Adjustment{}, unknown(err)
+	}
+	if !a.GPU && marked {
+		return Adjustment{}, noGPU()
+	}
+	var want map[string]string
 	if a.GPU {
-		want, answer = a.Env, a.Env
+		want = a.Env
 	}
-	if a.Pending {
-		answer = map[string]string{MarkerEnv: ""}
-	}
-	changes, err := PlanEnv(env, answer, want)
+	changes, err := PlanEnv(env, want, want)
 	if err != nil {
 		return Adjustment{}, err
 	}
-	adj = Adjustment{Env: changes}
-	if a.Pending {
-		adj.CDIDevices = a.CDIDevices
-	}
-	return adj, nil
+	return Adjustment{Env: changes}, nil
 }
 
 // answerPending is the one place that decides whether env carries the device plugin's pending
-// answer (Container.AnswerPending): MarkerEnv exactly once, empty, on a runtime that keeps a
-// repeated env name as two entries.
-func (g *Guard) answerPending(env []string) bool {
+// answer, which leaves the container's plan to this plugin: MarkerEnv exactly once, empty, on a
+// runtime that keeps a repeated env name as two entries (containerd >= 2.0, Configure). hami-go
+// sets the marker in every container it gives GPUs, so a second writer (image ENV, the pod's env
+// or envFrom) makes a second entry, and the container is then checked against what it was
+// granted (refused when nothing). On runtimes where a later value replaces an earlier one
+// (containerd 1.x, CRI-O) an envFrom value could stand alone, so it is never pending there.
+func (g *Plugin) answerPending(env []string) bool {
 	markers, empty := 0, false
 	for _, e := range env {
 		if name, value, _ := strings.Cut(e, "="); name == MarkerEnv {
@@ -253,7 +271,7 @@ func (g *Guard) answerPending(env []string) bool {
 // CreateContainer implements the NRI stub's CreateContainerInterface: Decide's changes become
 // env adjustments, and its error refuses the container (containerd returns it from CRI
 // CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
-func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	c := containerOf(pod, ctr)
 	d, err := g.Decide(ctx, c, ctr.GetEnv())
 	if err != nil {
@@ -274,12 +292,12 @@ func (g *Guard) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	return adj, nil, nil
 }
 
-// Configure implements the NRI stub's ConfigureInterface (the events stay those the guard
+// Configure implements the NRI stub's ConfigureInterface (the events stay those the plugin
 // handles): it notes whether the runtime keeps every entry of a repeated env name in the order
 // the CRI env gives them, image ENV first (containerd >= 2.0, measured on 2.4.2:
-// docs/components.md), which Container.AnswerPending relies on, and whether
+// docs/components.md), which answerPending relies on, and whether
 // it injects the CDI devices an adjustment names (containerd >= 2.1; CanApplyPlans).
-func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+func (g *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	n, err := strconv.Atoi(major)
@@ -293,9 +311,9 @@ func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.Ev
 	return 0, nil
 }
 
-// Synchronize implements the NRI stub's SynchronizeInterface: when the guard (re)connects, the
+// Synchronize implements the NRI stub's SynchronizeInterface: when the plugin (re)connects, the
 // runtime lists the containers it already has. A running container whose env still carries the
-// device plugin's pending answer (Container.AnswerPending) was created while the guard was away:
+// device plugin's pending answer (answerPending) was created while the plugin was away:
 // its plan was never applied, so it runs with no GPU limit (and, where the image names GPUs and
 // the NVIDIA runtime honours it, with GPUs no plan gave it). It is handed to the Unplanned
 // handler (the device plugin stops it, so that its controller makes a new one that gets its
@@ -303,7 +321,7 @@ func (g *Guard) Configure(_ context.Context, _, runtime, version string) (api.Ev
 // creation. A running container cannot be refused or adjusted any more, so this runs after
 // Synchronize returns (the runtime bounds the call's time); what Decide would have refused is
 // logged as an error.
-func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+func (g *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
 		byID[p.GetId()] = p
@@ -330,7 +348,7 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 				continue
 			}
 			if _, err := g.Decide(ctx, ch.c, ch.env); err != nil {
-				klog.ErrorS(err, "A running container fails the env guard's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
+				klog.ErrorS(err, "A running container fails the NRI plugin's check", "pod", klog.KRef(ch.c.PodNamespace, ch.c.PodName), "podUID", ch.c.PodUID, "container", ch.c.Name)
 			}
 		}
 	}()
@@ -339,7 +357,7 @@ func (g *Guard) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 
 // OnUnplanned sets the handler Synchronize calls for each running container created without its
 // plan (its env still carries the pending answer); nil: only logged. Set it before Run.
-func (g *Guard) OnUnplanned(f func(context.Context, Container)) { g.unplanned = f }
+func (g *Plugin) OnUnplanned(f func(context.Context, Container)) { g.unplanned = f }
 
 // containerOf names ctr of pod (nil: unknown) as Decide takes it.
 func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
@@ -355,13 +373,13 @@ func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
 
 // Run connects g to the runtime's NRI socket and serves it until ctx ends, reconnecting every
 // retry after the connection fails or closes (the runtime restarted, or the socket is not there
-// yet). While the guard is not connected the runtime creates containers without it: the guard
+// yet). While the plugin is not connected the runtime creates containers without it: the plugin
 // closes the hole only while it runs.
 //
 // A connection that lasted at least retry is made again at once when it closes (the runtime
-// restarted, or closed the guard after a call timed out), so the window in which containers are
-// created without the guard is as short as reconnecting; one that closed sooner waits retry.
-func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
+// restarted, or closed the plugin after a call timed out), so the window in which containers are
+// created without the plugin is as short as reconnecting; one that closed sooner waits retry.
+func Run(ctx context.Context, socket string, g *Plugin, retry time.Duration) {
 	failed := false
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -374,9 +392,9 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 			wait = 0
 		}
 		if connected || !failed {
-			klog.ErrorS(err, "NRI env guard not connected; retrying", "socket", socket, "retry", wait)
+			klog.ErrorS(err, "NRI plugin not connected; retrying", "socket", socket, "retry", wait)
 		} else {
-			klog.V(4).InfoS("NRI env guard still not connected", "socket", socket, "err", err)
+			klog.V(4).InfoS("NRI plugin still not connected", "socket", socket, "err", err)
 		}
 		failed = !connected
 		select {
@@ -389,7 +407,7 @@ func Run(ctx context.Context, socket string, g *Guard, retry time.Duration) {
 
 // serveOnce registers g with the runtime at socket and serves until the connection closes
 // (an error saying so) or ctx ends (nil); connected says whether it registered.
-func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, err error) {
+func serveOnce(ctx context.Context, socket string, g *Plugin) (connected bool, err error) {
 	closed := make(chan struct{})
 	var once sync.Once
 	s, err := stub.New(g, stub.WithPluginName(PluginName), stub.WithPluginIdx(PluginIndex),
@@ -402,7 +420,7 @@ func serveOnce(ctx context.Context, socket string, g *Guard) (connected bool, er
 		s.Stop()
 		return false, err
 	}
-	klog.InfoS("NRI env guard connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
+	klog.InfoS("NRI plugin connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
 	g.setConnected(true)
 	defer g.setConnected(false)
 	select {
