@@ -32,7 +32,12 @@ K8S_VERSION=v1.37.2
 # DRA (GA, resource.k8s.io/v1 served by default) with consumable capacity (KEP-5075, beta and on
 # by default since 1.36): named on every component anyway, so both modes run the same cluster.
 FEATURE_GATES=DRAConsumableCapacity=true
-MODE=${HAMI_GO_MODE:-deviceplugin}     # deviceplugin | dra: the chart's mode value, nothing else differs
+# MODE: deviceplugin | dra, the chart's mode value (nothing else differs): HAMI_GO_MODE, else the
+# mode the running cluster was brought up in ($STATE/mode, written by up.sh), else deviceplugin.
+# So restart.sh (restart kubelet relabels the node with hami-go.io/mode) keeps a DRA-mode
+# cluster in DRA mode: relabelling it deviceplugin would move the node's agents under running
+# pods (issue 28).
+MODE=${HAMI_GO_MODE:-$(cat "$STATE/mode" 2>/dev/null || echo deviceplugin)}
 KUBERAY_VERSION=v1.5.0
 VERSION=${VERSION:-0.1.0}
 

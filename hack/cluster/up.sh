@@ -15,6 +15,7 @@ progress_traps   # no heartbeat outlives up.sh (progress.sh)
 
 main() {
   require_root
+  echo "$MODE" >"$STATE/mode"   # the cluster's mode, for later restart.sh and up.sh runs (lib.sh)
   install_packages
   build_tools
   make_pki
