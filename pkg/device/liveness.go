@@ -87,9 +87,9 @@ type NodeLiveness struct {
 	// InventoryReason is NodeInventory's reason when HasInventory is false ("" reads as
 	// ReasonNoInventory).
 	InventoryReason string
-	// HasLease is true when the node's liveness Lease exists; Heartbeat is then its
-	// LeaseHeartbeat.
-	HasLease  bool
+	// HasLease is true when the node's liveness Lease exists.
+	HasLease bool
+	// Heartbeat is the Lease's LeaseHeartbeat (read only when HasLease).
 	Heartbeat time.Time
 }
 
