@@ -21,7 +21,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	b, err := nodeagent.OpenBackend(ctx, client, &o.Node)
+	b, err := nodeagent.OpenBackend(ctx, client, &o.Node, o.Plugin.NodeName)
 	if err != nil {
 		return err
 	}

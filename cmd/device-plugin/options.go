@@ -7,12 +7,14 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/deviceplugin"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 // options are the binary's flags (docs/components.md, "device-plugin").
 type options struct {
-	// Node are the flags shared with the DRA driver, bound to Plugin's fields.
-	Node cliflags.NodeOptions
+	// Node are the flags shared with the DRA driver that are not the plugin's config (API
+	// client, GPU backend); nodeagent.AddFlags binds the shared config flags to Plugin.Config.
+	Node nodeagent.Flags
 	// Plugin is the device plugin's configuration.
 	Plugin deviceplugin.Config
 }
@@ -20,15 +22,11 @@ type options struct {
 // parseOptions parses args into options and validates them; getenv supplies $NODE_NAME, the
 // default of --node-name. Errors name the flag and value.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{Node: cliflags.DefaultNodeOptions(), Plugin: deviceplugin.Defaults()}
+	o := &options{Node: nodeagent.DefaultFlags(), Plugin: deviceplugin.Defaults()}
 	c := &o.Plugin
 	n := &o.Node
-	n.NodeName, n.SplitCount, n.MemoryScaling, n.ReservedMemory = &c.NodeName, &c.SplitCount, &c.MemoryScaling, &c.ReservedMemory
-	n.Enforcement, n.HAMiCoreLibrary, n.MPSPipeDir = &c.Enforcement, &c.HAMiCoreLibrary, &c.MPSPipeDir
-	n.ApplicationXIDs, n.RecoveryProbes, n.ProbeInterval, n.MetricsAddress = &c.ApplicationXIDs, &c.RecoveryProbes, &c.ProbeInterval, &c.MetricsAddress
-	n.NRISocket, n.NRIExemptNamespaces = &c.NRISocket, &c.NRIExemptNamespaces
 	fs := pflag.NewFlagSet("device-plugin", pflag.ContinueOnError)
-	cliflags.AddNodeFlags(fs, n, getenv)
+	nodeagent.AddFlags(fs, n, &c.Config, getenv)
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
@@ -39,13 +37,13 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
-	if err := n.Validate(); err != nil {
+	if err := n.Validate(&c.Config); err != nil {
 		return o, err
 	}
-	if n.Backend != cliflags.BackendFake && c.FakeFaultInjection {
+	if n.Backend != nodeagent.BackendFake && c.FakeFaultInjection {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
-	if n.Backend == cliflags.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
+	if n.Backend == nodeagent.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
 		// A container the NRI guard misses (created while it reconnects) must get no GPU: under
 		// the cdi strategy the guard adds the devices, under envvar the image's own
 		// NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) would stand.

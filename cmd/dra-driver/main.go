@@ -9,7 +9,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2"
 
-	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/dra"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
@@ -21,7 +20,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	b, err := nodeagent.OpenBackend(ctx, client, &o.Node)
+	b, err := nodeagent.OpenBackend(ctx, client, &o.Node, o.Driver.NodeName)
 	if err != nil {
 		return err
 	}
@@ -30,7 +29,7 @@ func run(ctx context.Context, o *options) error {
 	if o.FakeFaultInjection {
 		deps.Faults = b.Fleet
 	}
-	if o.Node.Backend == cliflags.BackendNVML {
+	if o.Node.Backend == nodeagent.BackendNVML {
 		deps.Options.PCIeRoot = pcieRoot
 	}
 	return dra.Run(ctx, o.Driver, deps)

@@ -8,12 +8,14 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/dra"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 // options are the binary's flags (docs/components.md, "dra-driver").
 type options struct {
-	// Node are the flags shared with the device plugin, bound to Driver's fields.
-	Node cliflags.NodeOptions
+	// Node are the flags shared with the device plugin that are not the driver's config (API
+	// client, GPU backend); nodeagent.AddFlags binds the shared config flags to Driver.Config.
+	Node nodeagent.Flags
 	// FakeFaultInjection serves the fake fleet's fault API (--fake-fault-injection), as the
 	// device plugin does.
 	FakeFaultInjection bool
@@ -33,15 +35,11 @@ func (o *options) tuneClient(rc *rest.Config) { rc.QPS, rc.Burst = o.KubeAPIQPS,
 // parseOptions parses args into options and validates them; getenv supplies $NODE_NAME, the
 // default of --node-name. Errors name the flag and value.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{Node: cliflags.DefaultNodeOptions(), Driver: dra.Defaults(), KubeAPIQPS: 50, KubeAPIBurst: 100}
+	o := &options{Node: nodeagent.DefaultFlags(), Driver: dra.Defaults(), KubeAPIQPS: 50, KubeAPIBurst: 100}
 	c := &o.Driver
 	n := &o.Node
-	n.NodeName, n.SplitCount, n.MemoryScaling, n.ReservedMemory = &c.NodeName, &c.SplitCount, &c.MemoryScaling, &c.ReservedMemory
-	n.Enforcement, n.HAMiCoreLibrary, n.MPSPipeDir = &c.Enforcement, &c.HAMiCoreLibrary, &c.MPSPipeDir
-	n.ApplicationXIDs, n.RecoveryProbes, n.ProbeInterval, n.MetricsAddress = &c.ApplicationXIDs, &c.RecoveryProbes, &c.ProbeInterval, &c.MetricsAddress
-	n.NRISocket, n.NRIExemptNamespaces = &c.NRISocket, &c.NRIExemptNamespaces
 	fs := pflag.NewFlagSet("dra-driver", pflag.ContinueOnError)
-	cliflags.AddNodeFlags(fs, n, getenv)
+	nodeagent.AddFlags(fs, n, &c.Config, getenv)
 	fs.StringVar(&c.CDIDir, "cdi-dir", c.CDIDir, "the container runtime's CDI directory, where claim specs are written")
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", c.PluginDataDir, "directory of the driver's socket and checkpoint")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", c.RegistrarDir, "the kubelet's plugin registration directory")
@@ -54,7 +52,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
 	}
-	if err := n.Validate(); err != nil {
+	if err := n.Validate(&c.Config); err != nil {
 		return o, err
 	}
 	if !(o.KubeAPIQPS > 0) {
@@ -67,12 +65,12 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if c.DeviceOrder, err = dra.ParseDeviceOrder("--device-order", *order); err != nil {
 		return o, err
 	}
-	if n.Backend != cliflags.BackendFake && o.FakeFaultInjection {
+	if n.Backend != nodeagent.BackendFake && o.FakeFaultInjection {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
 	// Real GPUs: the device nodes and driver libraries come from the NVIDIA Container
 	// Toolkit's CDI spec (nvidia.com/gpu=<UUID>).
-	c.ToolkitCDI = n.Backend == cliflags.BackendNVML
+	c.ToolkitCDI = n.Backend == nodeagent.BackendNVML
 	if c.RegistrarDir == "" {
 		return o, fmt.Errorf("--registrar-dir is empty")
 	}

@@ -28,7 +28,8 @@ type ContainerAllocation struct {
 	Devices []DeviceGrant `json:"devices"`
 	// SliceIDs are the kubelet device IDs of a claim that a device plugin matched at Allocate
 	// before it applied each pod's own plan at container creation (claimed records only). No
-	// longer written; decoded so that such records still restore.
+	// longer written; decoded so that such records still restore during a rolling upgrade.
+	// Removed in v0.3.0.
 	SliceIDs []string `json:"sliceIDs,omitempty"`
 }
 

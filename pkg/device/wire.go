@@ -21,7 +21,7 @@ type inventoryWire struct {
 	// OwnPlanAtCreate was written (true) by device plugins that still offered matching Allocate
 	// to a pod as an option; it is decoded, and ignored, so that their inventories stay valid
 	// while a rolling upgrade replaces them: every device plugin now applies each pod's own plan
-	// at container creation.
+	// at container creation. Removed in v0.3.0.
 	OwnPlanAtCreate bool `json:"ownPlanAtCreate,omitempty"`
 }
 

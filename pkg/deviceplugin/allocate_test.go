@@ -202,7 +202,7 @@ func TestAllocateC19Property(t *testing.T) {
 	}
 }
 
-// case C20 at the plugin alone: two pods with the same call key (1 slice) but different memory
+// case C20 at the plugin alone: two pods with the same device request (1 slice) but different memory
 // in flight together, whichever slice the kubelet picks and whichever container the runtime
 // creates first: each gets its own limit, never the other's (the runtime names the pod at
 // container creation, so there is nothing to confuse).

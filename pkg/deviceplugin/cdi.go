@@ -15,7 +15,8 @@ const CDISpecName = "hami-go-gpu.yaml"
 
 // CDISpec describes every GPU as a CDI device named by its UUID (kind CDIKind, e.g.
 // "hami-go.io/gpu=GPU-…"): the GPU's /dev/nvidia<index> node per device, and the driver's
-// control nodes for all of them. Allocate under the cdi strategy answers with these names.
+// control nodes for all of them. Under the cdi strategy the NRI env guard adds a container's
+// GPUs by these names when the runtime creates it.
 func CDISpec(gpus []device.GPU) *cdispec.Spec {
 	s := &cdispec.Spec{
 		Version: cdispec.CurrentVersion,

@@ -15,11 +15,11 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/ledger"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
 	"github.com/hami-go/hami-go/pkg/preflight"
 )
@@ -142,7 +142,7 @@ func (p *Plugin) Inventory() device.Inventory {
 // (gpuenv.CheckEnforcement): published in the inventory, exported as a metric, and required by
 // every plan applied at container creation.
 func (p *Plugin) Enforcement() device.Enforcement {
-	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
+	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == nodeagent.BackendFake, p.opts.FileExists)
 	p.mu.Lock()
 	e.FailOpen, e.FailOpenReason = p.failOpen.FailOpen, p.failOpen.FailOpenReason
 	p.mu.Unlock()
@@ -165,7 +165,7 @@ func (p *Plugin) SetPreflight(r preflight.Report) {
 // NRI plugin (runtime and connection).
 func (p *Plugin) PreflightInput(g *nri.Plugin) preflight.Input {
 	name, version, connected := g.Runtime()
-	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == cliflags.BackendFake, p.opts.FileExists)
+	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == nodeagent.BackendFake, p.opts.FileExists)
 	in := preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: p.backend.Name(),
 		DeviceListStrategy: p.cfg.DeviceListStrategy, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
 	if p.cfg.DeviceListStrategy == StrategyCDI {

@@ -22,15 +22,7 @@ type responder struct {
 }
 
 // envConfig is the part of the plugin's config the shared env builder reads.
-func (c *Config) envConfig() gpuenv.Config {
-	return gpuenv.Config{
-		Enforcement:          c.Enforcement,
-		NVIDIAVisibleDevices: c.DeviceListStrategy != StrategyCDI,
-		MemoryScaling:        c.MemoryScaling,
-		HAMiCoreLibrary:      c.HAMiCoreLibrary,
-		MPSPipeDir:           c.MPSPipeDir,
-	}
-}
+func (c *Config) envConfig() gpuenv.Config { return c.EnvConfig(c.DeviceListStrategy != StrategyCDI) }
 
 // planEdits is what a container's plan gives it at creation: its env and, under the cdi
 // strategy, the fully qualified CDI device names of its GPUs (CDIKind=<UUID>), which the NRI

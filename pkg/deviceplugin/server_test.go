@@ -10,7 +10,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/gpuhealth"
 )
 
 func startServe(t *testing.T, p *Plugin) {
@@ -167,30 +166,5 @@ func TestListAndWatchHealthC23(t *testing.T) {
 	}
 	if h, _ := count(lw); h != 6 {
 		t.Fatalf("after recovery %d healthy slices, want 6", h)
-	}
-}
-
-func TestHealthStateMachine(t *testing.T) {
-	_, clk := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 1000))
-	h := gpuhealth.New([]string{"GPU-A"}, []uint64{13}, 2, clk)
-	if h.OnXID(device.XIDEvent{UUID: "GPU-A", XID: 13}) {
-		t.Fatal("XID 13 changed health")
-	}
-	if !h.OnXID(device.XIDEvent{UUID: "GPU-A", XID: 48}) {
-		t.Fatal("XID 48 did not mark unhealthy")
-	}
-	if h.OnProbe("GPU-A", nil) {
-		t.Fatal("recovered after 1 probe, want 2")
-	}
-	// A new event resets the count: probes are counted after the latest event.
-	h.OnXID(device.XIDEvent{UUID: "GPU-A", XID: 48})
-	if h.OnProbe("GPU-A", nil) {
-		t.Fatal("recovered after 1 probe following a new event")
-	}
-	if !h.OnProbe("GPU-A", nil) || !h.Healthy("GPU-A") {
-		t.Fatal("not recovered after 2 probes")
-	}
-	if h.OnXID(device.XIDEvent{UUID: "GPU-Z", XID: 79}) {
-		t.Fatal("unknown GPU changed health")
 	}
 }

@@ -18,10 +18,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
 	"github.com/hami-go/hami-go/pkg/preflight"
 )
@@ -143,7 +143,7 @@ func (d *Driver) sliceConfig() SliceConfig {
 // (gpuenv.CheckEnforcement): published on the devices, exported as a metric, and required by
 // every claim the driver prepares.
 func (d *Driver) Enforcement() device.Enforcement {
-	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
+	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == nodeagent.BackendFake, d.opts.FileExists)
 	d.hmu.Lock()
 	e.FailOpen, e.FailOpenReason = d.failOpen.FailOpen, d.failOpen.FailOpenReason
 	d.hmu.Unlock()
@@ -162,7 +162,7 @@ func (d *Driver) SetPreflight(r preflight.Report) {
 // plugin (runtime and connection). The driver names devices through CDI only.
 func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
 	name, version, connected := g.Runtime()
-	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == cliflags.BackendFake, d.opts.FileExists)
+	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == nodeagent.BackendFake, d.opts.FileExists)
 	return preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: d.backend.Name(),
 		DeviceListStrategy: preflight.StrategyCDI, CDISpecDir: d.cfg.CDIDir, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
 }

@@ -215,7 +215,8 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 	return ns
 }
 
-const errNoInventory = "no inventory from device plugin"
+// errNoInventory is the reason of a node without an inventory (the node-usability rule's).
+const errNoInventory = device.ReasonNoInventory
 
 // removeLocked takes b off its node and out of the pod index. Caller holds mu.
 func (c *Cache) removeLocked(b *booking) {

@@ -290,7 +290,7 @@ func TestC12ExactIdentity(t *testing.T) {
 	}
 }
 
-// pods of one call key (nvidia.com/gpu/1) and different sizes (C13, C14, C20).
+// pods of one device request (nvidia.com/gpu: 1) and different sizes (C13, C14, C20).
 func bigSmall() (*corev1.Pod, *corev1.Pod) {
 	return podtest.Pending("default", "big", podtest.GPU("main", 1, "24576", 0)), podtest.Pending("default", "small", podtest.GPU("main", 1, "600", 0))
 }
@@ -381,7 +381,7 @@ func TestC14SlowAllocateKeepsItsSlot(t *testing.T) {
 	}
 }
 
-// case C20: pods of the same call key and different sizes (and an identical one) bind on one
+// case C20: pods of the same device request and different sizes (and an identical one) bind on one
 // node at once, none waiting for another to be claimed, and each keeps its own planned GPUs and
 // limits: the device plugin applies each pod's own plan at container creation.
 func TestC20ConfusablePodsBindTogether(t *testing.T) {

@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,8 +11,9 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// OnNode applies a Node's inventory annotation (decoded only when it changed). Missing →
-// "no inventory from device plugin"; malformed → the decoder's error.
+// OnNode applies a Node's inventory annotation (decoded only when it changed, by
+// device.NodeInventory: missing → "no inventory from device plugin"; malformed → the decoder's
+// error).
 func (c *Cache) OnNode(n *corev1.Node) {
 	raw, ok := n.Annotations[device.AnnoInventory]
 	ns := c.nodeOrNew(n.Name)
@@ -24,21 +24,13 @@ func (c *Cache) OnNode(n *corev1.Node) {
 	}
 	ns.invRaw = raw
 	ns.gen++
-	switch {
-	case !ok:
-		ns.inv, ns.invErr = nil, errNoInventory
-	default:
-		inv, err := device.DecodeInventory(raw)
-		switch {
-		case err != nil:
-			ns.inv, ns.invErr = nil, "malformed inventory from device plugin: "+err.Error()
-			klog.ErrorS(err, "Malformed node inventory", "node", n.Name)
-		case inv.Node != n.Name:
-			ns.inv, ns.invErr = nil, "malformed inventory from device plugin: inventory.node: \""+inv.Node+"\" is not this node"
-		default:
-			ns.inv, ns.invErr = &inv, ""
-			klog.V(4).InfoS("Node inventory", "node", n.Name, "gpus", len(inv.GPUs), "splitCount", inv.SplitCount)
-		}
+	inv, why, err := device.NodeInventory(n.Name, raw, ok)
+	if err != nil {
+		klog.ErrorS(err, "Malformed node inventory", "node", n.Name)
+	}
+	ns.inv, ns.invErr = inv, why
+	if inv != nil {
+		klog.V(4).InfoS("Node inventory", "node", n.Name, "gpus", len(inv.GPUs), "splitCount", inv.SplitCount)
 	}
 	ns.refreshCompact()
 }
@@ -63,26 +55,13 @@ func (c *Cache) OnNodeDelete(obj any) {
 	ns.mu.Unlock()
 }
 
-// leaseNode returns the node a device-plugin Lease belongs to ("" for other Leases).
-func leaseNode(l *coordinationv1.Lease) string {
-	if !strings.HasPrefix(l.Name, device.LeasePrefix) {
-		return ""
-	}
-	return strings.TrimPrefix(l.Name, device.LeasePrefix)
-}
-
 // OnLease records a device plugin's heartbeat (spec.renewTime, else spec.acquireTime).
 func (c *Cache) OnLease(l *coordinationv1.Lease) {
-	node := leaseNode(l)
+	node := device.LeaseNode(l.Name)
 	if node == "" || l.Namespace != c.cfg.LeaseNamespace {
 		return
 	}
-	var t time.Time
-	if l.Spec.RenewTime != nil {
-		t = l.Spec.RenewTime.Time
-	} else if l.Spec.AcquireTime != nil {
-		t = l.Spec.AcquireTime.Time
-	}
+	t := device.LeaseHeartbeat(l)
 	ns := c.nodeOrNew(node)
 	ns.mu.Lock()
 	ns.hasLease, ns.leaseTime = true, t
@@ -95,27 +74,21 @@ func (c *Cache) OnLeaseDelete(obj any) {
 		obj = t.Obj
 	}
 	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || leaseNode(l) == "" || l.Namespace != c.cfg.LeaseNamespace {
+	if !ok || device.LeaseNode(l.Name) == "" || l.Namespace != c.cfg.LeaseNamespace {
 		return
 	}
-	if ns := c.node(leaseNode(l)); ns != nil {
+	if ns := c.node(device.LeaseNode(l.Name)); ns != nil {
 		ns.mu.Lock()
 		ns.hasLease = false
 		ns.mu.Unlock()
 	}
 }
 
-// unusableLocked returns why a node cannot take GPU pods at all now (no inventory, malformed,
-// no heartbeat, stale), or "". Caller holds ns.mu.
+// unusableLocked returns why a node cannot take GPU pods at all now (device.NodeUsability: no
+// inventory, malformed, no heartbeat, stale), or "". Caller holds ns.mu.
 func (c *Cache) unusableLocked(ns *nodeState, now time.Time) string {
-	if ns.inv == nil {
-		return ns.invErr
-	}
-	if !ns.hasLease {
-		return "no heartbeat from device plugin (Lease " + c.cfg.LeaseNamespace + "/" + device.LeasePrefix + ns.name + " not found)"
-	}
-	if now.Sub(ns.leaseTime) > c.cfg.StaleAfter {
-		return "inventory stale since " + ns.leaseTime.UTC().Format(time.RFC3339) + " (device plugin Lease not renewed for " + c.cfg.StaleAfter.String() + ")"
-	}
-	return ""
+	_, why := device.NodeUsability(device.NodeLiveness{
+		Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime,
+	}, c.cfg.LeaseNamespace, c.cfg.StaleAfter, now)
+	return why
 }

@@ -254,7 +254,7 @@ func sharersOf(c *Cache, node string) []int {
 	return out
 }
 
-// case C04: a burst of one-slice pods of one call key through Filter, Bind, the informer and the
+// case C04: a burst of one-slice pods of one device request through Filter, Bind, the informer and the
 // device plugin (modelled: kubelet admission in its own order, each container claiming its own
 // pod's plan at creation, claimed records written one pod at a time in any order, deletions of
 // any pod at any step, device-plugin restarts that lose the writes in flight, extender restarts

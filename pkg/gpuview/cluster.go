@@ -3,7 +3,6 @@ package gpuview
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,14 +11,6 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
-)
-
-// Reasons the extender gives for a node that cannot take GPU pods at all (pkg/extender
-// nodes.go unusableLocked, cache.go errNoInventory; the same words, checked by
-// TestReasonsMatchExtenderFilter).
-const (
-	reasonNoInventory = "no inventory from device plugin"
-	reasonMalformed   = "malformed inventory from device plugin: "
 )
 
 // cluster is the device-plugin source read as the extender's cache reads it: per node the
@@ -35,7 +26,7 @@ type cluster struct {
 type nodeState struct {
 	name     string
 	inv      *device.Inventory
-	invErr   string // reasonNoInventory or reasonMalformed + error, when inv is nil
+	invErr   string // device.NodeInventory's reason, when inv is nil
 	hasLease bool
 	lease    time.Time
 	used     allocator.NodeUsage
@@ -87,43 +78,27 @@ func newCluster(objs Objects, cfg Config, now time.Time, skip *types.UID) *clust
 func (c *cluster) node(name string) *nodeState {
 	ns := c.nodes[name]
 	if ns == nil {
-		ns = &nodeState{name: name, invErr: reasonNoInventory, used: allocator.NodeUsage{}, slices: map[string][]Slice{}, cfg: &c.cfg, now: c.now}
+		ns = &nodeState{name: name, invErr: device.ReasonNoInventory, used: allocator.NodeUsage{}, slices: map[string][]Slice{}, cfg: &c.cfg, now: c.now}
 		c.nodes[name] = ns
 	}
 	return ns
 }
 
-// onNode decodes the inventory annotation with device.DecodeInventory, as the extender's OnNode.
+// onNode reads the inventory annotation with device.NodeInventory, as the extender's OnNode.
 func (c *cluster) onNode(n *corev1.Node) {
 	ns := c.node(n.Name)
 	raw, ok := n.Annotations[device.AnnoInventory]
-	if !ok {
-		return
-	}
-	inv, err := device.DecodeInventory(raw)
-	switch {
-	case err != nil:
-		ns.invErr = reasonMalformed + err.Error()
-	case inv.Node != n.Name:
-		ns.invErr = reasonMalformed + "inventory.node: \"" + inv.Node + "\" is not this node"
-	default:
-		ns.inv, ns.invErr = &inv, ""
-	}
+	ns.inv, ns.invErr, _ = device.NodeInventory(n.Name, raw, ok)
 }
 
 // onLease records a device plugin's heartbeat (spec.renewTime, else spec.acquireTime).
 func (c *cluster) onLease(l *coordinationv1.Lease) {
-	if l.Namespace != c.cfg.LeaseNamespace || !strings.HasPrefix(l.Name, device.LeasePrefix) {
+	node := device.LeaseNode(l.Name)
+	if l.Namespace != c.cfg.LeaseNamespace || node == "" {
 		return
 	}
-	var t time.Time
-	if l.Spec.RenewTime != nil {
-		t = l.Spec.RenewTime.Time
-	} else if l.Spec.AcquireTime != nil {
-		t = l.Spec.AcquireTime.Time
-	}
-	ns := c.node(strings.TrimPrefix(l.Name, device.LeasePrefix))
-	ns.hasLease, ns.lease = true, t
+	ns := c.node(node)
+	ns.hasLease, ns.lease = true, device.LeaseHeartbeat(l)
 }
 
 // podAllocation returns the allocation the extender charges a bound pod with: the claimed
@@ -188,22 +163,28 @@ func (c *cluster) onPod(p *corev1.Pod) {
 	}
 }
 
-// unusable returns why the extender places no GPU pod on the node now, or "" (pkg/extender
-// nodes.go unusableLocked, same order and words).
+// statusOf names a verdict of the node-usability rule in the view.
+func statusOf(u device.Usability) NodeStatus {
+	switch u {
+	case device.UnusableNoInventory:
+		return StatusNoInventory
+	case device.UnusableMalformed:
+		return StatusMalformed
+	case device.UnusableNoHeartbeat:
+		return StatusNoHeartbeat
+	case device.UnusableStale:
+		return StatusStale
+	}
+	return StatusReady
+}
+
+// unusable returns why the extender places no GPU pod on the node now, or StatusReady and ""
+// (device.NodeUsability, the rule the extender's Filter calls).
 func (ns *nodeState) unusable() (NodeStatus, string) {
-	if ns.inv == nil {
-		if ns.invErr == reasonNoInventory {
-			return StatusNoInventory, ns.invErr
-		}
-		return StatusMalformed, ns.invErr
-	}
-	if !ns.hasLease {
-		return StatusNoHeartbeat, "no heartbeat from device plugin (Lease " + ns.cfg.LeaseNamespace + "/" + device.LeasePrefix + ns.name + " not found)"
-	}
-	if ns.now.Sub(ns.lease) > ns.cfg.StaleAfter {
-		return StatusStale, "inventory stale since " + ns.lease.UTC().Format(time.RFC3339) + " (device plugin Lease not renewed for " + ns.cfg.StaleAfter.String() + ")"
-	}
-	return StatusReady, ""
+	u, why := device.NodeUsability(device.NodeLiveness{
+		Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.lease,
+	}, ns.cfg.LeaseNamespace, ns.cfg.StaleAfter, ns.now)
+	return statusOf(u), why
 }
 
 // row renders the node for the view.

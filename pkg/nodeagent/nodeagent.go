@@ -1,6 +1,8 @@
-// Package nodeagent is the start-up wiring both node agents (cmd/device-plugin, cmd/dra-driver)
-// share: the signal context, the API client from --kubeconfig, and the GPU backend from
-// --backend (NVML, or a pkg/fake fleet picked by the node's profile label).
+// Package nodeagent is what both node agents (cmd/device-plugin, cmd/dra-driver) share: their
+// common configuration (Config, embedded by deviceplugin.Config and dra.Config) and its flags
+// (AddFlags), and the start-up wiring: the signal context, the API client from --kubeconfig, the
+// GPU backend from --backend (NVML, or a pkg/fake fleet picked by the node's profile label) and
+// the metrics and fault-injection HTTP handler.
 package nodeagent
 
 import (
@@ -16,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/hami-go/hami-go/pkg/cliflags"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/fake"
 	"github.com/hami-go/hami-go/pkg/nvml"
@@ -63,23 +64,22 @@ type Backend struct {
 	Close func()
 }
 
-// OpenBackend opens the backend o.Backend names: the driver's NVML, or the fake fleet of
-// o.FakeProfileSpec of node o.NodeName's labels (read through client). Errors name the node
-// and label, or the profile.
-func OpenBackend(ctx context.Context, client kubernetes.Interface, o *cliflags.NodeOptions) (Backend, error) {
-	if o.Backend != cliflags.BackendFake {
+// OpenBackend opens the backend f.Backend names: the driver's NVML, or the fake fleet of
+// f.FakeProfileSpec of node name's labels (read through client). Errors name the node and
+// label, or the profile.
+func OpenBackend(ctx context.Context, client kubernetes.Interface, f *Flags, name string) (Backend, error) {
+	if f.Backend != BackendFake {
 		b, closer, err := nvml.Open()
 		if err != nil {
 			return Backend{}, err
 		}
 		return Backend{Backend: b, Close: closer}, nil
 	}
-	name := *o.NodeName
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return Backend{}, fmt.Errorf("node %s (for its %s label): %w", name, o.FakeProfileLabel, err)
+		return Backend{}, fmt.Errorf("node %s (for its %s label): %w", name, f.FakeProfileLabel, err)
 	}
-	spec := o.FakeProfileSpec(node.Labels)
+	spec := f.FakeProfileSpec(node.Labels)
 	prof, err := fake.ParseProfile(spec)
 	if err != nil {
 		return Backend{}, err

@@ -23,7 +23,7 @@
 // once kube-controller-manager has made every pod's claim, and the next run starts once those
 // claims are gone again.
 // No kubelet calls Allocate, so the extender's pods stay in flight: every pod is an identical
-// replica (same call key and signature), so none waits for another (docs/design.md; docs/cases.md C20).
+// replica (same request), so none waits for another (docs/design.md; docs/cases.md C20).
 // Everything lives in namespace --namespace, on nodes bench-node-NNNN labelled
 // hami-go.io/bench-node=true (as are the ResourceSlices and DeviceClasses) and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
 // land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON

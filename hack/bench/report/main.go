@@ -341,7 +341,7 @@ func e2eSection(w *bytes.Buffer, out string, e *E2E) error {
 		"- **baseline**: the same kube-scheduler configuration without the extender — the same pods asking only nvidia.com/gpu 1 (whole GPUs the nodes advertise).\n\n"+
 		"Each run creates %d pods while no scheduler of theirs runs, then starts that variant's kube-scheduler on the full queue; the rate is "+
 		"(pods − 1) / (last binding − first binding), bindings seen by an informer. No kubelet calls Allocate, so the extender's pods stay in "+
-		"flight: all pods of a run are **identical replicas** (same call key and signature), which never wait for each other. "+
+		"flight: all pods of a run are **identical replicas** (same request), which never wait for each other. "+
 		"Variants alternate run by run (extender, baseline, extender, …); the ratio is taken run by run.\n\n",
 		e.Nodes, e.QPS, e.GPUMemMiB, e.Pods)
 	ext, base, ratio := e.Paired()

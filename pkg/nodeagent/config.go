@@ -1,0 +1,112 @@
+package nodeagent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nri"
+)
+
+// Config is the configuration both node agents share; deviceplugin.Config and dra.Config embed
+// it, and AddFlags binds it to the flags of the same names (docs/components.md).
+type Config struct {
+	// NodeName is this node (--node-name); for the DRA driver also the ResourceSlice pool name.
+	NodeName string
+	// SplitCount is how many containers (device plugin: slice devices per GPU) or claims (DRA
+	// driver: the sharers capacity) may share one GPU, 1..1000 (--split-count).
+	SplitCount int
+	// MemoryScaling is the memory over-commit factor, 1..100 (--memory-scaling; 1 = never).
+	MemoryScaling float64
+	// ReservedMemory is GPU memory used outside Kubernetes, per GPU, subtracted from each GPU
+	// before anything is published (--reserved-memory; device.ParseMemoryReserve, case C41).
+	// The scaling factor applies to what is left.
+	ReservedMemory device.MemoryReserve
+	// Enforcement is gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS or gpuenv.EnforceNone
+	// (--enforcement).
+	Enforcement string
+	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists
+	// (--hami-core-library).
+	HAMiCoreLibrary string
+	// MPSPipeDir is the MPS pipe directory, needed with gpuenv.EnforceMPS (--mps-pipe-dir).
+	MPSPipeDir string
+	// ApplicationXIDs change nothing when they occur (--application-xids).
+	ApplicationXIDs []uint64
+	// RecoveryProbes is the number of consecutive successful probes that return a GPU to
+	// healthy, >= 1 (--recovery-probes).
+	RecoveryProbes int
+	// ProbeInterval is the probe period for unhealthy GPUs, > 0 (--probe-interval).
+	ProbeInterval time.Duration
+	// MetricsAddress is the listen address of /metrics and /healthz (--metrics-address).
+	MetricsAddress string
+	// NRISocket is the container runtime's NRI socket the env guard (pkg/nri, case C37)
+	// connects to (--nri-socket). The DRA driver runs no guard when it is ""; the device plugin
+	// requires it (its own Validate says so).
+	NRISocket string
+	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged
+	// (--nri-exempt-namespaces).
+	NRIExemptNamespaces []string
+}
+
+// Defaults returns the shared defaults of docs/components.md (NodeName empty: --node-name
+// defaults to $NODE_NAME).
+func Defaults() Config {
+	return Config{
+		SplitCount:      10,
+		MemoryScaling:   1.0,
+		Enforcement:     gpuenv.EnforceHAMiCore,
+		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
+		MPSPipeDir:      "/tmp/nvidia-mps",
+		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
+		RecoveryProbes:  3,
+		ProbeInterval:   5 * time.Second,
+		MetricsAddress:  ":9400",
+		NRISocket:       nri.DefaultSocket,
+	}
+}
+
+// Validate reports the first bad shared field, naming the flag and the value. ReservedMemory
+// and ApplicationXIDs are checked when their flags are parsed (Flags.Validate).
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is empty (and $NODE_NAME is not set)")
+	}
+	if c.SplitCount < 1 || c.SplitCount > 1000 {
+		return fmt.Errorf("--split-count: %d is outside 1..1000", c.SplitCount)
+	}
+	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
+		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
+	}
+	switch c.Enforcement {
+	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:
+	default:
+		return fmt.Errorf("--enforcement: %q is not hami-core, mps or none", c.Enforcement)
+	}
+	if c.Enforcement == gpuenv.EnforceMPS && c.MPSPipeDir == "" {
+		return fmt.Errorf("--mps-pipe-dir is empty but --enforcement is mps")
+	}
+	if c.RecoveryProbes < 1 {
+		return fmt.Errorf("--recovery-probes: %d is below 1", c.RecoveryProbes)
+	}
+	if c.ProbeInterval <= 0 {
+		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
+	}
+	if c.MetricsAddress == "" {
+		return fmt.Errorf("--metrics-address is empty")
+	}
+	return nil
+}
+
+// EnvConfig is the part of the config the shared env builder (gpuenv.Build) reads;
+// nvidiaVisibleDevices says whether the GPUs are named in NVIDIA_VISIBLE_DEVICES (false where
+// CDI devices name them).
+func (c *Config) EnvConfig(nvidiaVisibleDevices bool) gpuenv.Config {
+	return gpuenv.Config{
+		Enforcement:          c.Enforcement,
+		NVIDIAVisibleDevices: nvidiaVisibleDevices,
+		MemoryScaling:        c.MemoryScaling,
+		HAMiCoreLibrary:      c.HAMiCoreLibrary,
+		MPSPipeDir:           c.MPSPipeDir,
+	}
+}

@@ -1,0 +1,98 @@
+package nodeagent
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/hami-go/hami-go/pkg/cliflags"
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// GPU backends of the node agents (--backend).
+const (
+	// BackendNVML is the driver's NVML library (real GPUs).
+	BackendNVML = "nvml"
+	// BackendFake is a simulated pkg/fake fleet.
+	BackendFake = "fake"
+)
+
+// Flags are the node agents' shared flags that are the binary's own, not the agent's Config:
+// the API client and the GPU backend. It also keeps the raw values of --reserved-memory and
+// --application-xids until Validate parses them into the Config.
+type Flags struct {
+	// Kubeconfig is an explicit kubeconfig path (--kubeconfig); "" = in-cluster configuration.
+	Kubeconfig string
+	// Backend is BackendNVML or BackendFake (--backend).
+	Backend string
+	// FakeProfile is the fake fleet (pkg/fake profile syntax) when the node has no profile
+	// label (--fake-profile).
+	FakeProfile string
+	// FakeProfileLabel is the node label whose value picks the fake profile
+	// (--fake-profile-label).
+	FakeProfileLabel string
+
+	// reserved and xids are the raw flag values, parsed by Validate.
+	reserved, xids string
+}
+
+// DefaultFlags returns the binary-level defaults: backend nvml, fake profile dgxh100, profile
+// label hami-go.io/fake-profile.
+func DefaultFlags() Flags {
+	return Flags{Backend: BackendNVML, FakeProfile: "dgxh100", FakeProfileLabel: "hami-go.io/fake-profile"}
+}
+
+// AddFlags registers the flags both node agents take on fs: f's, and c's fields, whose current
+// values are the flags' defaults; getenv supplies $NODE_NAME, the default of --node-name. Call
+// f.Validate(c) after parsing.
+func AddFlags(fs *pflag.FlagSet, f *Flags, c *Config, getenv func(string) string) {
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "path of a kubeconfig; empty = in-cluster configuration")
+	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node (default $NODE_NAME); for the DRA driver also the ResourceSlice pool name")
+	fs.StringVar(&f.Backend, "backend", f.Backend, "GPU backend: nvml (the driver's NVML) or fake (simulated fleet)")
+	fs.StringVar(&f.FakeProfile, "fake-profile", f.FakeProfile, "fake fleet (pkg/fake profile syntax) when the node has no --fake-profile-label label")
+	fs.StringVar(&f.FakeProfileLabel, "fake-profile-label", f.FakeProfileLabel, "node label whose value picks the fake profile")
+	fs.IntVar(&c.SplitCount, "split-count", c.SplitCount, "containers (device plugin) or claims (DRA driver) that may share one GPU")
+	fs.Float64Var(&c.MemoryScaling, "memory-scaling", c.MemoryScaling, "memory over-commit factor (>= 1; 1 = never over-commit)")
+	fs.StringVar(&f.reserved, "reserved-memory", c.ReservedMemory.String(), "GPU memory used outside Kubernetes, kept out of the inventory: an amount for every GPU and/or <GPU-UUID|index>=<amount>, comma-separated; amounts in MiB or with a binary suffix (e.g. 2048,GPU-8d2c...=4Gi,3=0) (case C41)")
+	fs.StringVar(&c.Enforcement, "enforcement", c.Enforcement, "limit enforcement: hami-core, mps or none")
+	fs.StringVar(&c.HAMiCoreLibrary, "hami-core-library", c.HAMiCoreLibrary, "host path of HAMi-core's libvgpu.so; mounted into containers when it exists")
+	fs.StringVar(&c.MPSPipeDir, "mps-pipe-dir", c.MPSPipeDir, "MPS pipe directory (mps enforcement)")
+	fs.StringVar(&f.xids, "application-xids", cliflags.JoinXIDs(c.ApplicationXIDs), "comma-separated XIDs that change nothing (application errors)")
+	fs.IntVar(&c.RecoveryProbes, "recovery-probes", c.RecoveryProbes, "consecutive successful probes that return an unhealthy GPU to healthy")
+	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "probe period for unhealthy GPUs")
+	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address of /metrics and /healthz")
+	fs.StringSliceVar(&c.NRIExemptNamespaces, "nri-exempt-namespaces", c.NRIExemptNamespaces, "namespaces whose pods the NRI env guard lets through unchanged (comma-separated; the chart passes its own namespace and the webhook's excluded ones)")
+	fs.StringVar(&c.NRISocket, "nri-socket", c.NRISocket, "the container runtime's NRI socket: the env guard connects there and refuses containers whose env would widen a GPU slice (case C37); it retries while the socket is missing; empty = no guard")
+}
+
+// Validate parses --reserved-memory and --application-xids into c and checks --backend and the
+// fake profile; c.Validate checks the rest of the shared config. Errors name the flag and the
+// value.
+func (f *Flags) Validate(c *Config) error {
+	var err error
+	if c.ApplicationXIDs, err = cliflags.ParseXIDs(f.xids); err != nil {
+		return err
+	}
+	if c.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", f.reserved); err != nil {
+		return err
+	}
+	switch f.Backend {
+	case BackendNVML:
+	case BackendFake:
+		if f.FakeProfile == "" && f.FakeProfileLabel == "" {
+			return fmt.Errorf("--backend=fake needs --fake-profile or --fake-profile-label")
+		}
+	default:
+		return fmt.Errorf("--backend: %q is not nvml or fake", f.Backend)
+	}
+	return nil
+}
+
+// FakeProfileSpec is the fake fleet of a node with these labels: its --fake-profile-label
+// value, else --fake-profile.
+func (f *Flags) FakeProfileSpec(labels map[string]string) string {
+	if v := labels[f.FakeProfileLabel]; f.FakeProfileLabel != "" && v != "" {
+		return v
+	}
+	return f.FakeProfile
+}
