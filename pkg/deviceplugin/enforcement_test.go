@@ -2,6 +2,9 @@ package deviceplugin
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -50,5 +53,38 @@ func TestEnforcementFailClosed(t *testing.T) {
 	pf, _ := newTestPlugin(t, cfg, b2)
 	if e := pf.Inventory().Enforcement; !e.Ready || !e.Simulated {
 		t.Errorf("fake backend enforcement %+v; want ready and simulated", e)
+	}
+}
+
+// Issue 29: with --hami-core-cache-dir, a container's plan gives it a writable directory of its
+// own (named by its pod's UID and its name), created on the host before the container is, and
+// mounted read-write at /usr/local/vgpu/cache through NRI; HAMi-core's shared cache file is in
+// it, so a readOnlyRootFilesystem container's CUDA processes can create it.
+func TestPlanGivesAWritableCacheDir(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.HAMiCacheDir = filepath.Join(t.TempDir(), "containers")
+	p, _ := newTestPlugin(t, cfg, newTestBackend(1, 81920))
+	pod := testPod("ro", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+	adj, err := testNRIPlugin(t, p).Decide(context.Background(), nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main"},
+		[]string{device.EnvGPUUUIDs + "="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cfg.HAMiCacheDir, string(pod.UID)+"_main")
+	if want := []nri.Mount{{Source: dir, Destination: "/usr/local/vgpu/cache"}}; !reflect.DeepEqual(adj.Mounts, want) {
+		t.Errorf("mounts %+v, want %+v", adj.Mounts, want)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o777 {
+		t.Errorf("cache directory %s: %v, %v; want a directory with mode 0777", dir, st, err)
+	}
+	var cache string
+	for _, e := range adj.Env {
+		if e.Name == "CUDA_DEVICE_MEMORY_SHARED_CACHE" {
+			cache = e.Value
+		}
+	}
+	if want := "/usr/local/vgpu/cache/" + string(pod.UID) + "_main.cache"; cache != want {
+		t.Errorf("CUDA_DEVICE_MEMORY_SHARED_CACHE = %q, want %q", cache, want)
 	}
 }

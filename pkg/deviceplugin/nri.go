@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -42,8 +43,22 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 		return nri.Plan{}, err
 	}
 	e := s.p.resp.build(cl)
+	for _, d := range e.Dirs {
+		// World-writable: the container's processes may run as any user. The directory is the
+		// container's own (named by its pod's UID and its name).
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
+		}
+	}
+	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices}
+	for _, m := range e.Mounts {
+		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath})
+	}
 	klog.V(2).InfoS("Applying the pod's plan at container creation", "pod", cl.Pod.String(), "container", c.Name, "gpus", e.Env[device.EnvGPUUUIDs], "repeat", cl.Repeat)
-	return nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices}, nil
+	return p, nil
 }
 
 // Granted implements nri.Source for a container the NRI plugin checks against its claim: GPU

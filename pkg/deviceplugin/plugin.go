@@ -18,6 +18,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
@@ -64,6 +65,8 @@ type Plugin struct {
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
+	// hamiCore is the HAMi-core library this agent installed at start (zero: none; Run sets it).
+	hamiCore hamicore.Installed
 	// failOpen is the last preflight's fail-open window (SetPreflight), published with the
 	// enforcement.
 	failOpen   preflight.Report
@@ -143,6 +146,9 @@ func (p *Plugin) Inventory() device.Inventory {
 // every plan applied at container creation.
 func (p *Plugin) Enforcement() device.Enforcement {
 	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == nodeagent.BackendFake, p.opts.FileExists)
+	if e.Library != "" && e.Library == p.hamiCore.Path {
+		e.Version, e.SHA256 = p.hamiCore.Version, p.hamiCore.SHA256
+	}
 	p.mu.Lock()
 	e.FailOpen, e.FailOpenReason = p.failOpen.FailOpen, p.failOpen.FailOpenReason
 	p.mu.Unlock()

@@ -30,6 +30,10 @@ func (c *Config) envConfig() gpuenv.Config { return c.EnvConfig(c.DeviceListStra
 type planEdits struct {
 	Env        map[string]string
 	CDIDevices []string
+	// Mounts are the plan's own read-write mounts (the container's HAMi-core cache directory,
+	// with --hami-core-cache-dir), and Dirs the host directories they need created.
+	Mounts []gpuenv.Mount
+	Dirs   []string
 }
 
 // build gives one container's plan edits from its claim: one ordered list of physical GPUs (the
@@ -37,17 +41,24 @@ type planEdits struct {
 // the builder the DRA driver shares (gpuenv.Build).
 func (r *responder) build(cl ledger.Claim) planEdits {
 	devs := cl.Container.Devices
-	// The cache file is the container's own (HAMiContainerDir is in its root filesystem, not a
-	// host mount), so the container's name is unique enough; the edits name no pod, so that a
-	// restarted plugin rebuilds, from the claim alone, the very env the container runs with.
-	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: cl.Container.Name}
+	// The cache file is the container's own: "<pod UID>_<container>" names it both in its root
+	// filesystem and under the host's --hami-core-cache-dir, and is rebuilt from the claim
+	// alone by a restarted plugin.
+	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: string(cl.Pod.UID) + "_" + cl.Container.Name}
 	for i, d := range devs {
 		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
 	}
 	if len(devs) > 0 {
 		req.Model = r.gpus[devs[0].UUID].Model
 	}
-	out := planEdits{Env: gpuenv.Build(r.cfg.envConfig(), req, r.exists).Env}
+	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
+	out := planEdits{Env: e.Env, Dirs: e.Dirs}
+	for _, m := range e.Mounts {
+		if m.ContainerPath == gpuenv.HAMiContainerCacheDir {
+			// The library and its preload file name no GPU: the pending answer mounts them.
+			out.Mounts = append(out.Mounts, m)
+		}
+	}
 	if r.cfg.DeviceListStrategy == StrategyCDI {
 		for _, u := range req.UUIDs() {
 			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)

@@ -38,11 +38,16 @@ type Deps struct {
 // case C37), watches XIDs, probes unhealthy GPUs every ProbeInterval, publishes the Node
 // inventory and labels on change and renews the Lease every 10 s, and serves metrics.
 func Run(ctx context.Context, cfg Config, d Deps) error {
+	installed, err := cfg.InstallHAMiCore(ctx)
+	if err != nil {
+		return err
+	}
 	sync := NewPodSync(d.Client, cfg.NodeName)
 	p, err := New(cfg, d.Backend, d.Options, sync.Dirty)
 	if err != nil {
 		return err
 	}
+	p.hamiCore = installed
 	if cfg.DeviceListStrategy == StrategyCDI {
 		if err := WriteCDISpec(cfg.CDISpecDir, p.GPUs()); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
 	"github.com/hami-go/hami-go/pkg/preflight"
@@ -60,6 +61,8 @@ type Driver struct {
 	unprepared chan struct{}
 
 	hmu sync.Mutex
+	// hamiCore is the HAMi-core library this agent installed at start (zero: none; Run sets it).
+	hamiCore hamicore.Installed
 	// failOpen is the last preflight's report (SetPreflight), under hmu.
 	failOpen  preflight.Report
 	changed   chan struct{} // closed and replaced on every health change
@@ -144,6 +147,9 @@ func (d *Driver) sliceConfig() SliceConfig {
 // every claim the driver prepares.
 func (d *Driver) Enforcement() device.Enforcement {
 	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == nodeagent.BackendFake, d.opts.FileExists)
+	if e.Library != "" && e.Library == d.hamiCore.Path {
+		e.Version, e.SHA256 = d.hamiCore.Version, d.hamiCore.SHA256
+	}
 	d.hmu.Lock()
 	e.FailOpen, e.FailOpenReason = d.failOpen.FailOpen, d.failOpen.FailOpenReason
 	d.hmu.Unlock()
@@ -301,6 +307,16 @@ func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error
 		return Prepared{}, false, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	e := gpuenv.Build(d.cfg.envConfig(), envRequest(c.UID, grants), d.opts.FileExists)
+	for _, dir := range e.Dirs {
+		// The claim's HAMi-core cache directory (--hami-core-cache-dir), writable by any user
+		// its containers run as.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Prepared{}, false, fmt.Errorf("claim %s/%s: create its HAMi-core cache directory: %w", c.Namespace, c.Name, err)
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return Prepared{}, false, fmt.Errorf("claim %s/%s: create its HAMi-core cache directory: %w", c.Namespace, c.Name, err)
+		}
+	}
 	if err := d.cdi.write(c.UID, ClaimSpec(c.UID, e)); err != nil {
 		return Prepared{}, false, err
 	}

@@ -38,10 +38,15 @@ type Deps struct {
 // health change), republishes when prepared claims change the device order (republishLoop), and
 // (with Config.NRISocket) runs the NRI plugin (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
+	installed, err := cfg.InstallHAMiCore(ctx)
+	if err != nil {
+		return err
+	}
 	d, err := New(cfg, deps.Backend, deps.Options)
 	if err != nil {
 		return err
 	}
+	d.hamiCore = installed
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.fatal = cancel

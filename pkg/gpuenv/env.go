@@ -35,6 +35,23 @@ const (
 	HAMiPreloadFile = "ld.so.preload"
 	// ContainerPreloadPath is where HAMiPreloadFile is mounted in the container.
 	ContainerPreloadPath = "/etc/ld.so.preload"
+	// HAMiContainerCacheDir is where a container's own writable cache directory (a directory
+	// of Config.HAMiCacheDir) is mounted; CUDA_DEVICE_MEMORY_SHARED_CACHE names a file in it.
+	// HAMi-core exits (EXIT_FAILURE) in every CUDA process that cannot create that file, so it
+	// is never in the container's root filesystem, which may be read-only.
+	HAMiContainerCacheDir = HAMiContainerDir + "/cache"
+	// HAMiCacheSuffix ends the name of the shared cache file: "<Request.CacheName>.cache".
+	HAMiCacheSuffix = ".cache"
+)
+
+// NVIDIA driver capabilities (NVIDIA Container Toolkit, "Driver capabilities"): which driver
+// libraries the NVIDIA runtime puts in a container.
+const (
+	EnvNVIDIADriverCapabilities = "NVIDIA_DRIVER_CAPABILITIES"
+	// DefaultHAMiDriverCapabilities is what HAMi-core needs: "compute" brings libcuda.so.1 and
+	// "utility" libnvidia-ml.so.1, both linked by libvgpu.so; glibc skips a preloaded library
+	// whose dependencies are missing without failing the process, i.e. without limits.
+	DefaultHAMiDriverCapabilities = "compute,utility"
 )
 
 // NVIDIA MPS client env (NVIDIA "Multi-Process Service", Appendix: Environment Variables).
@@ -64,8 +81,22 @@ type Config struct {
 	// MemoryScaling is the memory over-commit factor (>= 1); above 1 HAMi-core may
 	// oversubscribe (CUDA_OVERSUBSCRIBE=true).
 	MemoryScaling float64
-	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists ("" = never).
+	// HAMiCoreLibrary is the host path of libvgpu.so, mounted read-only at HAMiContainerLibrary
+	// when it exists ("" = never); the HAMiPreloadFile beside it is mounted at
+	// ContainerPreloadPath when it exists (else LD_PRELOAD is set). When the node agent installs
+	// the library (pkg/hamicore), this is the installed versioned file (hamicore.Installed.Path),
+	// so a container keeps the version it was created with.
 	HAMiCoreLibrary string
+	// HAMiCacheDir is the host directory of the containers' HAMi-core cache directories
+	// (EnforceHAMiCore): a request with a valid CacheName gets <HAMiCacheDir>/<CacheName> mounted
+	// read-write at HAMiContainerCacheDir, CUDA_DEVICE_MEMORY_SHARED_CACHE names
+	// HAMiContainerCacheDir/<CacheName>.cache, and Edits.Dirs names the host directory the caller
+	// must create. "" = the cache file in the container's own root filesystem
+	// (HAMiContainerDir/<CacheName>.cache, no mount), which fails under readOnlyRootFilesystem.
+	HAMiCacheDir string
+	// HAMiDriverCapabilities is the NVIDIA_DRIVER_CAPABILITIES every container gets under
+	// EnforceHAMiCore, e.g. DefaultHAMiDriverCapabilities; "" = not set.
+	HAMiDriverCapabilities string
 	// MPSPipeDir is the MPS pipe directory (EnforceMPS), mounted at the same path.
 	MPSPipeDir string
 }
@@ -86,8 +117,12 @@ type Request struct {
 	Grants []Grant
 	// Model is the NVML model name of the first GPU ("" = unknown).
 	Model string
-	// CacheName names the HAMi-core shared cache file of this container in HAMiContainerDir,
-	// e.g. "<container>" (device plugin) or "<claim UID>" (DRA); ".cache" is added.
+	// CacheName names the HAMi-core shared cache of this container: the file
+	// "<CacheName>.cache" and, with Config.HAMiCacheDir, the host directory
+	// <HAMiCacheDir>/<CacheName>. With HAMiCacheDir it must be one path element (not "", ".",
+	// "..", no "/", at most 255 bytes) and unique among the node's live containers that must
+	// not share HAMi-core's accounting (e.g. "<pod UID>_<container>"); a request without a
+	// valid CacheName gets no cache mount and no CUDA_DEVICE_MEMORY_SHARED_CACHE.
 	CacheName string
 }
 
@@ -98,10 +133,20 @@ type Mount struct {
 	ReadOnly      bool
 }
 
-// Edits are what the container gets: env and mounts.
+// Edits are what the container gets: env and mounts, and the host directories its mounts need.
 type Edits struct {
 	Env    map[string]string
 	Mounts []Mount
+	// Dirs are host directories (absolute paths) the caller must create before the container
+	// is created: MkdirAll, then chmod 0777 so that a container running as any user can create
+	// its cache file (HAMi does the same). Build itself touches no host path.
+	Dirs []string
+}
+
+// ValidCacheName reports whether name can name a container's cache directory in
+// Config.HAMiCacheDir: one path element, not "." or "..", without NUL, at most 255 bytes.
+func ValidCacheName(name string) bool {
+	return name != "" && name != "." && name != ".." && len(name) <= 255 && !strings.ContainsAny(name, "/\x00")
 }
 
 // UUIDs returns the request's GPU UUIDs in its order.
@@ -113,8 +158,9 @@ func (r Request) UUIDs() []string {
 	return out
 }
 
-// Build returns the container's env and mounts for r under cfg. exists reports whether a host
-// path exists (the HAMi-core library and its preload file).
+// Build returns the container's env and mounts for r under cfg, and the host directories the
+// caller must create for them (Edits.Dirs). exists reports whether a host path exists (the
+// HAMi-core library and its preload file).
 func Build(cfg Config, r Request, exists func(string) bool) Edits {
 	e := Edits{Env: map[string]string{}}
 	devs := r.Grants
@@ -146,7 +192,9 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		if cores > 0 && cores < 100 {
 			e.Env[EnvHAMiSMLimit] = strconv.Itoa(cores)
 		}
-		e.Env[EnvHAMiSharedCache] = HAMiContainerDir + "/" + r.CacheName + ".cache"
+		if cfg.HAMiDriverCapabilities != "" {
+			e.Env[EnvNVIDIADriverCapabilities] = cfg.HAMiDriverCapabilities
+		}
 		if cfg.MemoryScaling > 1 {
 			e.Env[EnvHAMiOversubscribe] = "true"
 		}
@@ -158,6 +206,15 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 			} else {
 				e.Env["LD_PRELOAD"] = HAMiContainerLibrary
 			}
+		}
+		switch {
+		case cfg.HAMiCacheDir == "":
+			e.Env[EnvHAMiSharedCache] = HAMiContainerDir + "/" + r.CacheName + HAMiCacheSuffix
+		case ValidCacheName(r.CacheName):
+			host := filepath.Join(cfg.HAMiCacheDir, r.CacheName)
+			e.Env[EnvHAMiSharedCache] = HAMiContainerCacheDir + "/" + r.CacheName + HAMiCacheSuffix
+			e.Mounts = append(e.Mounts, Mount{ContainerPath: HAMiContainerCacheDir, HostPath: host})
+			e.Dirs = append(e.Dirs, host)
 		}
 	case EnforceMPS:
 		// "<device ordinal>=<limit>" pairs, comma-separated ("0=1G,1=512MB" in NVIDIA's MPS
@@ -175,4 +232,32 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		e.Mounts = append(e.Mounts, Mount{ContainerPath: cfg.MPSPipeDir, HostPath: cfg.MPSPipeDir})
 	}
 	return e
+}
+
+// MergeDriverCapabilities returns have, a container's own NVIDIA_DRIVER_CAPABILITIES
+// (comma-separated), with each capability of need it lacks appended: "all" stays "all", and an
+// empty have gives need. It is for a caller that sees the container's whole env (the NRI
+// plugin at CreateContainer), to give HAMi-core what it needs without narrowing an image's own
+// wider list (e.g. "compute,utility,video").
+func MergeDriverCapabilities(have, need string) string {
+	caps := []string{}
+	seen := map[string]bool{}
+	for _, c := range strings.Split(have, ",") {
+		c = strings.TrimSpace(c)
+		if c == "all" {
+			return "all"
+		}
+		if c != "" && !seen[c] {
+			seen[c] = true
+			caps = append(caps, c)
+		}
+	}
+	for _, c := range strings.Split(need, ",") {
+		c = strings.TrimSpace(c)
+		if c != "" && !seen[c] {
+			seen[c] = true
+			caps = append(caps, c)
+		}
+	}
+	return strings.Join(caps, ",")
 }

@@ -1,11 +1,13 @@
 package nodeagent
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
@@ -29,6 +31,16 @@ type Config struct {
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists
 	// (--hami-core-library).
 	HAMiCoreLibrary string
+	// HAMiCore installs HAMi-core's library on the node at start, from an image mounted in the
+	// agent (pkg/hamicore; chart hamiCore.install): when its SourceDir is set (--hami-core-install-from,
+	// --hami-core-install-glob, --hami-core-host-dir), the installed versioned file replaces
+	// HAMiCoreLibrary. Zero: bring your own library at HAMiCoreLibrary.
+	HAMiCore hamicore.Config
+	// HAMiCacheDir is the host directory under which each GPU container gets a writable
+	// directory of its own for HAMi-core's shared cache file, mounted at
+	// gpuenv.HAMiContainerCacheDir (--hami-core-cache-dir; "" = the cache file stays in the
+	// container's root filesystem, which a readOnlyRootFilesystem container cannot write).
+	HAMiCacheDir string
 	// MPSPipeDir is the MPS pipe directory, needed with gpuenv.EnforceMPS (--mps-pipe-dir).
 	MPSPipeDir string
 	// ApplicationXIDs change nothing when they occur (--application-xids).
@@ -58,6 +70,7 @@ func Defaults() Config {
 		Enforcement:     gpuenv.EnforceHAMiCore,
 		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:      "/tmp/nvidia-mps",
+		HAMiCore:        hamicore.Config{SourceGlob: hamicore.DefaultSourceGlob, HostDir: hamicore.DefaultHostDir},
 		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:  3,
 		ProbeInterval:   5 * time.Second,
@@ -95,6 +108,11 @@ func (c *Config) Validate() error {
 	if c.MetricsAddress == "" {
 		return fmt.Errorf("--metrics-address is empty")
 	}
+	if c.HAMiCore.SourceDir != "" {
+		if err := c.HAMiCore.Validate(); err != nil {
+			return fmt.Errorf("--hami-core-install-from, --hami-core-install-glob, --hami-core-host-dir: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -107,6 +125,24 @@ func (c *Config) EnvConfig(nvidiaVisibleDevices bool) gpuenv.Config {
 		NVIDIAVisibleDevices: nvidiaVisibleDevices,
 		MemoryScaling:        c.MemoryScaling,
 		HAMiCoreLibrary:      c.HAMiCoreLibrary,
+		HAMiCacheDir:         c.HAMiCacheDir,
 		MPSPipeDir:           c.MPSPipeDir,
 	}
+}
+
+// InstallHAMiCore installs HAMi-core's library from c.HAMiCore when its SourceDir is set
+// (hamicore.Run: versioned, atomic, idempotent) and points HAMiCoreLibrary at the installed
+// file, so every container created from now on mounts that version; it returns what was
+// installed (zero when nothing was to install). An agent whose install fails does not start:
+// the error names the source and the host path.
+func (c *Config) InstallHAMiCore(ctx context.Context) (hamicore.Installed, error) {
+	if c.HAMiCore.SourceDir == "" || c.Enforcement != gpuenv.EnforceHAMiCore {
+		return hamicore.Installed{}, nil
+	}
+	in, err := hamicore.Run(ctx, c.HAMiCore)
+	if err != nil {
+		return hamicore.Installed{}, fmt.Errorf("install HAMi-core from %s into %s: %w", c.HAMiCore.SourceDir, c.HAMiCore.HostDir, err)
+	}
+	c.HAMiCoreLibrary = in.Path
+	return in, nil
 }

@@ -61,6 +61,14 @@ type Plan struct {
 	// CDIDevices are the fully qualified CDI device names the plugin adds ("vendor/class=name";
 	// the device plugin's cdi strategy).
 	CDIDevices []string
+	// Mounts are the read-write bind mounts the plugin adds: the container's own directory for
+	// HAMi-core's shared cache (the source's host directory, which the Source created).
+	Mounts []Mount
+}
+
+// Mount is a bind mount of host path Source at container path Destination, read-write.
+type Mount struct {
+	Source, Destination string
 }
 
 // Granted is what hami-go gave a container whose env it checks.
@@ -172,11 +180,12 @@ func NewPlugin(src Source, exempt ...string) *Plugin {
 	return g
 }
 
-// Adjustment is what the plugin changes in one container: its env, and the CDI devices it adds
-// (a pending plan only).
+// Adjustment is what the plugin changes in one container: its env, and the CDI devices and
+// mounts it adds (a pending plan only).
 type Adjustment struct {
 	Env        []EnvChange
 	CDIDevices []string
+	Mounts     []Mount
 }
 
 // Decide is the plugin's whole decision for one container: the adjustment (zero: none), or an
@@ -223,14 +232,14 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 				adj.Env = append(adj.Env, EnvChange{Name: n, Value: v})
 			}
 			sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
-			adj.CDIDevices = p.CDIDevices
+			adj.CDIDevices, adj.Mounts = p.CDIDevices, p.Mounts
 			return adj, nil
 		}
 		changes, err := PlanEnv(env, map[string]string{MarkerEnv: ""}, p.Env)
 		if err != nil {
 			return Adjustment{}, err
 		}
-		return Adjustment{Env: changes, CDIDevices: p.CDIDevices}, nil
+		return Adjustment{Env: changes, CDIDevices: p.CDIDevices, Mounts: p.Mounts}, nil
 	}
 	a, err := g.src.Granted(ctx, c)
 	if err != nil {
@@ -278,7 +287,7 @@ func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		klog.InfoS("Refusing container (protected env)", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name, "err", err)
 		return nil, nil, err
 	}
-	if len(d.Env) == 0 && len(d.CDIDevices) == 0 {
+	if len(d.Env) == 0 && len(d.CDIDevices) == 0 && len(d.Mounts) == 0 {
 		return nil, nil, nil
 	}
 	adj := &api.ContainerAdjustment{}
@@ -287,6 +296,9 @@ func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	for _, name := range d.CDIDevices {
 		adj.AddCDIDevice(&api.CDIDevice{Name: name})
+	}
+	for _, m := range d.Mounts {
+		adj.AddMount(&api.Mount{Destination: m.Destination, Source: m.Source, Type: "bind", Options: []string{"rbind", "rw"}})
 	}
 	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(d.Env), "cdiDevices", len(d.CDIDevices))
 	return adj, nil, nil

@@ -20,6 +20,7 @@ type standIn struct {
 	GPU        bool
 	Env        map[string]string
 	CDIDevices []string
+	Mounts     []Mount
 }
 
 // standInSource is a stand-in for the node agents' Source (the device plugin's ledger, the DRA
@@ -50,7 +51,7 @@ func (s *standInSource) Plan(_ context.Context, c Container) (Plan, error) {
 	if !a.GPU {
 		return Plan{}, s.err
 	}
-	return Plan{Env: a.Env, CDIDevices: a.CDIDevices}, s.err
+	return Plan{Env: a.Env, CDIDevices: a.CDIDevices, Mounts: a.Mounts}, s.err
 }
 
 func (s *standInSource) Granted(_ context.Context, c Container) (Granted, error) {
@@ -497,5 +498,23 @@ func TestGuardChanged(t *testing.T) {
 		if (g.CanApplyPlans(false) == nil) != v {
 			t.Errorf("connected=%v: CanApplyPlans = %v", v, g.CanApplyPlans(false))
 		}
+	}
+}
+
+// A plan's mounts (the container's HAMi-core cache directory) reach the runtime as read-write
+// bind mounts of the NRI adjustment.
+func TestCreateContainerAddsPlanMounts(t *testing.T) {
+	withMount := pendingAllocated
+	withMount.Mounts = []Mount{{Source: "/usr/local/vgpu/containers/uid-1_main", Destination: "/usr/local/vgpu/cache"}}
+	g := onContainerd2(NewPlugin(&standInSource{out: map[string]standIn{"main": withMount}}))
+	pod := &api.PodSandbox{Id: "sb", Uid: "uid-1", Namespace: "ns", Name: "p"}
+	adj, _, err := g.CreateContainer(context.Background(), pod, &api.Container{Id: "c", PodSandboxId: "sb", Name: "main", Env: pendingEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*api.Mount{{Destination: "/usr/local/vgpu/cache", Source: "/usr/local/vgpu/containers/uid-1_main", Type: "bind", Options: []string{"rbind", "rw"}}}
+	if got := adj.GetMounts(); len(got) != 1 || got[0].GetDestination() != want[0].Destination || got[0].GetSource() != want[0].Source ||
+		got[0].GetType() != "bind" || !reflect.DeepEqual(got[0].GetOptions(), want[0].Options) {
+		t.Errorf("adjustment mounts %v, want %v", got, want)
 	}
 }

@@ -63,7 +63,8 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	wantFlags := map[string]string{
 		"--node-name": "$(NODE_NAME)", "--backend": "nvml", "--split-count": "10", "--memory-scaling": "1",
 		"--enforcement": "hami-core", "--device-list-strategy": "cdi", "--cdi-spec-dir": "/var/run/cdi",
-		"--hami-core-library": "/usr/local/vgpu/libvgpu.so", "--mps-pipe-dir": "/tmp/nvidia-mps",
+		"--hami-core-install-from": "/hami-core-image", "--hami-core-install-glob": "k8s-vgpu/lib/nvidia/libvgpu.so*",
+		"--hami-core-host-dir": "/usr/local/vgpu", "--hami-core-cache-dir": "/usr/local/vgpu/containers", "--mps-pipe-dir": "/tmp/nvidia-mps",
 		"--application-xids": "13,31,43,45,68,109", "--recovery-probes": "3", "--probe-interval": "5s",
 		"--plan-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
 		"--lease-namespace": "kube-node-lease",
@@ -89,12 +90,13 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
-	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/host/etc": "host-etc"}
+	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/hami-core-image": "hami-core-image", "/host/etc": "host-etc"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}
+	// The plugin installs HAMi-core into its host directory (read-write) from the image volume.
 	for _, vm := range c.VolumeMounts {
-		if ro := vm.Name != "device-plugins" && vm.Name != "cdi"; vm.ReadOnly != ro {
+		if ro := vm.Name != "device-plugins" && vm.Name != "cdi" && vm.Name != "hami-core"; vm.ReadOnly != ro {
 			t.Errorf("mount %s readOnly=%v, want %v", vm.Name, vm.ReadOnly, ro)
 		}
 	}

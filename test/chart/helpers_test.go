@@ -88,6 +88,27 @@ func hostPaths(spec corev1.PodSpec) map[string]string {
 	return m
 }
 
+// imageVolume returns the pod's "hami-core-image" image volume, or nil.
+func imageVolume(spec corev1.PodSpec) *corev1.ImageVolumeSource {
+	for _, v := range spec.Volumes {
+		if v.Name == "hami-core-image" {
+			return v.Image
+		}
+	}
+	return nil
+}
+
+// readOnly reports whether the container mounts the volume read-only ("absent" when it does not
+// mount it).
+func readOnly(c corev1.Container, volume string) string {
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == volume {
+			return strconv.FormatBool(vm.ReadOnly)
+		}
+	}
+	return "absent"
+}
+
 // mounts maps mount paths to volume names for a container.
 func mounts(c corev1.Container) map[string]string {
 	m := map[string]string{}

@@ -21,6 +21,23 @@ func dpFlag(name string) func(testing.TB, rendered) string {
 	}
 }
 
+func draFlag(name string) func(testing.TB, rendered) string {
+	return func(t testing.TB, r rendered) string {
+		return flags(container(t, daemonSet(t, r, draDS).Spec.Template.Spec, "dra-driver"))[name]
+	}
+}
+
+// hamiCoreImage is "<reference> <pullPolicy>" of a node agent's HAMi-core image volume.
+func hamiCoreImage(key string) func(testing.TB, rendered) string {
+	return func(t testing.TB, r rendered) string {
+		v := imageVolume(daemonSet(t, r, key).Spec.Template.Spec)
+		if v == nil {
+			t.Fatalf("%s has no image volume", key)
+		}
+		return v.Reference + " " + string(v.PullPolicy)
+	}
+}
+
 func exFlag(name string) func(testing.TB, rendered) string {
 	return func(t testing.TB, r rendered) string {
 		return flags(container(t, deployment(t, r, schedDep).Spec.Template.Spec, "extender"))[name]
@@ -147,7 +164,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return flags(container(t, spec, "device-plugin"))["--cdi-spec-dir"] + " " + hostPaths(spec)["cdi"] + " " + mounts(container(t, spec, "device-plugin"))["/etc/cdi"]
 		}, "/etc/cdi /etc/cdi cdi"},
-		{[]string{"devicePlugin.hamiCoreLibrary=/opt/hami/libvgpu.so"}, func(t testing.TB, r rendered) string {
+		{[]string{"hamiCore.install=false", "devicePlugin.hamiCoreLibrary=/opt/hami/libvgpu.so"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--hami-core-library")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["hami-core"]
 		}, "/opt/hami/libvgpu.so /opt/hami"},
 		{[]string{`devicePlugin.applicationXids=13\,31`}, dpFlag("--application-xids"), "13,31"},
@@ -200,6 +217,36 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			spec := daemonSet(t, r, mpsDS).Spec.Template.Spec
 			return hostPaths(spec)["mps-log"] + " " + container(t, spec, "mps-control-daemon").Image
 		}, "/var/log/mps2 cuda:12"},
+
+		// HAMi-core, installed by the node agents (deviceplugin and dra modes).
+		{[]string{"hamiCore.install=false"}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
+			c := container(t, spec, "device-plugin")
+			_, install := flags(c)["--hami-core-install-from"]
+			return words(imageVolume(spec) != nil, install, flags(c)["--hami-core-library"], hostPaths(spec)["hami-core"], readOnly(c, "hami-core"))
+		}, "false false /usr/local/vgpu/libvgpu.so /usr/local/vgpu true"},
+		{[]string{"mode=dra", "hamiCore.install=false"}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, draDS).Spec.Template.Spec
+			return words(imageVolume(spec) != nil, flags(container(t, spec, "dra-driver"))["--hami-core-library"])
+		}, "false /usr/local/vgpu/libvgpu.so"},
+		{[]string{"hamiCore.image.repository=reg.example.com/hamicore"}, hamiCoreImage(dpDS), "reg.example.com/hamicore:v2.10.0 IfNotPresent"},
+		{[]string{"hamiCore.image.tag=v2.11.0"}, hamiCoreImage(dpDS), "docker.io/projecthami/hamicore:v2.11.0 IfNotPresent"},
+		{[]string{"hamiCore.image.digest=sha256:" + strings.Repeat("ab", 32)}, hamiCoreImage(dpDS), "docker.io/projecthami/hamicore:v2.10.0@sha256:" + strings.Repeat("ab", 32) + " IfNotPresent"},
+		{[]string{"hamiCore.image.tag=", "hamiCore.image.digest=sha256:" + strings.Repeat("0f", 32)}, hamiCoreImage(dpDS), "docker.io/projecthami/hamicore@sha256:" + strings.Repeat("0f", 32) + " IfNotPresent"},
+		{[]string{"hamiCore.image.pullPolicy=Always"}, hamiCoreImage(dpDS), "docker.io/projecthami/hamicore:v2.10.0 Always"},
+		{[]string{"mode=dra", "hamiCore.image.tag=v2.11.0", "hamiCore.image.pullPolicy=Always"}, hamiCoreImage(draDS), "docker.io/projecthami/hamicore:v2.11.0 Always"},
+		{[]string{"hamiCore.libraryPath=lib/libvgpu.so.v2"}, dpFlag("--hami-core-install-glob"), "lib/libvgpu.so.v2"},
+		{[]string{"mode=dra", "hamiCore.libraryPath=lib/libvgpu.so.v2"}, draFlag("--hami-core-install-glob"), "lib/libvgpu.so.v2"},
+		{[]string{"hamiCore.hostDir=/opt/vgpu"}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
+			c := container(t, spec, "device-plugin")
+			return words(flags(c)["--hami-core-host-dir"], flags(c)["--hami-core-cache-dir"], hostPaths(spec)["hami-core"], mounts(c)["/opt/vgpu"], readOnly(c, "hami-core"))
+		}, "/opt/vgpu /opt/vgpu/containers /opt/vgpu hami-core false"},
+		{[]string{"mode=dra", "hamiCore.hostDir=/opt/vgpu"}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, draDS).Spec.Template.Spec
+			c := container(t, spec, "dra-driver")
+			return words(flags(c)["--hami-core-host-dir"], flags(c)["--hami-core-cache-dir"], hostPaths(spec)["hami-core"], mounts(c)["/opt/vgpu"], readOnly(c, "hami-core"))
+		}, "/opt/vgpu /opt/vgpu/containers /opt/vgpu hami-core false"},
 
 		// Scheduler.
 		{[]string{"scheduler.enabled=false"}, func(t testing.TB, r rendered) string {

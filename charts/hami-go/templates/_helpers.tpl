@@ -187,6 +187,27 @@ seccompProfile:
 {{- fail (printf "webhook.url must start with https://, got %q" .Values.webhook.url) -}}
 {{- end -}}
 {{- end -}}
+{{- if include "hami-go.hamiCore.install" . -}}
+{{- $hc := .Values.hamiCore -}}
+{{- if not $hc.image.repository -}}
+{{- fail "hamiCore.image.repository is empty: set it, or hamiCore.install=false to bring your own library" -}}
+{{- end -}}
+{{- if and (not ($hc.image.tag | toString)) (not $hc.image.digest) -}}
+{{- fail "hamiCore.image needs a tag or a digest" -}}
+{{- end -}}
+{{- if and $hc.image.digest (not (regexMatch "^sha256:[0-9a-f]{64}$" $hc.image.digest)) -}}
+{{- fail (printf "hamiCore.image.digest must be \"sha256:<64 lowercase hex digits>\", got %q" (toString $hc.image.digest)) -}}
+{{- end -}}
+{{- if not (has $hc.image.pullPolicy (list "Always" "IfNotPresent" "Never")) -}}
+{{- fail (printf "hamiCore.image.pullPolicy must be \"Always\", \"IfNotPresent\" or \"Never\", got %q" (toString $hc.image.pullPolicy)) -}}
+{{- end -}}
+{{- if or (not $hc.libraryPath) (hasPrefix "/" (toString $hc.libraryPath)) -}}
+{{- fail (printf "hamiCore.libraryPath must be a pattern relative to the image's root, got %q" (toString $hc.libraryPath)) -}}
+{{- end -}}
+{{- if not (hasPrefix "/" (toString $hc.hostDir)) -}}
+{{- fail (printf "hamiCore.hostDir must be an absolute host path, got %q" (toString $hc.hostDir)) -}}
+{{- end -}}
+{{- end -}}
 {{- if lt (int .Values.scheduler.replicas) 1 -}}
 {{- fail (printf "scheduler.replicas must be >= 1, got %v" .Values.scheduler.replicas) -}}
 {{- end -}}
@@ -223,4 +244,80 @@ and no extender runs, whatever scheduler.enabled says.
 */}}
 {{- define "hami-go.schedulerEnabled" -}}
 {{- if and .Values.scheduler.enabled (eq .Values.mode "deviceplugin") }}true{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.install: "true" when the node agents install HAMi-core from hamiCore.image:
+hamiCore.install, with real GPUs (backend nvml; the fake backend's clusters have no such image)
+and hami-core enforcement (the only mode that preloads it).
+*/}}
+{{- define "hami-go.hamiCore.install" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and .Values.hamiCore.install (eq $dp.backend "nvml") (eq $dp.enforcement "hami-core") }}true{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.imageRef: hamiCore.image as <repository>[:<tag>][@<digest>].
+*/}}
+{{- define "hami-go.hamiCore.imageRef" -}}
+{{- $img := .Values.hamiCore.image -}}
+{{- $img.repository -}}
+{{- with ($img.tag | toString) }}:{{ . }}{{ end -}}
+{{- with $img.digest }}@{{ . }}{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.args: the node agents' HAMi-core flags. Installing: the image volume's mount
+path, the library's pattern in it, the host directory and the containers' cache directories.
+Otherwise today's --hami-core-library.
+*/}}
+{{- define "hami-go.hamiCore.args" -}}
+{{- if include "hami-go.hamiCore.install" . -}}
+- --hami-core-install-from=/hami-core-image
+- --hami-core-install-glob={{ .Values.hamiCore.libraryPath }}
+- --hami-core-host-dir={{ .Values.hamiCore.hostDir }}
+- --hami-core-cache-dir={{ .Values.hamiCore.hostDir }}/containers
+{{- else -}}
+- --hami-core-library={{ .Values.devicePlugin.hamiCoreLibrary }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.volumeMounts and .volumes: the node agent's HAMi-core mounts (backend nvml,
+enforcement hami-core). Installing: the image read-only at /hami-core-image and hostDir
+read-write (the agent writes the library and creates the cache directories); otherwise the
+bring-your-own library's directory read-only.
+*/}}
+{{- define "hami-go.hamiCore.volumeMounts" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if include "hami-go.hamiCore.install" . -}}
+- name: hami-core
+  mountPath: {{ .Values.hamiCore.hostDir }}
+- name: hami-core-image
+  mountPath: /hami-core-image
+  readOnly: true
+{{- else if and (eq $dp.backend "nvml") (eq $dp.enforcement "hami-core") -}}
+- name: hami-core
+  mountPath: {{ dir $dp.hamiCoreLibrary }}
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.hamiCore.volumes" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if include "hami-go.hamiCore.install" . -}}
+- name: hami-core
+  hostPath:
+    path: {{ .Values.hamiCore.hostDir }}
+    type: DirectoryOrCreate
+- name: hami-core-image
+  image:
+    reference: {{ include "hami-go.hamiCore.imageRef" . }}
+    pullPolicy: {{ .Values.hamiCore.image.pullPolicy }}
+{{- else if and (eq $dp.backend "nvml") (eq $dp.enforcement "hami-core") -}}
+- name: hami-core
+  hostPath:
+    path: {{ dir $dp.hamiCoreLibrary }}
+    type: DirectoryOrCreate
+{{- end -}}
 {{- end -}}
