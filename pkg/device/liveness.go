@@ -36,6 +36,8 @@ const (
 	UnusableNoHeartbeat
 	// UnusableStale: the Lease was last renewed longer ago than the stale limit.
 	UnusableStale
+	// UnusableUnenforced: the node's enforcement is missing (Inventory.Unenforced).
+	UnusableUnenforced
 )
 
 // NodeInventory reads a node's inventory annotation (AnnoInventory): raw is its value and
@@ -91,13 +93,17 @@ type NodeLiveness struct {
 	HasLease bool
 	// Heartbeat is the Lease's LeaseHeartbeat (read only when HasLease).
 	Heartbeat time.Time
+	// Unenforced is the inventory's Inventory.Unenforced reason: "" when its enforcement is
+	// present (or the agent predates the field).
+	Unenforced string
 }
 
 // NodeUsability is the node-usability rule: whether node n can take GPU pods at now, and
 // otherwise why, in this order: no or malformed inventory (n.InventoryReason), no Lease in
 // leaseNamespace ("no heartbeat from device plugin (Lease <ns>/hami-go-<node> not found)"), or a
 // heartbeat older than staleAfter ("inventory stale since <RFC 3339 UTC> (device plugin Lease
-// not renewed for <staleAfter>)"). The reason is "" exactly when the verdict is Usable.
+// not renewed for <staleAfter>)"), or the node's enforcement missing (n.Unenforced: "enforcement
+// <mode> missing on the node: <what>"). The reason is "" exactly when the verdict is Usable.
 func NodeUsability(n NodeLiveness, leaseNamespace string, staleAfter time.Duration, now time.Time) (Usability, string) {
 	if !n.HasInventory {
 		if strings.HasPrefix(n.InventoryReason, ReasonMalformedInventory) {
@@ -110,6 +116,9 @@ func NodeUsability(n NodeLiveness, leaseNamespace string, staleAfter time.Durati
 	}
 	if now.Sub(n.Heartbeat) > staleAfter {
 		return UnusableStale, "inventory stale since " + n.Heartbeat.UTC().Format(time.RFC3339) + " (device plugin Lease not renewed for " + staleAfter.String() + ")"
+	}
+	if n.Unenforced != "" {
+		return UnusableUnenforced, n.Unenforced
 	}
 	return Usable, ""
 }

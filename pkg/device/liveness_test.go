@@ -87,6 +87,12 @@ func TestNodeUsability(t *testing.T) {
 		{"malformed, and no Lease (the inventory is checked first)", func(n *NodeLiveness) {
 			n.HasInventory, n.InventoryReason, n.HasLease = false, ReasonMalformedInventory+"inventory.node is empty", false
 		}, UnusableMalformed, "malformed inventory from device plugin: inventory.node is empty"},
+		{"enforcement missing (case C42)", func(n *NodeLiveness) {
+			n.Unenforced = "enforcement hami-core missing on the node: HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host"
+		}, UnusableUnenforced, "enforcement hami-core missing on the node: HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host"},
+		{"enforcement missing and stale (stale first)", func(n *NodeLiveness) {
+			n.Unenforced, n.Heartbeat = "enforcement mps missing on the node: x", now.Add(-2*time.Minute)
+		}, UnusableStale, "inventory stale since 2026-12-01T04:58:00Z (device plugin Lease not renewed for 1m0s)"},
 		{"no inventory and stale", func(n *NodeLiveness) {
 			n.HasInventory, n.InventoryReason, n.Heartbeat = false, ReasonNoInventory, now.Add(-time.Hour)
 		}, UnusableNoInventory, "no inventory from device plugin"},

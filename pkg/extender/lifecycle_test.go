@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +280,27 @@ func TestStaleAndMissingLease(t *testing.T) {
 	}
 	if r := res.FailedAndUnresolvableNodes["node-2"]; r != "no heartbeat from device plugin (Lease kube-node-lease/hami-go-node-2 not found)" {
 		t.Fatalf("missing lease reason %q", r)
+	}
+}
+
+// case C42: a node whose agent publishes its enforcement missing takes no GPU pod, with the
+// agent's reason; one whose enforcement is ready, or an agent older than the field, does.
+func TestC42FilterRefusesUnenforcedNode(t *testing.T) {
+	missing := testInventory("node-1", 1, 24576, 10)
+	missing.Enforcement = &device.Enforcement{Mode: device.EnforcementHAMiCore, Reason: "HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host"}
+	ready := testInventory("node-2", 1, 24576, 10)
+	ready.Enforcement = &device.Enforcement{Mode: device.EnforcementHAMiCore, Ready: true}
+	old := testInventory("node-3", 1, 24576, 10)
+	objs := []runtime.Object{testNode(t, missing), testLease("node-1", t0), testNode(t, ready), testLease("node-2", t0), testNode(t, old), testLease("node-3", t0)}
+	e := newEnv(t, nil, objs...)
+	e.waitNodes("node-1", "node-2", "node-3")
+	p := podtest.Pending("default", "p", podtest.GPU("main", 1, "1000", 0))
+	res := e.ext.sched.Filter(p, []string{"node-1", "node-2", "node-3"})
+	if r := res.FailedAndUnresolvableNodes["node-1"]; r != "enforcement hami-core missing on the node: HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host" {
+		t.Fatalf("node-1 (enforcement missing): reason %q", r)
+	}
+	if res.NodeNames == nil || !slices.Equal(*res.NodeNames, []string{"node-2", "node-3"}) {
+		t.Fatalf("nodes that fit %v, want node-2 and node-3", res.NodeNames)
 	}
 }
 

@@ -85,10 +85,12 @@ func (c *Cache) OnLeaseDelete(obj any) {
 }
 
 // unusableLocked returns why a node cannot take GPU pods at all now (device.NodeUsability: no
-// inventory, malformed, no heartbeat, stale), or "". Caller holds ns.mu.
+// inventory, malformed, no heartbeat, stale, enforcement missing), or "". Caller holds ns.mu.
 func (c *Cache) unusableLocked(ns *nodeState, now time.Time) string {
-	_, why := device.NodeUsability(device.NodeLiveness{
-		Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime,
-	}, c.cfg.LeaseNamespace, c.cfg.StaleAfter, now)
+	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime}
+	if ns.inv != nil {
+		n.Unenforced = ns.inv.Unenforced()
+	}
+	_, why := device.NodeUsability(n, c.cfg.LeaseNamespace, c.cfg.StaleAfter, now)
 	return why
 }

@@ -174,6 +174,8 @@ func statusOf(u device.Usability) NodeStatus {
 		return StatusNoHeartbeat
 	case device.UnusableStale:
 		return StatusStale
+	case device.UnusableUnenforced:
+		return StatusUnenforced
 	}
 	return StatusReady
 }
@@ -181,9 +183,11 @@ func statusOf(u device.Usability) NodeStatus {
 // unusable returns why the extender places no GPU pod on the node now, or StatusReady and ""
 // (device.NodeUsability, the rule the extender's Filter calls).
 func (ns *nodeState) unusable() (NodeStatus, string) {
-	u, why := device.NodeUsability(device.NodeLiveness{
-		Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.lease,
-	}, ns.cfg.LeaseNamespace, ns.cfg.StaleAfter, ns.now)
+	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.lease}
+	if ns.inv != nil {
+		n.Unenforced = ns.inv.Unenforced()
+	}
+	u, why := device.NodeUsability(n, ns.cfg.LeaseNamespace, ns.cfg.StaleAfter, ns.now)
 	return statusOf(u), why
 }
 
@@ -198,7 +202,7 @@ func (ns *nodeState) row() Node {
 	if ns.inv == nil {
 		return n
 	}
-	n.SplitCount, n.MemoryScaling = ns.inv.SplitCount, ns.inv.MemoryScaling
+	n.SplitCount, n.MemoryScaling, n.Enforcement = ns.inv.SplitCount, ns.inv.MemoryScaling, ns.inv.Enforcement
 	for i := range ns.inv.GPUs {
 		g := &ns.inv.GPUs[i]
 		u := ns.used[g.UUID]

@@ -4,10 +4,12 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 )
 
 // APIVersion and Kinds of the `-o json|yaml` documents. The schema is stable within an
@@ -39,6 +41,9 @@ const (
 	StatusStale NodeStatus = "Stale"
 	// StatusNoHeartbeat: inventory but no Lease hami-go-<node>.
 	StatusNoHeartbeat NodeStatus = "NoHeartbeat"
+	// StatusUnenforced: the node's enforcement (HAMi-core's library, the MPS daemon) is
+	// missing; the extender places no pod there (Problem says what is missing).
+	StatusUnenforced NodeStatus = "Unenforced"
 	// StatusNoInventory: no inventory annotation (no device plugin, or not yet).
 	StatusNoInventory NodeStatus = "NoInventory"
 	// StatusMalformed: the inventory annotation does not decode (Problem says why).
@@ -80,6 +85,9 @@ type Node struct {
 	// over-commit factor (inventory fields; 0 without an inventory).
 	SplitCount    int     `json:"splitCount,omitempty"`
 	MemoryScaling float64 `json:"memoryScaling,omitempty"`
+	// Enforcement is the node's slice enforcement as its agent published it (mode, ready, the
+	// library's version and sha256, the fail-open window); absent from agents that predate it.
+	Enforcement *device.Enforcement `json:"enforcement,omitempty"`
 	// GPUs in inventory (NVML index) order.
 	GPUs []GPU `json:"gpus"`
 	// Errors are what could not be read on this node: a pod's malformed allocation annotation,

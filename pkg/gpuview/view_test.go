@@ -230,3 +230,21 @@ func TestBuildPodOnUnknownNode(t *testing.T) {
 		t.Errorf("header %s %s %v", v.APIVersion, v.Kind, v.Time)
 	}
 }
+
+// case C42: a node whose agent publishes its enforcement missing shows as Unenforced with the
+// agent's reason (the extender's Filter refuses it with the same words), its GPUs still listed;
+// the node's enforcement (mode, library version, sha256) is in the view as published.
+func TestViewEnforcement(t *testing.T) {
+	missing := inventory("gone", 1, 10000, 4)
+	missing.Enforcement = &device.Enforcement{Mode: device.EnforcementHAMiCore, Reason: "HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host"}
+	ready := inventory("ok", 1, 10000, 4)
+	ready.Enforcement = &device.Enforcement{Mode: device.EnforcementHAMiCore, Ready: true, Library: "/usr/local/vgpu/libvgpu.so.v2.10.0", Version: "v2.10.0", SHA256: strings.Repeat("a", 64)}
+	objs := Objects{Nodes: []corev1.Node{nodeObj(t, missing), nodeObj(t, ready)}, Leases: leases(lease("gone", t0), lease("ok", t0))}
+	v := Build(objs, DefaultConfig(), t0)
+	if n := nodeOf(t, &v, "gone"); n.Status != StatusUnenforced || n.Problem != "enforcement hami-core missing on the node: HAMi-core library /usr/local/vgpu/libvgpu.so not found on the host" || len(n.GPUs) != 1 {
+		t.Errorf("gone: status %s, problem %q, %d GPUs; want Unenforced with the agent's reason and its GPU", n.Status, n.Problem, len(n.GPUs))
+	}
+	if n := nodeOf(t, &v, "ok"); n.Status != StatusReady || n.Enforcement == nil || n.Enforcement.Version != "v2.10.0" || n.Enforcement.SHA256 != strings.Repeat("a", 64) {
+		t.Errorf("ok: status %s, enforcement %+v; want Ready with the library's version and sha256", n.Status, n.Enforcement)
+	}
+}
