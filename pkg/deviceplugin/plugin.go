@@ -16,9 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
-	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/ledger"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
@@ -53,6 +51,8 @@ type Plugin struct {
 	health  *gpuhealth.Health
 	ledger  *ledger.Ledger
 	resp    responder
+	// enf is the node's enforcement (Enforcement); Run records the library it installed.
+	enf *nodeagent.Enforcement
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
@@ -65,13 +65,8 @@ type Plugin struct {
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
-	// hamiCore is the HAMi-core library this agent installed at start (zero: none; Run sets it).
-	hamiCore hamicore.Installed
-	// failOpen is the last preflight's fail-open window (SetPreflight), published with the
-	// enforcement.
-	failOpen   preflight.Report
-	registered int // successful registrations, for tests and logs
-	regFailed  int // failed registration attempts, for tests and logs
+	registered int           // successful registrations, for tests and logs
+	regFailed  int           // failed registration attempts, for tests and logs
 }
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
@@ -117,6 +112,8 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 	p.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
 	p.ledger = ledger.New(ledger.Config{Node: cfg.NodeName, Names: cfg.Resources, Dirty: dirty, GPUMemory: p.inventoryMiB})
 	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
+	// Read through p, so that tests may swap the backend's name and the host check.
+	p.enf = nodeagent.NewEnforcement(p.cfg.envConfig, backend, func(path string) bool { return p.opts.FileExists(path) })
 	return p, nil
 }
 
@@ -142,42 +139,26 @@ func (p *Plugin) Inventory() device.Inventory {
 }
 
 // Enforcement returns the node's slice enforcement as a fact, checked now on the host
-// (gpuenv.CheckEnforcement): published in the inventory, exported as a metric, and required by
+// (nodeagent.Enforcement): published in the inventory, exported as a metric, and required by
 // every plan applied at container creation.
-func (p *Plugin) Enforcement() device.Enforcement {
-	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == nodeagent.BackendFake, p.opts.FileExists)
-	if e.Library != "" && e.Library == p.hamiCore.Path {
-		e.Version, e.SHA256 = p.hamiCore.Version, p.hamiCore.SHA256
-	}
-	p.mu.Lock()
-	e.FailOpen, e.FailOpenReason = p.failOpen.FailOpen, p.failOpen.FailOpenReason
-	p.mu.Unlock()
-	return e
-}
+func (p *Plugin) Enforcement() device.Enforcement { return p.enf.State() }
 
 // SetPreflight takes the node's latest preflight report (nodeagent.Preflight): its fail-open
 // window is published with the enforcement; a change republishes the inventory.
 func (p *Plugin) SetPreflight(r preflight.Report) {
-	p.mu.Lock()
-	changed := p.failOpen.FailOpen != r.FailOpen || p.failOpen.FailOpenReason != r.FailOpenReason
-	p.failOpen = r
-	p.mu.Unlock()
-	if changed {
+	if p.enf.SetPreflight(r) {
 		p.notifyHealth()
 	}
 }
 
-// PreflightInput is what the node's preflight checks that only the plugin knows; nri is the
-// NRI plugin (runtime and connection).
+// PreflightInput is what the node's preflight checks that only the plugin knows; g is its NRI
+// plugin (runtime and connection).
 func (p *Plugin) PreflightInput(g *nri.Plugin) preflight.Input {
-	name, version, connected := g.Runtime()
-	e := gpuenv.CheckEnforcement(p.cfg.envConfig(), p.backend.Name() == nodeagent.BackendFake, p.opts.FileExists)
-	in := preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: p.backend.Name(),
-		DeviceListStrategy: p.cfg.DeviceListStrategy, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
+	dir := ""
 	if p.cfg.DeviceListStrategy == StrategyCDI {
-		in.CDISpecDir = p.cfg.CDISpecDir
+		dir = p.cfg.CDISpecDir
 	}
-	return in
+	return p.enf.PreflightInput(g, p.cfg.DeviceListStrategy, dir)
 }
 
 // inventoryMiB returns the memory, MiB, that the published inventory gives the GPU uuid: the

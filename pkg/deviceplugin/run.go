@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
-	p.hamiCore = installed
+	p.enf.SetInstalled(installed)
 	if cfg.DeviceListStrategy == StrategyCDI {
 		if err := WriteCDISpec(cfg.CDISpecDir, p.GPUs()); err != nil {
 			return err

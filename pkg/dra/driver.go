@@ -21,7 +21,6 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
-	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
 	"github.com/hami-go/hami-go/pkg/preflight"
@@ -59,12 +58,10 @@ type Driver struct {
 	prepared map[types.UID]Prepared
 	// unprepared is closed and replaced (under mu) whenever Unprepare removes prepared claims.
 	unprepared chan struct{}
+	// enf is the node's enforcement (Enforcement); Run records the library it installed.
+	enf *nodeagent.Enforcement
 
-	hmu sync.Mutex
-	// hamiCore is the HAMi-core library this agent installed at start (zero: none; Run sets it).
-	hamiCore hamicore.Installed
-	// failOpen is the last preflight's report (SetPreflight), under hmu.
-	failOpen  preflight.Report
+	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
 	lastOrder []string // device names in the order republishLoop last published
@@ -98,6 +95,7 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, opts: opts, backend: backend, changed: make(chan struct{}), reorder: make(chan struct{}, 1), unprepared: make(chan struct{}),
 		ckpt: filepath.Join(cfg.PluginDataDir, CheckpointName)}
+	d.enf = nodeagent.NewEnforcement(d.cfg.envConfig, backend, func(path string) bool { return d.opts.FileExists(path) })
 	d.view = gpuView{pool: cfg.NodeName, byName: map[string]GPUInfo{}, slice: d.sliceConfig()}
 	facts, _ := backend.(device.FactsSource)
 	var uuids []string
@@ -143,34 +141,18 @@ func (d *Driver) sliceConfig() SliceConfig {
 }
 
 // Enforcement returns the node's slice enforcement as a fact, checked now on the host
-// (gpuenv.CheckEnforcement): published on the devices, exported as a metric, and required by
+// (nodeagent.Enforcement): published on the devices, exported as a metric, and required by
 // every claim the driver prepares.
-func (d *Driver) Enforcement() device.Enforcement {
-	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == nodeagent.BackendFake, d.opts.FileExists)
-	if e.Library != "" && e.Library == d.hamiCore.Path {
-		e.Version, e.SHA256 = d.hamiCore.Version, d.hamiCore.SHA256
-	}
-	d.hmu.Lock()
-	e.FailOpen, e.FailOpenReason = d.failOpen.FailOpen, d.failOpen.FailOpenReason
-	d.hmu.Unlock()
-	return e
-}
+func (d *Driver) Enforcement() device.Enforcement { return d.enf.State() }
 
 // SetPreflight takes the node's latest preflight report (nodeagent.Preflight); its fail-open
 // window is exported with the enforcement.
-func (d *Driver) SetPreflight(r preflight.Report) {
-	d.hmu.Lock()
-	d.failOpen = r
-	d.hmu.Unlock()
-}
+func (d *Driver) SetPreflight(r preflight.Report) { d.enf.SetPreflight(r) }
 
 // PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
 // plugin (runtime and connection). The driver names devices through CDI only.
 func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
-	name, version, connected := g.Runtime()
-	e := gpuenv.CheckEnforcement(d.cfg.envConfig(), d.backend.Name() == nodeagent.BackendFake, d.opts.FileExists)
-	return preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: d.backend.Name(),
-		DeviceListStrategy: preflight.StrategyCDI, CDISpecDir: d.cfg.CDIDir, Enforcement: e.Mode, EnforcementPresent: e.Ready, EnforcementDetail: e.Reason}
+	return d.enf.PreflightInput(g, preflight.StrategyCDI, d.cfg.CDIDir)
 }
 
 // Health returns the driver's health state machine.

@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err != nil {
 		return err
 	}
-	d.hamiCore = installed
+	d.enf.SetInstalled(installed)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.fatal = cancel
