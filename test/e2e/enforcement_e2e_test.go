@@ -33,20 +33,7 @@ const (
 func (c *Cluster) burstThroughFault(t *testing.T, what string, fault func()) {
 	inv := c.inventory(t)
 	ns := e2eNamespace(t, c)
-	c.waitNodeQuiet(t, 3*time.Minute)
-	start := time.Now()
-	created := make(chan error, 1)
-	go func() {
-		created <- c.createPodsErr(burstPods(ns, "fault", planBurstPods, gpuLimits{count: 1, memMiB: planBurstMiB}))
-	}()
-	time.Sleep(planBurstFault)
-	fault()
-	t.Logf("%s %v after the burst began", what, time.Since(start).Round(time.Millisecond))
-	if err := <-created; err != nil {
-		t.Fatal(err)
-	}
-	pods := c.waitAllRunning(t, ns, planBurstPods, 6*time.Minute)
-	t.Logf("all %d pods Running %v after the burst began (%s)", planBurstPods, time.Since(start).Round(time.Millisecond), what)
+	pods := c.burstWithFault(t, ns, burstPods(ns, "fault", planBurstPods, gpuLimits{count: 1, memMiB: planBurstMiB}), what, fault)
 	checkNotOvercommitted(t, inv, c.nodeUsage(t))
 	waited := 0
 	for i := range pods {
@@ -61,6 +48,25 @@ func (c *Cluster) burstThroughFault(t *testing.T, what string, fault func()) {
 		}
 	}
 	t.Logf("%d of %d pods had a container creation refused until the plan could be applied", waited, planBurstPods)
+}
+
+// burstWithFault waits for the node to be quiet, creates pods (all in ns) at once, calls fault
+// planBurstFault later, waits until every pod runs and returns them, logging the times.
+func (c *Cluster) burstWithFault(t *testing.T, ns string, pods []*corev1.Pod, what string, fault func()) []corev1.Pod {
+	t.Helper()
+	c.waitNodeQuiet(t, 3*time.Minute)
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() { created <- c.createPodsErr(pods) }()
+	time.Sleep(planBurstFault)
+	fault()
+	t.Logf("%s %v after the burst began", what, time.Since(start).Round(time.Millisecond))
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	running := c.waitAllRunning(t, ns, len(pods), 6*time.Minute)
+	t.Logf("all %d pods Running %v after the burst began (%s)", len(pods), time.Since(start).Round(time.Millisecond), what)
+	return running
 }
 
 // podWasRefusedAtCreation says whether p has a Failed Event from the kubelet (a container
@@ -121,18 +127,7 @@ func (c *Cluster) draBurstThroughFault(t *testing.T, what string, fault func()) 
 	for i := range pods {
 		pods[i] = claimPod(ns, fmt.Sprintf("fault-%02d", i), "slice", true)
 	}
-	c.waitNodeQuiet(t, 3*time.Minute)
-	start := time.Now()
-	created := make(chan error, 1)
-	go func() { created <- c.createPodsErr(pods) }()
-	time.Sleep(planBurstFault)
-	fault()
-	t.Logf("%s %v after the burst began", what, time.Since(start).Round(time.Millisecond))
-	if err := <-created; err != nil {
-		t.Fatal(err)
-	}
-	running := c.waitAllRunning(t, ns, planBurstPods, 6*time.Minute)
-	t.Logf("all %d claim pods Running %v after the burst began (%s)", planBurstPods, time.Since(start).Round(time.Millisecond), what)
+	running := c.burstWithFault(t, ns, pods, what, fault)
 	perGPU := map[string]int{}
 	for i := range running {
 		p := &running[i]
