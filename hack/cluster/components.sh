@@ -366,7 +366,7 @@ install_chart() {
     die "charts/hami-go/values-local.yaml does not exist (set HAMI_GO_SKIP_CHART=1 to bring the cluster up without the chart)"
   log "installing charts/hami-go in mode $MODE (log: $LOGS/helm.log)"
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
-    --set mode="$MODE" \
+    --set mode="$MODE" --set hamiCore.hostDir="$STATE/vgpu" \
     -n hami-go-system --create-namespace --wait --timeout 5m \
     --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
   restart_if_images_changed

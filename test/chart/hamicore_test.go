@@ -48,7 +48,7 @@ func TestHAMiCoreInstall(t *testing.T) {
 				if iv != nil {
 					t.Errorf("image volume %+v rendered", iv)
 				}
-				for _, k := range hamiCoreInstallFlags {
+				for _, k := range hamiCoreInstallFlags[:3] {
 					if _, ok := f[k]; ok {
 						t.Errorf("flag %s rendered", k)
 					}
@@ -58,6 +58,15 @@ func TestHAMiCoreInstall(t *testing.T) {
 				}
 				if f["--hami-core-library"] != "/usr/local/vgpu/libvgpu.so" {
 					t.Errorf("--hami-core-library = %q, want today's /usr/local/vgpu/libvgpu.so", f["--hami-core-library"])
+				}
+				// With hami-core enforcement on any backend, the containers' cache directories
+				// (a readOnlyRootFilesystem container cannot create HAMi-core's cache file).
+				wantCache := ""
+				if f["--enforcement"] == "hami-core" {
+					wantCache = "/usr/local/vgpu/containers"
+				}
+				if got := words(f["--hami-core-cache-dir"], hostPaths(spec)["hami-core-cache"], mounts(c)[wantCache], readOnly(c, "hami-core-cache")); wantCache != "" && got != "/usr/local/vgpu/containers /usr/local/vgpu/containers hami-core-cache false" || wantCache == "" && f["--hami-core-cache-dir"] != "" {
+					t.Errorf("cache directories: %s; want %q as flag, read-write hostPath and mount", got, wantCache)
 				}
 				return
 			}

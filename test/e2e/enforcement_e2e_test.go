@@ -189,3 +189,46 @@ func TestNoPlanlessContainerDRAContainerdRestartMidBurst(t *testing.T) {
 		c.waitNodeReady(t, 2*time.Minute)
 	})
 }
+
+// readOnlyRootPod is a GPU pod of 1000 MiB whose container has a read-only root filesystem and
+// creates HAMi-core's shared cache file where CUDA_DEVICE_MEMORY_SHARED_CACHE says, as
+// HAMi-core does in every CUDA process (it exits when it cannot), then runs envdump.
+func readOnlyRootPod(ns, name string) *corev1.Pod {
+	p := gpuPod(ns, name, gpuLimits{count: 1, memMiB: 1000})
+	ro := true
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: &ro}
+	p.Spec.Containers[0].Command = []string{"/bin/bash", "-c",
+		`: > "$CUDA_DEVICE_MEMORY_SHARED_CACHE" && echo "cache created: $CUDA_DEVICE_MEMORY_SHARED_CACHE" || echo "cache not created"; exec envdump`}
+	return p
+}
+
+// checkReadOnlyRoot runs readOnlyRootPod and checks that its cache file was created in the
+// container's own cache directory (issue 29: a readOnlyRootFilesystem GPU pod runs).
+func (c *Cluster) checkReadOnlyRoot(t *testing.T, ns string) {
+	c.CreatePod(t, readOnlyRootPod(ns, "ro"))
+	c.WaitForRunning(t, ns, "ro", 2*time.Minute)
+	log := c.WaitForLog(t, ns, "ro", "main", "envdump: done", time.Minute)
+	env := c.containerEnv(t, ns, "ro", "main")
+	cache := env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]
+	if !strings.HasPrefix(cache, "/usr/local/vgpu/cache/") || !strings.Contains(log, "cache created: "+cache) {
+		t.Fatalf("CUDA_DEVICE_MEMORY_SHARED_CACHE=%q; log:\n%s\nwant the file created in /usr/local/vgpu/cache/", cache, log)
+	}
+	t.Logf("readOnlyRootFilesystem GPU container created its cache file %s", cache)
+}
+
+// TestReadOnlyRootFilesystemGPUPod (issue 29, device-plugin mode): the NRI plugin mounts the
+// container's own writable cache directory with its plan, so a readOnlyRootFilesystem GPU
+// container can create HAMi-core's cache file.
+func TestReadOnlyRootFilesystemGPUPod(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t)
+	c.checkReadOnlyRoot(t, e2eNamespace(t, c))
+}
+
+// TestDRAReadOnlyRootFilesystemGPUPod (issue 29, DRA mode): the claim's CDI spec mounts its
+// writable cache directory, created at prepare.
+func TestDRAReadOnlyRootFilesystemGPUPod(t *testing.T) {
+	c := draCluster(t)
+	c.checkReadOnlyRoot(t, draNamespace(t, c))
+}

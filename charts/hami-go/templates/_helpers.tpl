@@ -267,18 +267,30 @@ hami-go.hamiCore.imageRef: hamiCore.image as <repository>[:<tag>][@<digest>].
 {{- end -}}
 
 {{/*
+hami-go.hamiCore.cacheDir: the host directory of the GPU containers' own HAMi-core cache
+directories (<hamiCore.hostDir>/containers), with hami-core enforcement on any backend: HAMi-core
+exits in every CUDA process that cannot create its cache file, and a readOnlyRootFilesystem
+container cannot create it in its root filesystem.
+*/}}
+{{- define "hami-go.hamiCore.cacheDir" -}}
+{{- if eq .Values.devicePlugin.enforcement "hami-core" }}{{ .Values.hamiCore.hostDir }}/containers{{ end -}}
+{{- end -}}
+
+{{/*
 hami-go.hamiCore.args: the node agents' HAMi-core flags. Installing: the image volume's mount
-path, the library's pattern in it, the host directory and the containers' cache directories.
-Otherwise today's --hami-core-library.
+path, the library's pattern in it and the host directory; otherwise today's
+--hami-core-library. With hami-core enforcement, the containers' cache directories.
 */}}
 {{- define "hami-go.hamiCore.args" -}}
 {{- if include "hami-go.hamiCore.install" . -}}
 - --hami-core-install-from=/hami-core-image
 - --hami-core-install-glob={{ .Values.hamiCore.libraryPath }}
 - --hami-core-host-dir={{ .Values.hamiCore.hostDir }}
-- --hami-core-cache-dir={{ .Values.hamiCore.hostDir }}/containers
 {{- else -}}
 - --hami-core-library={{ .Values.devicePlugin.hamiCoreLibrary }}
+{{- end }}
+{{- with include "hami-go.hamiCore.cacheDir" . }}
+- --hami-core-cache-dir={{ . }}
 {{- end -}}
 {{- end -}}
 
@@ -300,6 +312,10 @@ bring-your-own library's directory read-only.
 - name: hami-core
   mountPath: {{ dir $dp.hamiCoreLibrary }}
   readOnly: true
+{{- end }}
+{{- if and (not (include "hami-go.hamiCore.install" .)) (include "hami-go.hamiCore.cacheDir" .) }}
+- name: hami-core-cache
+  mountPath: {{ include "hami-go.hamiCore.cacheDir" . }}
 {{- end -}}
 {{- end -}}
 
@@ -318,6 +334,12 @@ bring-your-own library's directory read-only.
 - name: hami-core
   hostPath:
     path: {{ dir $dp.hamiCoreLibrary }}
+    type: DirectoryOrCreate
+{{- end }}
+{{- if and (not (include "hami-go.hamiCore.install" .)) (include "hami-go.hamiCore.cacheDir" .) }}
+- name: hami-core-cache
+  hostPath:
+    path: {{ include "hami-go.hamiCore.cacheDir" . }}
     type: DirectoryOrCreate
 {{- end -}}
 {{- end -}}
