@@ -140,14 +140,11 @@ func TestAlertRules(t *testing.T) {
 	bin := promtool(t)
 	defined := definedMetrics(t)
 	metricRE := regexp.MustCompile(`\bhami_go_[a-z0-9_]+`)
-	var base map[string]string // the default install's alert expressions
+	base := alertRules(t, ruleGroups(t, sets(t, alertVariants[0].set...))) // the default install's
 	for _, v := range alertVariants {
 		t.Run(v.name, func(t *testing.T) {
 			rules := ruleGroups(t, sets(t, v.set...))
 			alerts := alertRules(t, rules)
-			if base == nil {
-				base = alerts
-			}
 			for name, expr := range alerts {
 				for _, m := range metricRE.FindAllString(expr, -1) {
 					if !defined[m] {
@@ -195,14 +192,14 @@ func TestAlertRules(t *testing.T) {
 				}
 				args = append(args, dst)
 			}
-			run(t, bin, "check", "rules", filepath.Join(dir, rulesFile))
-			run(t, bin, args...)
+			runPromtool(t, bin, "check", "rules", filepath.Join(dir, rulesFile))
+			runPromtool(t, bin, args...)
 		})
 	}
 }
 
-// run runs promtool with args and fails the test with its output when it fails.
-func run(t *testing.T, bin string, args ...string) {
+// runPromtool runs promtool with args and fails the test with its output when it fails.
+func runPromtool(t *testing.T, bin string, args ...string) {
 	t.Helper()
 	var out bytes.Buffer
 	cmd := exec.Command(bin, args...)
