@@ -25,9 +25,12 @@ test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), en
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
 TOOL_MODULES := test/chart hack/images hack/bench
 
+# The chart's alert rule tests (test/chart) run promtool, which build-tools.sh builds into the
+# tool cache (minutes the first time, cached after) and which they find through HAMI_GO_PROMTOOL.
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
 	$(GO) test -race -count=1 ./...
-	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
+	set -eo pipefail; promtool=$$(hack/cluster/build-tools.sh promtool | tail -n1)/promtool; \
+	for m in $(TOOL_MODULES); do (cd $$m && HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 -timeout 30m ./...); done
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
 # set: only that one). In each mode the other mode's tests skip, saying so.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/extender"
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
 func main() {
@@ -62,8 +62,7 @@ func run(ctx context.Context, o options) error {
 	defer bc.Shutdown()
 	recorder := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-scheduler-extender"})
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := hmetrics.NewRegistry() // the Go and process collectors; the extender adds its own
 	ext, err := extender.New(o.Extender, client, recorder, clock.RealClock{}, reg)
 	if err != nil {
 		return err

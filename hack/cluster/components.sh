@@ -29,8 +29,8 @@ install_packages() {
     die "apt-get install ${missing[*]} failed (see $LOGS/apt.log)"
 }
 
-# build_tools: the Kubernetes binaries, etcd, helm, kubectl, the KubeRay operator and containerd
-# (cached).
+# build_tools: the Kubernetes binaries, etcd, helm, kubectl, the KubeRay operator, containerd,
+# Prometheus and promtool (cached).
 build_tools() {
   log "building or reusing the cached tools (20-40 minutes the first time; go's output: $LOGS/build-tools.log)"
   # build-tools.sh's stderr goes to the log; its ">> " progress lines to the terminal as well.

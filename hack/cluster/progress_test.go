@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var tools = []string{"kube-apiserver", "kube-scheduler", "kubelet", "kube-controller-manager", "kubectl", "etcd", "helm", "kuberay-operator", "containerd", "ctr", "containerd-shim-runc-v2"}
+var tools = []string{"kube-apiserver", "kube-scheduler", "kubelet", "kube-controller-manager", "kubectl", "etcd", "helm", "kuberay-operator", "containerd", "ctr", "containerd-shim-runc-v2", "prometheus", "promtool"}
 
 // script runs bash with args in its own process group, with the fake go first on PATH, the tool
 // cache in cache and a heartbeat every second; it returns stdout, stderr and the exit status. It
@@ -82,7 +82,7 @@ func groupMembers(pgid int) []string {
 	return out
 }
 
-// A cold build prints, per tool, "[i/11] <tool>: building ..." and "[i/11] <tool>: built in Ns", a
+// A cold build prints, per tool, "[i/13] <tool>: building ..." and "[i/13] <tool>: built in Ns", a
 // heartbeat while a slow one builds, and the bin directory on stdout; a warm run says "cached"
 // for each (issue 18: 31 silent minutes).
 func TestBuildToolsProgress(t *testing.T) {
@@ -96,15 +96,15 @@ func TestBuildToolsProgress(t *testing.T) {
 	}
 	for i, tool := range tools {
 		for _, re := range []string{
-			fmt.Sprintf(`(?m)^>> \[%d/11\] %s: building \S+ \(minutes on a cold cache\)$`, i+1, tool),
-			fmt.Sprintf(`(?m)^>> \[%d/11\] %s: built in \d+s$`, i+1, tool),
+			fmt.Sprintf(`(?m)^>> \[%d/13\] %s: building \S+ \(minutes on a cold cache\)$`, i+1, tool),
+			fmt.Sprintf(`(?m)^>> \[%d/13\] %s: built in \d+s$`, i+1, tool),
 		} {
 			if !regexp.MustCompile(re).MatchString(stderr) {
 				t.Errorf("stderr lacks %s:\n%s", re, stderr)
 			}
 		}
 	}
-	if !regexp.MustCompile(`(?m)^>> \[3/11\] kubelet: still running \(\d+s\)$`).MatchString(stderr) {
+	if !regexp.MustCompile(`(?m)^>> \[3/13\] kubelet: still running \(\d+s\)$`).MatchString(stderr) {
 		t.Errorf("no heartbeat while kubelet built:\n%s", stderr)
 	}
 	if strings.Contains(stderr, "kube-apiserver: still running") {
@@ -116,7 +116,7 @@ func TestBuildToolsProgress(t *testing.T) {
 		t.Fatalf("warm run: exit %d\n%s", code, stderr)
 	}
 	for i, tool := range tools {
-		if !strings.Contains(stderr, fmt.Sprintf(">> [%d/11] %s: cached (", i+1, tool)) {
+		if !strings.Contains(stderr, fmt.Sprintf(">> [%d/13] %s: cached (", i+1, tool)) {
 			t.Errorf("warm run: %s not cached:\n%s", tool, stderr)
 		}
 	}
@@ -125,10 +125,38 @@ func TestBuildToolsProgress(t *testing.T) {
 	}
 }
 
+// `build-tools.sh promtool` (make test-unit's rule tests) builds that tool alone, counted as
+// [1/1], links it into the bin directory and no other; an unknown name fails.
+func TestBuildToolsSome(t *testing.T) {
+	cache := t.TempDir()
+	stdout, stderr, code := script(t, cache, nil, nil, "build-tools.sh", "promtool")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	bin := filepath.Join(cache, "tools", "bin")
+	if stdout != bin+"\n" {
+		t.Errorf("stdout %q, want %q", stdout, bin+"\n")
+	}
+	if !regexp.MustCompile(`(?m)^>> \[1/1\] promtool: built in \d+s$`).MatchString(stderr) || strings.Count(stderr, ": building ") != 1 {
+		t.Errorf("want promtool alone built as [1/1]:\n%s", stderr)
+	}
+	links, _ := os.ReadDir(bin)
+	if len(links) != 1 || links[0].Name() != "promtool" {
+		t.Errorf("bin holds %v, want promtool alone", links)
+	}
+	if target, err := os.Readlink(filepath.Join(bin, "promtool")); err != nil || !strings.HasPrefix(target, filepath.Join(cache, "tools", "prometheus-v")) {
+		t.Errorf("bin/promtool -> %q (%v), want the versioned build", target, err)
+	}
+	_, stderr, code = script(t, cache, nil, nil, "build-tools.sh", "promtool", "nosuchtool")
+	if code != 2 || !strings.Contains(stderr, "build-tools.sh: unknown tool among: promtool nosuchtool") {
+		t.Errorf("unknown tool: exit %d\n%s", code, stderr)
+	}
+}
+
 // A failed build says which tool failed, exits non-zero and leaves no heartbeat behind.
 func TestBuildToolsFailure(t *testing.T) {
 	_, stderr, code := script(t, t.TempDir(), []string{"FAKE_GO_FAIL=helm.sh/helm/v3/cmd/helm"}, nil, "build-tools.sh")
-	if code == 0 || !regexp.MustCompile(`(?m)^>> \[7/11\] helm: FAILED \(exit 1\) after \d+s$`).MatchString(stderr) {
+	if code == 0 || !regexp.MustCompile(`(?m)^>> \[7/13\] helm: FAILED \(exit 1\) after \d+s$`).MatchString(stderr) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	if strings.Contains(stderr, "kuberay-operator") {
@@ -162,11 +190,11 @@ func TestUpShowsToolProgressAndLogsAll(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, ">> [3/11] kubelet: built in") || strings.Contains(stderr, "go: downloading") {
+	if !strings.Contains(stderr, ">> [3/13] kubelet: built in") || strings.Contains(stderr, "go: downloading") {
 		t.Errorf("terminal: want progress lines only:\n%s", stderr)
 	}
 	log, _ := os.ReadFile(filepath.Join(logs, "build-tools.log"))
-	if !strings.Contains(string(log), ">> [3/11] kubelet: built in") || !strings.Contains(string(log), "go: downloading something for k8s.io/kubernetes/cmd/kubelet") {
+	if !strings.Contains(string(log), ">> [3/13] kubelet: built in") || !strings.Contains(string(log), "go: downloading something for k8s.io/kubernetes/cmd/kubelet") {
 		t.Errorf("build-tools.log lacks progress or go's output:\n%s", log)
 	}
 }

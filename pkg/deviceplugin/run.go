@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -53,12 +54,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 			return err
 		}
 	}
-	reg := metrics.NewRegistry(NewCollector(p, d.PIDResolver))
 	var faults nodeagent.FaultInjector
 	if cfg.FakeFaultInjection {
 		faults = d.Faults
 	}
-	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, nodeagent.Handler(reg, faults))
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, MetricsHandler(p, d.PIDResolver, faults))
 	if err != nil {
 		return err
 	}
@@ -118,4 +118,11 @@ func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
 		case <-changed:
 		}
 	}
+}
+
+// MetricsHandler is what the device plugin serves on --metrics-address: /metrics (p's
+// Collector, with the Go and process collectors), /healthz and, with faults, the fake backend's
+// fault injection (nodeagent.Handler).
+func MetricsHandler(p *Plugin, resolve PIDResolver, faults nodeagent.FaultInjector) http.Handler {
+	return nodeagent.Handler(metrics.NewRegistry(NewCollector(p, resolve)), faults)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -51,7 +52,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	defer cancel(nil)
 	d.fatal = cancel
 	reg := &Registration{}
-	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, withReadyz(nodeagent.Handler(metrics.NewRegistry(NewCollector(d)), deps.Faults), reg))
+	stopMetrics, err := metrics.Serve(cfg.MetricsAddress, MetricsHandler(d, deps.Faults, reg))
 	if err != nil {
 		return err
 	}
@@ -97,4 +98,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return err
 	}
 	return nil
+}
+
+// MetricsHandler is what the DRA driver serves on --metrics-address: /metrics (d's Collector,
+// with the Go and process collectors), /healthz, /readyz (reg) and, with faults, the fake
+// backend's fault injection (nodeagent.Handler).
+func MetricsHandler(d *Driver, faults nodeagent.FaultInjector, reg *Registration) http.Handler {
+	return withReadyz(nodeagent.Handler(metrics.NewRegistry(NewCollector(d)), faults), reg)
 }

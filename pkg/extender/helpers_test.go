@@ -19,6 +19,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
+	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -82,7 +83,7 @@ func newEnvSetup(t testing.TB, cfg *Config, setup func(*fake.Clientset), objs ..
 	if cfg != nil {
 		c = *cfg
 	}
-	e := &env{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), rec: record.NewFakeRecorder(1000), reg: prometheus.NewRegistry()}
+	e := &env{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), rec: record.NewFakeRecorder(1000), reg: hmetrics.NewRegistry()} // as cmd/scheduler-extender: with the Go and process collectors
 	e.client.PrependReactor("create", "pods", e.fakeBindingReactor)
 	if setup != nil {
 		setup(e.client)

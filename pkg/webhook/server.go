@@ -101,6 +101,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 func (s *Server) HealthAddr() string  { return s.health.Addr().String() }
 func (s *Server) MetricsAddr() string { return s.metrics.Addr().String() }
 
+// MetricsHandler serves the webhook's own series and controller-runtime's process-wide ones
+// (its controller_runtime_webhook_* among them); a bad series is left out, not the scrape
+// (pkg/metrics Handler). Start serves it on /metrics of MetricsAddress.
+func (s *Server) MetricsHandler() http.Handler {
+	return hmetrics.Handler(prometheus.Gatherers{s.reg, ctrlmetrics.Registry}, s.reg)
+}
+
 // Start serves until ctx ends or a server fails; it returns the first error (nil after ctx ends).
 func (s *Server) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -125,7 +132,7 @@ func (s *Server) Start(ctx context.Context) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mmux := http.NewServeMux()
-	mmux.Handle("/metrics", hmetrics.Handler(prometheus.Gatherers{s.reg, ctrlmetrics.Registry}, s.reg))
+	mmux.Handle("/metrics", s.MetricsHandler())
 	servers := []*http.Server{
 		{Handler: hmux, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: mmux, ReadHeaderTimeout: 10 * time.Second},

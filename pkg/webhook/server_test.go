@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/hami-go/hami-go/internal/metricstest"
 )
 
 // writeCert writes a self-signed certificate for 127.0.0.1 with the given serial into dir
@@ -180,6 +182,9 @@ func TestServerTLSReloadHealthMetrics(t *testing.T) {
 		!strings.Contains(b, fmt.Sprintf(`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"} %d`, ctrlBefore+1)) {
 		t.Errorf("/metrics %d (controller-runtime count before the review: %d):\n%s", code, ctrlBefore, grep(b, "webhook"))
 	}
+	// After a review it passes promlint (`promtool check metrics`) and is exactly the webhook's
+	// rows of the metric reference in docs/components.md.
+	metricstest.Check(t, "webhook", s.MetricsHandler())
 }
 
 // ctrlWebhookRequests reads controller-runtime's count of answered reviews for /mutate-pods

@@ -24,6 +24,8 @@ func TestHelmLint(t *testing.T) {
 		"values-kind.yaml":  valuesFile(t, "values-kind.yaml"),
 		"values-kind-dra":   chartutil.CoalesceTables(valuesFile(t, "values-kind-dra.yaml"), valuesFile(t, "values-kind.yaml")),
 		"cert-manager":      sets(t, "webhook.certs.mode=certManager", "serviceMonitor.enabled=true"),
+		"monitoring":        sets(t, "serviceMonitor.enabled=true", "prometheusRule.enabled=true"),
+		"monitoring-dra":    sets(t, "mode=dra", "serviceMonitor.enabled=true", "prometheusRule.enabled=true"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := lint.All(chartDir(t), vals, releaseNamespace, false)

@@ -228,6 +228,7 @@ func decodeAll(t testing.TB, files map[string]string) rendered {
 // knownCRD lists the kinds the chart may render that client-go's scheme does not know.
 var knownCRD = map[schema.GroupVersionKind]bool{
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true,
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}: true,
 	{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}:          true,
 	{Group: "cert-manager.io", Version: "v1", Kind: "Issuer"}:               true,
 }
