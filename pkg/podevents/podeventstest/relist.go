@@ -5,6 +5,7 @@ package podeventstest
 
 import (
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,6 @@ import (
 // normally again.
 type WatchGate struct {
 	mu      sync.Mutex
-	deaf    bool
 	open    []*gatedWatch
 	watches int
 }
@@ -44,7 +44,7 @@ func Gate(client *fake.Clientset, resource string) *WatchGate {
 		g.open = append(g.open, w)
 		g.watches++
 		g.mu.Unlock()
-		go w.run(g)
+		go w.run()
 		return true, w, nil
 	})
 	return g
@@ -57,28 +57,26 @@ func (g *WatchGate) Watches() int {
 	return g.watches
 }
 
-// Deafen makes the open watches drop every event from now on.
+// Deafen makes the open watches drop every event from now on, until they end (a watch that is
+// down never delivers what happened while it was down, even an event the tracker queued before
+// Expire; later watches are served normally).
 func (g *WatchGate) Deafen() {
 	g.mu.Lock()
-	g.deaf = true
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	for _, w := range g.open {
+		w.deaf.Store(true)
+	}
 }
 
 // Expire ends every open watch with a 410 Gone ERROR event and serves later watches normally.
 func (g *WatchGate) Expire() {
 	g.mu.Lock()
 	open := g.open
-	g.open, g.deaf = nil, false
+	g.open = nil
 	g.mu.Unlock()
 	for _, w := range open {
 		w.expireOnce.Do(func() { close(w.expire) })
 	}
-}
-
-func (g *WatchGate) isDeaf() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.deaf
 }
 
 // gatedWatch forwards its tracker watch's events unless the gate is deaf, and ends with a 410
@@ -90,9 +88,11 @@ type gatedWatch struct {
 	stopOnce   sync.Once
 	expire     chan struct{}
 	expireOnce sync.Once
+	// deaf drops every event (Deafen), until the watch ends.
+	deaf atomic.Bool
 }
 
-func (w *gatedWatch) run(g *WatchGate) {
+func (w *gatedWatch) run() {
 	defer close(w.out)
 	defer w.inner.Stop()
 	for {
@@ -106,7 +106,7 @@ func (w *gatedWatch) run(g *WatchGate) {
 			if !ok {
 				return
 			}
-			if g.isDeaf() {
+			if w.deaf.Load() {
 				continue // drained all the same: the tracker's watcher panics when full
 			}
 			select {
