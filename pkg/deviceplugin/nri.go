@@ -42,6 +42,7 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 	if err != nil || !planned {
 		return nri.Plan{}, err
 	}
+	defer s.p.planApplied()
 	e := s.p.resp.build(cl)
 	for _, d := range e.Dirs {
 		// World-writable: the container's processes may run as any user. The directory is the

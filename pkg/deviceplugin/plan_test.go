@@ -210,3 +210,42 @@ func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 		t.Errorf("PreStartContainer with a device of another node: %v; want InvalidArgument naming the GPU", err)
 	}
 }
+
+// At shutdown the agent keeps its NRI plugin until every container PreStartContainer let the
+// kubelet create has had its plan applied (a graceful restart must not leave a container to be
+// created without the plugin), or --plan-wait passes.
+func TestDrainWaitsForLetThroughContainers(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.PlanWait = 5 * time.Second
+	p, clk := newTestPlugin(t, cfg, newTestBackend(1, 81920))
+	p.canApplyPlans = func(bool) error { return nil }
+	pod := testPod("d", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+	if n := p.Drain(); n != 0 {
+		t.Fatalf("Drain with nothing let through = %d, want 0 at once", n)
+	}
+	for _, id := range []string{"GPU-A::0", "GPU-A::1"} {
+		if _, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{DevicesIds: []string{id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan int, 1)
+	go func() { done <- p.Drain() }()
+	// The first container is created with its plan; the second never comes (its creation failed).
+	if _, err := testNRIPlugin(t, p).Decide(context.Background(), nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main"},
+		[]string{device.EnvGPUUUIDs + "="}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-done:
+		t.Fatalf("Drain returned %d before --plan-wait with one container still to come", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(cfg.PlanWait)
+	if n := <-done; n != 1 {
+		t.Errorf("Drain after --plan-wait = %d, want 1 container not seen", n)
+	}
+}

@@ -63,6 +63,11 @@ type Plugin struct {
 	// nriChanged returns a channel closed when canApplyPlans may have changed (nil: never).
 	nriChanged func() <-chan struct{}
 
+	// starting counts the containers PreStartContainer let the kubelet create whose plan the NRI
+	// plugin has not applied yet (Drain); started is closed and replaced at each application.
+	starting int
+	started  chan struct{}
+
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
 	registered int           // successful registrations, for tests and logs
@@ -98,7 +103,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 			klog.InfoS("Reserving GPU memory used outside Kubernetes", "uuid", g.UUID, "index", g.Index, "reservedMiB", r, "offeredMiB", g.MemoryMiB)
 		}
 	}
-	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
+	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), started: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
 	var uuids []string
 	for _, g := range gpus {
 		if g.MIGEnabled {
@@ -322,7 +327,45 @@ func (p *Plugin) PreStartContainer(ctx context.Context, r *pluginapi.PreStartCon
 		return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
 	}
 	klog.V(4).InfoS("PreStartContainer: the NRI plugin can apply the plan", "deviceIDs", r.DevicesIds)
+	p.mu.Lock()
+	p.starting++
+	p.mu.Unlock()
 	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// planApplied notes that the NRI plugin applied a container's plan (Drain).
+func (p *Plugin) planApplied() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.starting > 0 {
+		p.starting--
+	}
+	close(p.started)
+	p.started = make(chan struct{})
+}
+
+// Drain waits, after the plugin stopped serving the kubelet (Serve returned: no new
+// PreStartContainer can succeed), until every container PreStartContainer let the kubelet
+// create has had its plan applied by the NRI plugin, or up to cfg.PlanWait (a creation the
+// runtime refused for another reason never comes), and returns how many it did not see. The
+// agent keeps its NRI plugin connected until then: a container the kubelet creates right after
+// PreStartContainer must not find the plugin gone (a graceful restart or rolling update of the
+// agent; after a crash the NRI plugin's Synchronize finds such a container and stops it).
+func (p *Plugin) Drain() int {
+	timeout := p.opts.Clock.After(p.cfg.PlanWait)
+	for {
+		p.mu.Lock()
+		n, started := p.starting, p.started
+		p.mu.Unlock()
+		if n == 0 {
+			return 0
+		}
+		select {
+		case <-started:
+		case <-timeout:
+			return n
+		}
+	}
 }
 
 // plansBlocked says why the NRI plugin cannot apply a pending answer's plan now

@@ -81,11 +81,20 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
 		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}
 	go pf.Run(ctx, p.SetPreflight)
-	go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
+	// The NRI plugin outlives the kubelet-facing server: at shutdown it stays connected until
+	// the containers PreStartContainer let through have been created with their plan (Drain).
+	nriCtx, stopNRI := context.WithCancel(context.WithoutCancel(ctx))
+	nriDone := make(chan struct{})
+	go func() { nri.Run(nriCtx, cfg.NRISocket, g, nri.DefaultRetry); close(nriDone) }()
+	defer func() { stopNRI(); <-nriDone }()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	go p.publishLoop(ctx, d.Client)
-	return p.Serve(ctx)
+	err = p.Serve(ctx)
+	if n := p.Drain(); n > 0 {
+		klog.InfoS("Stopping with containers let through PreStartContainer not yet created", "containers", n, "waited", cfg.PlanWait)
+	}
+	return err
 }
 
 func (p *Plugin) watchXIDs(ctx context.Context) {
