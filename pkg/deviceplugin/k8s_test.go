@@ -239,3 +239,19 @@ func TestCDISpec(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// At shutdown the claims the plugin applied are written before it stops (Flush): the claimed
+// record is where the next agent restores them from.
+func TestPodSyncFlushWritesQueuedClaims(t *testing.T) {
+	b := testPod("b", t0, testNode, ctr{name: "c", mem: 2000, gpus: []string{"GPU-B"}})
+	client := fake.NewClientset(b)
+	p, sync, ctx := startPodSync(t, client)
+	mustCreate(t, p, b, "c", "GPU-A::0")
+	if !sync.Flush(time.After(10 * time.Second)) {
+		t.Fatal("Flush timed out")
+	}
+	got, err := client.CoreV1().Pods("default").Get(ctx, "b", metav1.GetOptions{})
+	if err != nil || !strings.Contains(got.Annotations[device.AnnoClaimed], `"uuid":"GPU-B","memoryMiB":2000`) {
+		t.Fatalf("b's claimed record after Flush: %q, %v; want 2000 MiB of GPU-B written", got.Annotations[device.AnnoClaimed], err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,21 @@ func (s *PodSync) Start(ctx context.Context, l *ledger.Ledger) error {
 	}
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	return nil
+}
+
+// Flush writes every queued claimed record, waiting until timeout fires, and stops the writers:
+// the agent is stopping, and a claim it applied must reach its pod, where the next agent
+// restores it from. It says whether everything was written.
+func (s *PodSync) Flush(timeout <-chan time.Time) bool {
+	done := make(chan struct{})
+	go func() { s.queue.ShutDownWithDrain(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-timeout:
+		s.queue.ShutDown()
+		return false
+	}
 }
 
 // reassert rewrites the pod's AnnoClaimed when an update changed it to anything but what this

@@ -64,7 +64,12 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	defer stopMetrics()
 
-	if err := sync.Start(ctx, p.Ledger()); err != nil {
+	// The claim writer and the NRI plugin outlive the kubelet-facing server: at shutdown the
+	// NRI plugin stays connected until the containers PreStartContainer let through have been
+	// created with their plan (Drain), and the claims applied meanwhile are written (Flush).
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
+	if err := sync.Start(agentCtx, p.Ledger()); err != nil {
 		return err
 	}
 	// case C37: the NRI plugin starts once the ledger has its pods and claims back (informer
@@ -81,12 +86,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
 		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}
 	go pf.Run(ctx, p.SetPreflight)
-	// The NRI plugin outlives the kubelet-facing server: at shutdown it stays connected until
-	// the containers PreStartContainer let through have been created with their plan (Drain).
-	nriCtx, stopNRI := context.WithCancel(context.WithoutCancel(ctx))
 	nriDone := make(chan struct{})
-	go func() { nri.Run(nriCtx, cfg.NRISocket, g, nri.DefaultRetry); close(nriDone) }()
-	defer func() { stopNRI(); <-nriDone }()
+	go func() { nri.Run(agentCtx, cfg.NRISocket, g, nri.DefaultRetry); close(nriDone) }()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	go p.publishLoop(ctx, d.Client)
@@ -94,6 +95,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if n := p.Drain(); n > 0 {
 		klog.InfoS("Stopping with containers let through PreStartContainer not yet created", "containers", n, "waited", cfg.PlanWait)
 	}
+	if !sync.Flush(p.opts.Clock.After(cfg.PlanWait)) {
+		klog.InfoS("Stopping with claimed records not yet written", "waited", cfg.PlanWait)
+	}
+	stopAgent()
+	<-nriDone
 	return err
 }
 
