@@ -115,10 +115,9 @@ type Plugin struct {
 	// the single-marker rule of answerPending relies on.
 	answers atomic.Bool
 	// cdi is set (Configure) when the runtime injects the CDI devices an adjustment names
-	// (containerd >= 2.1, NRI-native CDI injection); runtime is "<name> <version>" for messages.
-	cdi     atomic.Bool
-	runtime atomic.Value
-	// runtimeInfo is [name, version] as Configure reported them (Runtime).
+	// (containerd >= 2.1, NRI-native CDI injection).
+	cdi atomic.Bool
+	// runtimeInfo is [name, version] as Configure reported them (Runtime, messages).
 	runtimeInfo atomic.Value
 	// connected is true while the plugin is registered with the runtime: only then does the
 	// runtime ask it at CreateContainer.
@@ -151,7 +150,8 @@ func (g *Plugin) setConnected(v bool) {
 // the plan names CDI devices (cdi), inject the CDI devices an NRI adjustment names (containerd
 // >= 2.1). The device plugin answers Allocate with a pending answer only when it is nil.
 func (g *Plugin) CanApplyPlans(cdi bool) error {
-	rt, _ := g.runtime.Load().(string)
+	name, version, _ := g.Runtime()
+	rt := strings.TrimSpace(name + " " + version)
 	switch {
 	case !g.connected.Load():
 		return fmt.Errorf("the NRI plugin is not connected to the runtime")
@@ -317,7 +317,6 @@ func (g *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 	containerd2 := runtime == "containerd" && err == nil && n >= 2
 	g.answers.Store(containerd2)
 	g.cdi.Store(containerd2 && (n > 2 || merr == nil && m >= 1))
-	g.runtime.Store(runtime + " " + version)
 	g.runtimeInfo.Store([2]string{runtime, version})
 	klog.V(2).InfoS("NRI runtime", "runtime", runtime, "version", version, "answersFromEnv", g.answers.Load(), "cdiInjection", g.cdi.Load())
 	return 0, nil
