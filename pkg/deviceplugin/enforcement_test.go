@@ -12,7 +12,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
-// Issue 29: on a real backend the enforcement is a fact checked on the host. Without HAMi-core's
+// Case C42 (issue 29): on a real backend the enforcement is a fact checked on the host. Without HAMi-core's
 // library the inventory says so (the extender then places no new GPU pod on the node), and a
 // container of a pod placed before is refused at creation with the reason, claiming nothing;
 // once the library is there, the same container gets its plan. The fake backend simulates it.

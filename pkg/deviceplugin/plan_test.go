@@ -158,7 +158,7 @@ func BenchmarkAllocate(b *testing.B) {
 	reportLatency(b, lat)
 }
 
-// PreStartContainer, which the kubelet calls before each GPU container's creation, waits (at most
+// Case C42: PreStartContainer, which the kubelet calls before each GPU container's creation, waits (at most
 // --plan-wait) for the NRI plugin to be able to apply plans, woken when its connection changes: a
 // plugin the runtime closed reconnects within a second, and the container created meanwhile gets
 // its plan, not a failure. Past the wait it is refused, naming the wait; the kubelet retries.

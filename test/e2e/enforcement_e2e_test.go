@@ -79,7 +79,7 @@ func (c *Cluster) podWasRefusedAtCreation(t testing.TB, p *corev1.Pod) bool {
 	return err == nil && len(l.Items) > 0
 }
 
-// TestNoPlanlessContainerAgentDeletedMidBurst (issue 29, device-plugin mode): the node agent's
+// TestNoPlanlessContainerAgentDeletedMidBurst (case C42, issue 29, device-plugin mode): the node agent's
 // pod is deleted 2 s into a burst of 20 pods of 16000 MiB (what a DaemonSet rolling update or a
 // crash does). Containers whose creation falls while the agent is away are refused by the
 // kubelet (PreStartContainer on a stopped endpoint) and retried once the new agent's NRI plugin
@@ -98,7 +98,7 @@ func TestNoPlanlessContainerAgentDeletedMidBurst(t *testing.T) {
 	})
 }
 
-// TestNoPlanlessContainerContainerdRestartMidBurst (issue 29, device-plugin mode): containerd is
+// TestNoPlanlessContainerContainerdRestartMidBurst (case C42, issue 29, device-plugin mode): containerd is
 // restarted (hack/cluster/restart.sh) 2 s into the same burst; the NRI plugin reconnects within
 // a second of containerd's return and PreStartContainer holds each creation until it has: every
 // pod ends Running with exactly its own plan.
@@ -167,7 +167,7 @@ func (c *Cluster) draGPUMemoryMiB(t testing.TB, uuid string) int64 {
 	return 0
 }
 
-// TestNoPlanlessContainerDRADriverDeletedMidBurst (issue 29, DRA mode): the DRA driver's pod is
+// TestNoPlanlessContainerDRADriverDeletedMidBurst (case C42, issue 29, DRA mode): the DRA driver's pod is
 // deleted 2 s into a burst of 20 claim pods of 16000 MiB; the kubelet waits for the new driver to
 // prepare their claims: every pod ends Running with its own slice.
 func TestNoPlanlessContainerDRADriverDeletedMidBurst(t *testing.T) {
@@ -180,7 +180,7 @@ func TestNoPlanlessContainerDRADriverDeletedMidBurst(t *testing.T) {
 	})
 }
 
-// TestNoPlanlessContainerDRAContainerdRestartMidBurst (issue 29, DRA mode): containerd restarted
+// TestNoPlanlessContainerDRAContainerdRestartMidBurst (case C42, issue 29, DRA mode): containerd restarted
 // 2 s into the same burst: every pod ends Running with its own slice.
 func TestNoPlanlessContainerDRAContainerdRestartMidBurst(t *testing.T) {
 	c := draCluster(t)
