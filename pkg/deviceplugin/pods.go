@@ -101,12 +101,27 @@ func (s *PodSync) Start(ctx context.Context, l *ledger.Ledger) error {
 // the agent is stopping, and a claim it applied must reach its pod, where the next agent
 // restores it from. It says whether everything was written.
 func (s *PodSync) Flush(timeout <-chan time.Time) bool {
-	done := make(chan struct{})
-	go func() { s.queue.ShutDownWithDrain(); close(done) }()
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		// ShutDownWithDrain waits only for the records a writer holds, not for those still
+		// queued (client-go's workqueue), so the queue is first waited empty.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for s.queue.Len() > 0 {
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+		s.queue.ShutDownWithDrain()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return true
 	case <-timeout:
+		close(stop)
 		s.queue.ShutDown()
 		return false
 	}
