@@ -34,8 +34,13 @@ func TestAllocateEnvIsProtected(t *testing.T) {
 			if len(r.Envs) < 4 {
 				t.Fatalf("%s/%s: only %v", mode, strategy, r.Envs)
 			}
+			// NVIDIA_DRIVER_CAPABILITIES is the one name set that a container may widen: the NRI
+			// plugin only adds the capabilities HAMi-core needs to the container's own.
+			if got, want := r.Envs[gpuenv.EnvNVIDIADriverCapabilities], map[bool]string{true: "compute,utility"}[mode == gpuenv.EnforceHAMiCore]; got != want {
+				t.Errorf("%s/%s: %s=%q, want %q", mode, strategy, gpuenv.EnvNVIDIADriverCapabilities, got, want)
+			}
 			for k := range r.Envs {
-				if !device.IsProtectedEnv(k) {
+				if !device.IsProtectedEnv(k) && k != gpuenv.EnvNVIDIADriverCapabilities {
 					t.Errorf("%s/%s: the plugin sets %s, which a container could override", mode, strategy, k)
 				}
 			}

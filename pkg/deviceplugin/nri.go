@@ -54,7 +54,7 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
 		}
 	}
-	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices}
+	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices, DriverCapabilities: e.DriverCapabilities}
 	for _, m := range e.Mounts {
 		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath})
 	}
@@ -72,7 +72,8 @@ func (s nriSource) Granted(_ context.Context, c nri.Container) (nri.Granted, err
 	cl, claimed, planned := s.p.ledger.ContainerClaim(types.UID(c.PodUID), c.Name)
 	switch {
 	case claimed:
-		return nri.Granted{GPU: true, Env: s.p.resp.build(cl).Env}, nil
+		e := s.p.resp.build(cl)
+		return nri.Granted{GPU: true, Env: e.Env, DriverCapabilities: e.DriverCapabilities}, nil
 	case planned:
 		return nri.Granted{}, fmt.Errorf("container %s of pod %s/%s is planned GPUs, but its env does not carry the device plugin's pending answer (a single empty %s) and it has not claimed its plan", c.Name, c.PodNamespace, c.PodName, nri.MarkerEnv)
 	default:

@@ -50,7 +50,10 @@ func TestNRISource(t *testing.T) {
 	}
 
 	// Through the NRI plugin: the running container's env is its plan's, then an envFrom value.
-	var env []string
+	if claim.DriverCapabilities != "compute,utility" {
+		t.Errorf("the plan's driver capabilities %q, want HAMi-core's compute,utility", claim.DriverCapabilities)
+	}
+	env := []string{"NVIDIA_DRIVER_CAPABILITIES=compute,utility"} // set at its creation
 	for k, v := range resp.Envs {
 		env = append(env, k+"="+v)
 	}

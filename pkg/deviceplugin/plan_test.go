@@ -92,6 +92,7 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 				if strategy == StrategyCDI {
 					want.Env["NVIDIA_VISIBLE_DEVICES"] = "" // the image's value, emptied: the GPU comes as a CDI device
 				}
+				want.Env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility" // HAMi-core's, the image having none
 				if !reflect.DeepEqual(got, want.Env) {
 					t.Errorf("pod %s: the NRI plugin sets %v; want %v", tc.pod.name, got, want.Env)
 				}

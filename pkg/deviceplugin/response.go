@@ -34,6 +34,9 @@ type planEdits struct {
 	// with --hami-core-cache-dir), and Dirs the host directories they need created.
 	Mounts []gpuenv.Mount
 	Dirs   []string
+	// DriverCapabilities are what the container's NVIDIA_DRIVER_CAPABILITIES must include
+	// (gpuenv.Edits.DriverCapabilities).
+	DriverCapabilities string
 }
 
 // build gives one container's plan edits from its claim: one ordered list of physical GPUs (the
@@ -52,7 +55,7 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 		req.Model = r.gpus[devs[0].UUID].Model
 	}
 	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
-	out := planEdits{Env: e.Env, Dirs: e.Dirs}
+	out := planEdits{Env: e.Env, Dirs: e.Dirs, DriverCapabilities: e.DriverCapabilities}
 	for _, m := range e.Mounts {
 		if m.ContainerPath == gpuenv.HAMiContainerCacheDir {
 			// The library and its preload file name no GPU: the pending answer mounts them.

@@ -47,9 +47,11 @@ func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error
 		if out.Env == nil {
 			out = nri.Granted{GPU: true, Env: map[string]string{}}
 		}
-		for k, v := range gpuenv.Build(d.cfg.envConfig(), envRequest(uid, p.Grants), d.opts.FileExists).Env {
+		e := gpuenv.Build(d.cfg.envConfig(), envRequest(uid, p.Grants), d.opts.FileExists)
+		for k, v := range e.Env {
 			out.Env[k] = v
 		}
+		out.DriverCapabilities = gpuenv.MergeDriverCapabilities(out.DriverCapabilities, e.DriverCapabilities)
 		if d.cfg.ToolkitCDI {
 			delete(out.Env, gpuenv.EnvNVIDIAVisibleDevices)
 		}

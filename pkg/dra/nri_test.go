@@ -27,6 +27,11 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 	if err != nil || !got.GPU || !reflect.DeepEqual(got.Env, spec) {
 		t.Errorf("claimed container: %+v, %v; want GPU with the CDI spec's env %v", got, err, spec)
 	}
+	// HAMi-core's driver capabilities are added by the NRI plugin to the container's own, never
+	// set by the CDI spec, whose env edit would replace an image's wider list.
+	if _, inSpec := spec["NVIDIA_DRIVER_CAPABILITIES"]; inSpec || got.DriverCapabilities != "compute,utility" {
+		t.Errorf("driver capabilities: in the CDI spec %v, granted %q; want only granted compute,utility", inSpec, got.DriverCapabilities)
+	}
 	if got, err := d.Granted(bg, ctr("nvidia.com/gpu=GPU-x")); err != nil || got.GPU {
 		t.Errorf("no hami-go CDI device: %+v, %v; want no GPU", got, err)
 	}
@@ -42,8 +47,9 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 	for k, v := range spec {
 		env = append(env, k+"="+v)
 	}
-	if _, err := g.Decide(bg, ctr(ClaimCDIDevice(c.UID)), env); err != nil {
-		t.Errorf("claim's env last: %v", err)
+	if adj, err := g.Decide(bg, ctr(ClaimCDIDevice(c.UID)), append(env, "NVIDIA_DRIVER_CAPABILITIES=graphics")); err != nil ||
+		!containsChange(adj.Env, nri.EnvChange{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "graphics,compute,utility"}) {
+		t.Errorf("claim's env last: %+v, %v; want NVIDIA_DRIVER_CAPABILITIES=graphics,compute,utility among the changes", adj, err)
 	}
 	_, err = g.Decide(bg, ctr(ClaimCDIDevice(c.UID)), append(env, "CUDA_DEVICE_MEMORY_LIMIT_0=81920m"))
 	var r *nri.RefusedError
@@ -86,4 +92,13 @@ func TestNRISourceToolkitCDI(t *testing.T) {
 			t.Errorf("NVIDIA_VISIBLE_DEVICES set to %q, want emptied", e.Value)
 		}
 	}
+}
+
+func containsChange(chs []nri.EnvChange, want nri.EnvChange) bool {
+	for _, ch := range chs {
+		if ch == want {
+			return true
+		}
+	}
+	return false
 }

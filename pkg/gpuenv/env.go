@@ -48,10 +48,11 @@ const (
 // libraries the NVIDIA runtime puts in a container.
 const (
 	EnvNVIDIADriverCapabilities = "NVIDIA_DRIVER_CAPABILITIES"
-	// DefaultHAMiDriverCapabilities is what HAMi-core needs: "compute" brings libcuda.so.1 and
+	// HAMiCoreDriverCapabilities is what HAMi-core needs: "compute" brings libcuda.so.1 and
 	// "utility" libnvidia-ml.so.1, both linked by libvgpu.so; glibc skips a preloaded library
-	// whose dependencies are missing without failing the process, i.e. without limits.
-	DefaultHAMiDriverCapabilities = "compute,utility"
+	// whose dependencies are missing without failing the process, i.e. without limits. Unset,
+	// the toolkit gives "utility" only (NVIDIA Container Toolkit, "Driver capabilities").
+	HAMiCoreDriverCapabilities = "compute,utility"
 )
 
 // NVIDIA MPS client env (NVIDIA "Multi-Process Service", Appendix: Environment Variables).
@@ -94,9 +95,6 @@ type Config struct {
 	// must create. "" = the cache file in the container's own root filesystem
 	// (HAMiContainerDir/<CacheName>.cache, no mount), which fails under readOnlyRootFilesystem.
 	HAMiCacheDir string
-	// HAMiDriverCapabilities is the NVIDIA_DRIVER_CAPABILITIES every container gets under
-	// EnforceHAMiCore, e.g. DefaultHAMiDriverCapabilities; "" = not set.
-	HAMiDriverCapabilities string
 	// MPSPipeDir is the MPS pipe directory (EnforceMPS), mounted at the same path.
 	MPSPipeDir string
 }
@@ -141,6 +139,12 @@ type Edits struct {
 	// is created: MkdirAll, then chmod 0777 so that a container running as any user can create
 	// its cache file (HAMi does the same). Build itself touches no host path.
 	Dirs []string
+	// DriverCapabilities are the NVIDIA driver capabilities (comma-separated) the container's
+	// NVIDIA_DRIVER_CAPABILITIES must include for its enforcement to load
+	// (HAMiCoreDriverCapabilities under EnforceHAMiCore; "" = none). It is not in Env: only a
+	// caller that sees the container's own value can add what it lacks without narrowing it
+	// (MergeDriverCapabilities, the NRI plugin at CreateContainer, both modes).
+	DriverCapabilities string
 }
 
 // ValidCacheName reports whether name can name a container's cache directory in
@@ -192,9 +196,7 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		if cores > 0 && cores < 100 {
 			e.Env[EnvHAMiSMLimit] = strconv.Itoa(cores)
 		}
-		if cfg.HAMiDriverCapabilities != "" {
-			e.Env[EnvNVIDIADriverCapabilities] = cfg.HAMiDriverCapabilities
-		}
+		e.DriverCapabilities = HAMiCoreDriverCapabilities
 		if cfg.MemoryScaling > 1 {
 			e.Env[EnvHAMiOversubscribe] = "true"
 		}

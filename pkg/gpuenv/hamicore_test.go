@@ -28,8 +28,8 @@ func TestBuildHAMiCacheLegacy(t *testing.T) {
 	if !reflect.DeepEqual(e.Mounts, want) || e.Dirs != nil {
 		t.Errorf("mounts %+v dirs %q, want %+v and none", e.Mounts, e.Dirs, want)
 	}
-	if _, ok := e.Env[EnvNVIDIADriverCapabilities]; ok {
-		t.Errorf("%s set without HAMiDriverCapabilities", EnvNVIDIADriverCapabilities)
+	if _, ok := e.Env[EnvNVIDIADriverCapabilities]; ok || e.DriverCapabilities != "compute,utility" {
+		t.Errorf("%s in env (%v), DriverCapabilities %q; want only DriverCapabilities compute,utility", EnvNVIDIADriverCapabilities, ok, e.DriverCapabilities)
 	}
 }
 
@@ -38,13 +38,12 @@ func TestBuildHAMiCacheLegacy(t *testing.T) {
 func TestBuildHAMiCacheDir(t *testing.T) {
 	cfg := hamiCfg()
 	cfg.HAMiCacheDir = "/usr/local/vgpu/containers"
-	cfg.HAMiDriverCapabilities = DefaultHAMiDriverCapabilities
 	e := Build(cfg, Request{Grants: grants, CacheName: "6f1c_main"}, all)
 	if got := e.Env[EnvHAMiSharedCache]; got != "/usr/local/vgpu/cache/6f1c_main.cache" {
 		t.Errorf("%s = %q", EnvHAMiSharedCache, got)
 	}
-	if got := e.Env[EnvNVIDIADriverCapabilities]; got != "compute,utility" {
-		t.Errorf("%s = %q", EnvNVIDIADriverCapabilities, got)
+	if e.DriverCapabilities != "compute,utility" {
+		t.Errorf("DriverCapabilities = %q", e.DriverCapabilities)
 	}
 	want := []Mount{
 		{ContainerPath: "/usr/local/vgpu/libvgpu.so", HostPath: "/usr/local/vgpu/libvgpu.so.v2.10.0", ReadOnly: true},
@@ -86,9 +85,9 @@ func TestBuildHAMiOnlyUnderHAMiCore(t *testing.T) {
 	for _, mode := range []string{EnforceNone, EnforceMPS} {
 		cfg := hamiCfg()
 		cfg.Enforcement, cfg.MPSPipeDir = mode, "/tmp/nvidia-mps"
-		cfg.HAMiCacheDir, cfg.HAMiDriverCapabilities = "/usr/local/vgpu/containers", DefaultHAMiDriverCapabilities
+		cfg.HAMiCacheDir = "/usr/local/vgpu/containers"
 		e := Build(cfg, Request{Grants: grants, CacheName: "main"}, all)
-		if _, ok := e.Env[EnvNVIDIADriverCapabilities]; ok || len(e.Dirs) != 0 {
+		if e.DriverCapabilities != "" || len(e.Dirs) != 0 {
 			t.Errorf("%s: env %v dirs %q", mode, e.Env, e.Dirs)
 		}
 	}
@@ -104,7 +103,7 @@ func TestMergeDriverCapabilities(t *testing.T) {
 		{"compute,compute", "compute,utility"},
 		{"video,all", "all"},
 	} {
-		if got := MergeDriverCapabilities(tc.have, DefaultHAMiDriverCapabilities); got != tc.want {
+		if got := MergeDriverCapabilities(tc.have, HAMiCoreDriverCapabilities); got != tc.want {
 			t.Errorf("MergeDriverCapabilities(%q) = %q, want %q", tc.have, got, tc.want)
 		}
 	}

@@ -64,6 +64,10 @@ type Plan struct {
 	// Mounts are the read-write bind mounts the plugin adds: the container's own directory for
 	// HAMi-core's shared cache (the source's host directory, which the Source created).
 	Mounts []Mount
+	// DriverCapabilities are the NVIDIA driver capabilities the container's
+	// NVIDIA_DRIVER_CAPABILITIES must include (gpuenv.Edits.DriverCapabilities; "" = none):
+	// the plugin adds what it lacks (DriverCapabilitiesChange).
+	DriverCapabilities string
 }
 
 // Mount is a bind mount of host path Source at container path Destination, read-write.
@@ -78,6 +82,9 @@ type Granted struct {
 	// Env is the env hami-go's answer set in the container (the DRA claims' CDI specs; a running
 	// container's applied plan); nil when GPU is false.
 	Env map[string]string
+	// DriverCapabilities are as Plan's: what the container's NVIDIA_DRIVER_CAPABILITIES must
+	// include ("" = none).
+	DriverCapabilities string
 }
 
 // Source is what a node agent knows of the GPUs it gives containers, asked by the NRI plugin's
@@ -231,15 +238,14 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 			for n, v := range p.Env {
 				adj.Env = append(adj.Env, EnvChange{Name: n, Value: v})
 			}
-			sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
 			adj.CDIDevices, adj.Mounts = p.CDIDevices, p.Mounts
-			return adj, nil
+			return withDriverCapabilities(adj, env, p.DriverCapabilities)
 		}
 		changes, err := PlanEnv(env, map[string]string{MarkerEnv: ""}, p.Env)
 		if err != nil {
 			return Adjustment{}, err
 		}
-		return Adjustment{Env: changes, CDIDevices: p.CDIDevices, Mounts: p.Mounts}, nil
+		return withDriverCapabilities(Adjustment{Env: changes, CDIDevices: p.CDIDevices, Mounts: p.Mounts}, env, p.DriverCapabilities)
 	}
 	a, err := g.src.Granted(ctx, c)
 	if err != nil {
@@ -256,7 +262,22 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 	if err != nil {
 		return Adjustment{}, err
 	}
-	return Adjustment{Env: changes}, nil
+	return withDriverCapabilities(Adjustment{Env: changes}, env, a.DriverCapabilities)
+}
+
+// withDriverCapabilities adds to adj the change that gives the container the driver
+// capabilities it needs (DriverCapabilitiesChange), or refuses it, and sorts adj's env changes
+// by name.
+func withDriverCapabilities(adj Adjustment, env []string, need string) (Adjustment, error) {
+	ch, err := DriverCapabilitiesChange(env, need)
+	if err != nil {
+		return Adjustment{}, err
+	}
+	if ch != nil {
+		adj.Env = append(adj.Env, *ch)
+	}
+	sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
+	return adj, nil
 }
 
 // answerPending is the one place that decides whether env carries the device plugin's pending

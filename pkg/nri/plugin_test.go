@@ -21,6 +21,7 @@ type standIn struct {
 	Env        map[string]string
 	CDIDevices []string
 	Mounts     []Mount
+	Caps       string // the driver capabilities the container needs
 }
 
 // standInSource is a stand-in for the node agents' Source (the device plugin's ledger, the DRA
@@ -51,12 +52,12 @@ func (s *standInSource) Plan(_ context.Context, c Container) (Plan, error) {
 	if !a.GPU {
 		return Plan{}, s.err
 	}
-	return Plan{Env: a.Env, CDIDevices: a.CDIDevices, Mounts: a.Mounts}, s.err
+	return Plan{Env: a.Env, CDIDevices: a.CDIDevices, Mounts: a.Mounts, DriverCapabilities: a.Caps}, s.err
 }
 
 func (s *standInSource) Granted(_ context.Context, c Container) (Granted, error) {
 	a := s.ask(c, false)
-	return Granted{GPU: a.GPU, Env: a.Env}, s.err
+	return Granted{GPU: a.GPU, Env: a.Env, DriverCapabilities: a.Caps}, s.err
 }
 
 func (s *standInSource) calls() []Container {
@@ -89,6 +90,12 @@ var pendingEnv = []string{MarkerEnv + "="}
 
 // pendingOut is what the NRI plugin sets for pendingAllocated.
 var pendingOut = []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"), set(MarkerEnv, "GPU-a")}
+
+// withCaps is a under HAMi-core: its container needs the driver capabilities compute,utility.
+func withCaps(a standIn) standIn {
+	a.Caps = "compute,utility"
+	return a
+}
 
 func envOf(parts ...[]string) []string {
 	var out []string
@@ -287,6 +294,34 @@ func TestGuardDecide(t *testing.T) {
 		env:    envOf([]string{MarkerEnv + "=GPU-a"}, pendingEnv),
 		src:    &standInSource{err: errors.New("container main of pod ns/p is planned GPUs, but its env does not carry the device plugin's pending answer")},
 		errHas: "its env does not carry the device plugin's pending answer",
+		asks:   true,
+	}, {
+		name: "plan under HAMi-core: the image's driver capabilities gain compute and utility, none dropped",
+		env:  envOf([]string{"NVIDIA_DRIVER_CAPABILITIES=video"}, pendingEnv),
+		src:  &standInSource{out: map[string]standIn{"main": withCaps(pendingAllocated)}},
+		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
+			set(MarkerEnv, "GPU-a"), set("NVIDIA_DRIVER_CAPABILITIES", "video,compute,utility")},
+		cdi:     []string{"hami-go.io/gpu=GPU-a"},
+		asks:    true,
+		pending: true,
+	}, {
+		name: "granted under HAMi-core, no driver capabilities in env (the toolkit would give utility only): compute,utility set",
+		env:  pluginEnv,
+		src:  &standInSource{out: map[string]standIn{"main": withCaps(gpuAllocated)}},
+		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
+			set(MarkerEnv, "GPU-a"), set("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")},
+		asks: true,
+	}, {
+		name: "granted under HAMi-core, driver capabilities all: left as they are",
+		env:  envOf([]string{"NVIDIA_DRIVER_CAPABILITIES=all"}, pluginEnv),
+		src:  &standInSource{out: map[string]standIn{"main": withCaps(gpuAllocated)}},
+		out:  []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"), set(MarkerEnv, "GPU-a")},
+		asks: true,
+	}, {
+		name:   "granted under HAMi-core, driver capabilities set twice, the last without compute: refused with the value to set",
+		env:    envOf([]string{"NVIDIA_DRIVER_CAPABILITIES=all"}, pluginEnv, []string{"NVIDIA_DRIVER_CAPABILITIES=utility"}),
+		src:    &standInSource{out: map[string]standIn{"main": withCaps(gpuAllocated)}},
+		errHas: "sets NVIDIA_DRIVER_CAPABILITIES more than once (last NVIDIA_DRIVER_CAPABILITIES=utility)",
 		asks:   true,
 	}, {
 		name:   "a panic in the Source refuses the container, it does not reach the runtime",

@@ -191,20 +191,22 @@ func TestNoPlanlessContainerDRAContainerdRestartMidBurst(t *testing.T) {
 }
 
 // readOnlyRootPod is a GPU pod of 1000 MiB whose container has a read-only root filesystem and
-// creates HAMi-core's shared cache file where CUDA_DEVICE_MEMORY_SHARED_CACHE says, as
+// NVIDIA_DRIVER_CAPABILITIES=video, and creates HAMi-core's shared cache file where CUDA_DEVICE_MEMORY_SHARED_CACHE says, as
 // HAMi-core does in every CUDA process (it exits when it cannot), then runs envdump.
 func readOnlyRootPod(ns, name string) *corev1.Pod {
 	p := gpuPod(ns, name, gpuLimits{count: 1, memMiB: 1000})
 	ro := true
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
 	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: &ro}
+	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "video"})
 	p.Spec.Containers[0].Command = []string{"/bin/bash", "-c",
 		`: > "$CUDA_DEVICE_MEMORY_SHARED_CACHE" && echo "cache created: $CUDA_DEVICE_MEMORY_SHARED_CACHE" || echo "cache not created"; exec envdump`}
 	return p
 }
 
 // checkReadOnlyRoot runs readOnlyRootPod and checks that its cache file was created in the
-// container's own cache directory (issue 29: a readOnlyRootFilesystem GPU pod runs).
+// container's own cache directory (issue 29: a readOnlyRootFilesystem GPU pod runs), and that HAMi-core's
+// driver capabilities were added to the pod's own.
 func (c *Cluster) checkReadOnlyRoot(t *testing.T, ns string) {
 	c.CreatePod(t, readOnlyRootPod(ns, "ro"))
 	c.WaitForRunning(t, ns, "ro", 2*time.Minute)
@@ -213,6 +215,11 @@ func (c *Cluster) checkReadOnlyRoot(t *testing.T, ns string) {
 	cache := env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]
 	if !strings.HasPrefix(cache, "/usr/local/vgpu/cache/") || !strings.Contains(log, "cache created: "+cache) {
 		t.Fatalf("CUDA_DEVICE_MEMORY_SHARED_CACHE=%q; log:\n%s\nwant the file created in /usr/local/vgpu/cache/", cache, log)
+	}
+	// HAMi-core needs compute and utility (libcuda.so.1, libnvidia-ml.so.1); the pod's own
+	// capability is kept.
+	if got := env["NVIDIA_DRIVER_CAPABILITIES"]; got != "video,compute,utility" {
+		t.Errorf("NVIDIA_DRIVER_CAPABILITIES=%q, want the pod's video with HAMi-core's compute,utility added", got)
 	}
 	t.Logf("readOnlyRootFilesystem GPU container created its cache file %s", cache)
 }
