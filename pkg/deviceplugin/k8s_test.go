@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,13 +20,14 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 // startPodSync starts a plugin of 2 test GPUs whose claimed records a PodSync on client writes
 // (a fake clientset: unit tests only). It stops when the test ends.
 func startPodSync(t *testing.T, client kubernetes.Interface) (*Plugin, *PodSync, context.Context) {
 	t.Helper()
-	sync := NewPodSync(client, testNode)
+	sync := NewPodSync(client, testNode, "")
 	p, _ := newTestPluginDirty(t, testConfig(t.TempDir()), newTestBackend(2, 81559), sync.Dirty)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/ledger"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/podevents"
 )
 
@@ -42,18 +43,23 @@ type PodSync struct {
 	// plugin's own last patch yet.
 	mu      sync.Mutex
 	written map[types.UID]*string
+
+	// cacheDir is --hami-core-cache-dir ("" = none): the directories of a deleted pod's
+	// containers are removed.
+	cacheDir string
 }
 
 // NewPodSync builds the informer (field selector spec.nodeName=node) and the writer queue. Call
-// Dirty as the ledger's dirty callback.
-func NewPodSync(client kubernetes.Interface, node string) *PodSync {
+// Dirty as the ledger's dirty callback. cacheDir is the containers' HAMi-core cache directory
+// (Config.HAMiCacheDir, "" = none), whose entries of pods gone from the node are removed.
+func NewPodSync(client kubernetes.Interface, node, cacheDir string) *PodSync {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
 	return &PodSync{
 		client: client, factory: f, lister: f.Core().V1().Pods().Lister(),
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[device.PodRef]()),
-		written: map[types.UID]*string{},
+		written: map[types.UID]*string{}, cacheDir: cacheDir,
 	}
 }
 
@@ -78,6 +84,7 @@ func (s *PodSync) Start(ctx context.Context, l *ledger.Ledger) error {
 			s.mu.Lock()
 			delete(s.written, p.UID)
 			s.mu.Unlock()
+			s.removeCacheDirs(p)
 		}
 	})
 	update := h.UpdateFunc
@@ -90,11 +97,57 @@ func (s *PodSync) Start(ctx context.Context, l *ledger.Ledger) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("pod informer did not sync")
 	}
+	s.sweepCacheDirs(inf.GetStore().List())
 	for i := 0; i < claimWriters; i++ {
 		go s.writeLoop(ctx)
 	}
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	return nil
+}
+
+// removeCacheDirs removes the HAMi-core cache directories of a deleted pod's containers: the
+// pod is gone from the API server once the kubelet has stopped them.
+func (s *PodSync) removeCacheDirs(p *corev1.Pod) {
+	if s.cacheDir == "" {
+		return
+	}
+	var names []string
+	for _, c := range p.Spec.InitContainers {
+		names = append(names, c.Name)
+	}
+	for _, c := range p.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	for _, name := range names {
+		if err := nodeagent.RemoveCacheDir(s.cacheDir, containerCacheName(p.UID, name)); err != nil {
+			klog.ErrorS(err, "Removing a deleted pod's HAMi-core cache directory failed", "pod", klog.KObj(p), "container", name)
+		}
+	}
+}
+
+// sweepCacheDirs removes the HAMi-core cache directories of pods no longer on the node (deleted
+// while no agent ran), given the informer's synced pods, before any container of this agent is
+// created. A DRA claim's directory is not a container's name, and is left to the DRA driver.
+func (s *PodSync) sweepCacheDirs(pods []any) {
+	if s.cacheDir == "" {
+		return
+	}
+	live := map[types.UID]bool{}
+	for _, o := range pods {
+		if p, ok := o.(*corev1.Pod); ok {
+			live[p.UID] = true
+		}
+	}
+	removed, err := nodeagent.SweepCacheDirs(s.cacheDir, func(name string) bool {
+		uid, ok := podOfCacheName(name)
+		return ok && !live[uid]
+	})
+	if err != nil {
+		klog.ErrorS(err, "Removing HAMi-core cache directories of pods gone failed", "dir", s.cacheDir)
+	}
+	if len(removed) > 0 {
+		klog.InfoS("Removed HAMi-core cache directories of pods gone from the node", "dir", s.cacheDir, "count", len(removed))
+	}
 }
 
 // Flush writes every queued claimed record, waiting until timeout fires, and stops the writers:

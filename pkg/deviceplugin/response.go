@@ -1,6 +1,9 @@
 package deviceplugin
 
 import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -47,7 +50,7 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 	// The cache file is the container's own: "<pod UID>_<container>" names it both in its root
 	// filesystem and under the host's --hami-core-cache-dir, and is rebuilt from the claim
 	// alone by a restarted plugin.
-	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: string(cl.Pod.UID) + "_" + cl.Container.Name}
+	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: containerCacheName(cl.Pod.UID, cl.Container.Name)}
 	for i, d := range devs {
 		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
 	}
@@ -81,4 +84,18 @@ func (r *responder) pending() *pluginapi.ContainerAllocateResponse {
 		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
 	}
 	return resp
+}
+
+// containerCacheName names a container's HAMi-core cache ("<pod UID>_<container>"): the file in
+// its root filesystem, or its directory under --hami-core-cache-dir. A DRA claim's is its bare
+// UID, without "_", so neither mode's agent takes the other's for its own.
+func containerCacheName(pod types.UID, container string) string {
+	return string(pod) + "_" + container
+}
+
+// podOfCacheName returns the pod UID of a name containerCacheName made; false for any other
+// name (a DRA claim's).
+func podOfCacheName(name string) (types.UID, bool) {
+	uid, container, ok := strings.Cut(name, "_")
+	return types.UID(uid), ok && uid != "" && container != ""
 }

@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
-	sync := NewPodSync(d.Client, cfg.NodeName)
+	sync := NewPodSync(d.Client, cfg.NodeName, cfg.HAMiCacheDir)
 	p, err := New(cfg, d.Backend, d.Options, sync.Dirty)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,10 +131,31 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 	if d.prepared, err = loadCheckpoint(d.ckpt); err != nil {
 		return nil, err
 	}
+	d.sweepCacheDirs()
 	if d.cdi, err = newCDIWriter(cfg.CDIDir); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// sweepCacheDirs removes the HAMi-core cache directories (named by claim UID) of claims that are
+// not prepared: unprepared while no driver ran. A name with "_" is a device-plugin container's
+// (a node switched modes keeps its pods) and is left alone.
+func (d *Driver) sweepCacheDirs() {
+	dir := d.cfg.HAMiCacheDir
+	if dir == "" {
+		return
+	}
+	removed, err := nodeagent.SweepCacheDirs(dir, func(name string) bool {
+		_, prepared := d.prepared[types.UID(name)]
+		return !strings.Contains(name, "_") && !prepared
+	})
+	if err != nil {
+		klog.ErrorS(err, "Removing HAMi-core cache directories of claims not prepared failed", "dir", dir)
+	}
+	if len(removed) > 0 {
+		klog.InfoS("Removed HAMi-core cache directories of claims not prepared", "dir", dir, "count", len(removed))
+	}
 }
 
 func (d *Driver) sliceConfig() SliceConfig {
@@ -410,6 +432,14 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 				out[uid] = err
 			}
 			return out, nil
+		}
+		for uid := range removed {
+			// The kubelet unprepares a claim once every container using it has stopped.
+			if dir := d.cfg.HAMiCacheDir; dir != "" {
+				if err := nodeagent.RemoveCacheDir(dir, string(uid)); err != nil {
+					klog.FromContext(ctx).Error(err, "Removing an unprepared claim's HAMi-core cache directory failed", "claimUID", uid)
+				}
+			}
 		}
 		d.useChanged()
 		close(d.unprepared) // wakes the prepares waiting for room

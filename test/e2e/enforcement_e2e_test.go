@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -222,6 +226,22 @@ func (c *Cluster) checkReadOnlyRoot(t *testing.T, ns string) {
 		t.Errorf("NVIDIA_DRIVER_CAPABILITIES=%q, want the pod's video with HAMi-core's compute,utility added", got)
 	}
 	t.Logf("readOnlyRootFilesystem GPU container created its cache file %s", cache)
+
+	// The container's cache directory on the host (hamiCore.hostDir/containers, named like the
+	// file) is removed once the pod is gone: device plugin at the pod's deletion, DRA driver at
+	// the claim's unprepare.
+	host := filepath.Join(c.State, "vgpu", "containers", strings.TrimSuffix(path.Base(cache), ".cache"))
+	if _, err := os.Stat(host); err != nil {
+		t.Fatalf("the running container's cache directory on the host: %v", err)
+	}
+	c.deleteNow(t, ns, "ro")
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(host)
+		return os.IsNotExist(err), nil
+	})
+	if err != nil {
+		t.Fatalf("cache directory %s still there 2 minutes after its pod was deleted", host)
+	}
 }
 
 // TestReadOnlyRootFilesystemGPUPod (issue 29, device-plugin mode): the NRI plugin mounts the
