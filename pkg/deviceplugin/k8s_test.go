@@ -127,7 +127,7 @@ func TestMetrics(t *testing.T) {
 # TYPE hami_go_gpu_healthy gauge
 hami_go_gpu_healthy{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 1
 hami_go_gpu_healthy{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
-# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40).
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory booked on the GPU by the pods placed there, bytes, charged as scheduling charges it (init containers one at a time, case C40).
 # TYPE hami_go_gpu_memory_allocated_bytes gauge
 hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 3.145728e+09
 hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0

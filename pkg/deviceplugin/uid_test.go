@@ -143,11 +143,11 @@ func TestC40InitAndAppChargedOnceInGPUMetrics(t *testing.T) {
 
 	c := NewCollector(p, nil)
 	want := `
-# HELP hami_go_gpu_cores_allocated_percent Compute handed to slices, percent of the GPU, charged as scheduling charges it.
+# HELP hami_go_gpu_cores_allocated_percent Compute booked on the GPU by the pods placed there, percent of the GPU, charged as scheduling charges it.
 # TYPE hami_go_gpu_cores_allocated_percent gauge
 hami_go_gpu_cores_allocated_percent{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 70
 hami_go_gpu_cores_allocated_percent{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0
-# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40).
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory booked on the GPU by the pods placed there, bytes, charged as scheduling charges it (init containers one at a time, case C40).
 # TYPE hami_go_gpu_memory_allocated_bytes gauge
 hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-A"} 6.0129542144e+10
 hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA H100 80GB HBM3",node="node-1",uuid="GPU-B"} 0

@@ -42,7 +42,7 @@ func TestMetricsPerClaim(t *testing.T) {
 	prepare(t, d, c)
 	uuid := d.GPUs()[0].GPU.UUID
 	want := `
-# HELP hami_go_gpu_memory_allocated_bytes GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40).
+# HELP hami_go_gpu_memory_allocated_bytes GPU memory booked on the GPU by the pods placed there, bytes, charged as scheduling charges it (init containers one at a time, case C40).
 # TYPE hami_go_gpu_memory_allocated_bytes gauge
 hami_go_gpu_memory_allocated_bytes{index="0",model="NVIDIA A10",node="node-1",uuid="` + uuid + `"} 4.194304e+09
 hami_go_gpu_memory_allocated_bytes{index="1",model="NVIDIA A10",node="node-1",uuid="` + d.GPUs()[1].GPU.UUID + `"} 0

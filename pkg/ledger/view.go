@@ -14,13 +14,14 @@ type SliceView struct {
 	Grant     device.DeviceGrant
 }
 
-// Snapshot returns every claimed slice and, per pod, the container-ID → name map (for metrics).
+// Snapshot returns every claimed slice and, per pod, the container-ID → name map (for metrics),
+// terminating pods included: their slices are held until they finish or are gone.
 func (l *Ledger) Snapshot() ([]SliceView, map[string]SliceOwner) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []SliceView
 	owners := map[string]SliceOwner{}
-	for _, e := range l.pods {
+	for _, e := range l.allLocked() {
 		for _, c := range e.plan.Containers {
 			cl, ok := e.claimed[c.Name]
 			if !ok {
@@ -47,23 +48,40 @@ func (l *Ledger) Snapshot() ([]SliceView, map[string]SliceOwner) {
 	return out, owners
 }
 
-// Charged returns, per GPU UUID, what the claimed containers of the pods on this node book:
-// the sum over pods of allocator.ChargeOf of each pod's claimed containers (in the pod's
-// order), the extender's own charge (case C40). Terminating pods are left out, as in Snapshot.
+// Charged returns, per GPU UUID, what the pods placed on this node book, as the extender charges
+// them (case C40): the sum over pods of allocator.ChargeOf of each pod's plan, a claimed
+// container counted as claimed. A pod counts from its placement (planned, its containers not
+// yet created) until it finishes or is gone, terminating included, as the extender holds it
+// (device.PodFinished); so the metrics agree with the scheduler at every moment of a pod's life.
 func (l *Ledger) Charged() allocator.NodeUsage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := allocator.NodeUsage{}
-	for _, e := range l.pods {
+	for _, e := range l.allLocked() {
 		a := device.Allocation{Node: l.node}
 		for _, c := range e.plan.Containers {
 			if cl, ok := e.claimed[c.Name]; ok {
 				a.Containers = append(a.Containers, *cl)
+			} else {
+				a.Containers = append(a.Containers, c)
 			}
 		}
 		u.Add(allocator.ChargeOf(&a))
 	}
 	return u
+}
+
+// allLocked returns the entries of the pods the node holds GPUs for: served and terminating
+// (leaving). Caller holds mu.
+func (l *Ledger) allLocked() []*podEntry {
+	out := make([]*podEntry, 0, len(l.pods)+len(l.leaving))
+	for _, e := range l.pods {
+		out = append(out, e)
+	}
+	for _, e := range l.leaving {
+		out = append(out, e)
+	}
+	return out
 }
 
 // SliceOwner is the pod and container a runtime container ID belongs to.

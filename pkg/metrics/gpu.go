@@ -55,9 +55,9 @@ func NewGPUMetrics(sliceLabels []string) *GPUMetrics {
 	s := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, sliceLabels, nil) }
 	return &GPUMetrics{
 		gpuMemTotal:     g(Namespace+"_gpu_memory_total_bytes", "Total memory of the GPU, bytes."),
-		gpuMemAlloc:     g(Namespace+"_gpu_memory_allocated_bytes", "GPU memory handed to slices, bytes, charged as scheduling charges it (init containers one at a time, case C40)."),
+		gpuMemAlloc:     g(Namespace+"_gpu_memory_allocated_bytes", "GPU memory booked on the GPU by the pods placed there, bytes, charged as scheduling charges it (init containers one at a time, case C40)."),
 		gpuMemUsed:      g(Namespace+"_gpu_memory_used_bytes", "GPU memory used by processes, bytes (from the backend)."),
-		gpuCoresAlloc:   g(Namespace+"_gpu_cores_allocated_percent", "Compute handed to slices, percent of the GPU, charged as scheduling charges it."),
+		gpuCoresAlloc:   g(Namespace+"_gpu_cores_allocated_percent", "Compute booked on the GPU by the pods placed there, percent of the GPU, charged as scheduling charges it."),
 		gpuSharers:      g(Namespace+"_gpu_sharers", "Slices of the GPU held by containers that can run at one time (scheduling's count)."),
 		gpuHealthy:      g(Namespace+"_gpu_healthy", "1 when the GPU is healthy, 0 after a fatal XID until it recovers."),
 		sliceMemLimit:   s(Namespace+"_slice_memory_limit_bytes", "Memory limit of the container on the GPU, bytes."),
