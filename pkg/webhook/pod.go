@@ -96,6 +96,13 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
+	// What the API server's own validation of extended resources refuses and the parse above
+	// (which reads limits) does not: a request without its limit, or unequal to it. In both
+	// modes, with the API server's words: in DRA mode the resources move into a claim before the
+	// API server would see them.
+	if errs := device.ValidateGPUResources(&pod.Spec, h.cfg.Names); len(errs) > 0 {
+		return admission.Denied(errs.ToAggregate().Error())
+	}
 	if err := validateAnnotations(pod.Annotations); err != nil {
 		return admission.Denied(err.Error())
 	}
