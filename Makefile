@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e lint bench bench-schedperf demo images cluster-up cluster-down shell fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check clean
 
 all: build
 
@@ -89,6 +89,12 @@ cluster-up: ## Start the local cluster (idempotent).
 
 cluster-down: ## Stop the local cluster and remove its state.
 	hack/cluster/down.sh
+
+prometheus-up: ## Start a Prometheus on 127.0.0.1:9090 scraping the local cluster as the chart's ServiceMonitors say, with its alert rules (hack/cluster/prometheus.sh).
+	hack/cluster/prometheus.sh up
+
+prometheus-down: ## Stop the local cluster's Prometheus (down.sh stops it too).
+	hack/cluster/prometheus.sh down
 
 shell: ## A subshell on the local cluster: KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH (exit to leave).
 	@eval "$$(hack/cluster/env.sh)" && echo "make shell: KUBECONFIG=$$KUBECONFIG, kubectl $$(command -v kubectl); exit to leave" && exec bash -i
