@@ -25,11 +25,11 @@ test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), en
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
 TOOL_MODULES := test/chart hack/images hack/bench
 
-# The chart's alert rule tests (test/chart) run promtool, which build-tools.sh builds into the
+# The chart's alert rule tests (test/chart) and test/promstack's configuration check run promtool, which build-tools.sh builds into the
 # tool cache (minutes the first time, cached after) and which they find through HAMI_GO_PROMTOOL.
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
-	$(GO) test -race -count=1 ./...
 	set -eo pipefail; promtool=$$(hack/cluster/build-tools.sh promtool | tail -n1)/promtool; \
+	HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 ./...; \
 	for m in $(TOOL_MODULES); do (cd $$m && HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 -timeout 30m ./...); done
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
