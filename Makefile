@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e lint bench bench-schedperf demo images cluster-up cluster-down shell fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check clean
 
 all: build
 
@@ -25,11 +25,11 @@ test: lint test-unit test-e2e ## Everything CI runs: lint, unit tests (race), en
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
 TOOL_MODULES := test/chart hack/images hack/bench
 
-# The chart's alert rule tests (test/chart) run promtool, which build-tools.sh builds into the
+# The chart's alert rule tests (test/chart) and test/promstack's configuration check run promtool, which build-tools.sh builds into the
 # tool cache (minutes the first time, cached after) and which they find through HAMI_GO_PROMTOOL.
 test-unit: ## Unit, chart and image tests with the race detector (no cluster needed).
-	$(GO) test -race -count=1 ./...
 	set -eo pipefail; promtool=$$(hack/cluster/build-tools.sh promtool | tail -n1)/promtool; \
+	HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 ./...; \
 	for m in $(TOOL_MODULES); do (cd $$m && HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 -timeout 30m ./...); done
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
@@ -89,6 +89,12 @@ cluster-up: ## Start the local cluster (idempotent).
 
 cluster-down: ## Stop the local cluster and remove its state.
 	hack/cluster/down.sh
+
+prometheus-up: ## Start a Prometheus on 127.0.0.1:9090 scraping the local cluster as the chart's ServiceMonitors say, with its alert rules (hack/cluster/prometheus.sh).
+	hack/cluster/prometheus.sh up
+
+prometheus-down: ## Stop the local cluster's Prometheus (down.sh stops it too).
+	hack/cluster/prometheus.sh down
 
 shell: ## A subshell on the local cluster: KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH (exit to leave).
 	@eval "$$(hack/cluster/env.sh)" && echo "make shell: KUBECONFIG=$$KUBECONFIG, kubectl $$(command -v kubectl); exit to leave" && exec bash -i

@@ -81,6 +81,7 @@ main() {
     log "nothing to tear down ($STATE does not exist)"
     return 0
   fi
+  stop prometheus   # hack/cluster/prometheus.sh (make prometheus-up), when started
   stop kuberay-operator
   stop kube-scheduler
   stop kube-controller-manager

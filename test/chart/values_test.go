@@ -365,6 +365,15 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			o := r.get(t, "ServiceMonitor/hami-go-device-plugin").raw
 			return words(field(t, o, "spec", "endpoints").([]any)[0].(map[string]any)["interval"], o.GetLabels()["release"], r.has("ServiceMonitor/hami-go-webhook"), r.has("ServiceMonitor/hami-go-scheduler"))
 		}, "15s prom true true"},
+		// The device plugin's and the extender's series keep their own node, namespace, pod and
+		// container labels (the slices'); the webhook's have none of them.
+		{[]string{"serviceMonitor.enabled=true"}, func(t testing.TB, r rendered) string {
+			var out []any
+			for _, name := range []string{"hami-go-device-plugin", "hami-go-scheduler", "hami-go-webhook"} {
+				out = append(out, field(t, r.get(t, "ServiceMonitor/"+name).raw, "spec", "endpoints").([]any)[0].(map[string]any)["honorLabels"])
+			}
+			return words(out...)
+		}, "true true <nil>"},
 		// The extender's ServiceMonitor scrapes its metrics port, whatever --address is.
 		{[]string{"serviceMonitor.enabled=true"}, func(t testing.TB, r rendered) string {
 			o := r.get(t, "ServiceMonitor/hami-go-scheduler").raw
