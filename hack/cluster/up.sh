@@ -13,7 +13,20 @@ source "$(dirname "$0")/components.sh"
 START=$SECONDS
 progress_traps   # no heartbeat outlives up.sh (progress.sh)
 
+# recreate_in_other_mode: a cluster brought up in the other mode ($STATE/mode) is torn down and
+# brought up again in $MODE, saying so first: switching in place would move the node's agents
+# under running pods (issue 28), and a silent re-install left the node's inventory of the old
+# mode behind, on which the demo waited for minutes.
+recreate_in_other_mode() {
+  local running
+  running=$(cat "$STATE/mode" 2>/dev/null || true)
+  [[ -n $running && $running != "$MODE" ]] || return 0
+  log "the cluster in $STATE runs in mode $running and HAMI_GO_MODE=$MODE: recreating it in mode $MODE (hack/cluster/down.sh, then up; its pods are gone)"
+  "$(dirname "$0")/down.sh"
+}
+
 main() {
+  recreate_in_other_mode
   require_root
   echo "$MODE" >"$STATE/mode"   # the cluster's mode, for later restart.sh and up.sh runs (lib.sh)
   install_packages

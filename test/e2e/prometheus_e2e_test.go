@@ -374,7 +374,7 @@ func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns
 
 	var failures []string
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		w := c.promWant(t, inv, ns)
 		failures = nil
 		for _, q := range queries {
@@ -387,7 +387,12 @@ func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns
 					failures = append(failures, fmt.Sprintf("%s: %v", q.Key(), err))
 					continue
 				}
-				vec, err := p.query(ctx, expr)
+				// Each query has its own deadline, not the poll's: a poll ending in the middle of a
+				// round would report every query of its last round as "context deadline exceeded"
+				// instead of what was wrong.
+				qctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				vec, err := p.query(qctx, expr)
+				cancel()
 				switch {
 				case err != nil:
 					failures = append(failures, fmt.Sprintf("%s (%s): %s: %v", q.Key(), sub.name, expr, err))
