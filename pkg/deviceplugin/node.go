@@ -133,3 +133,44 @@ func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node str
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err
 }
+
+// WithdrawNode removes what PublishNode and RenewLease put on the node when the agent leaves it
+// for good (nodeagent.RemovalOf): the inventory annotation, the GFD labels whose value is the one
+// this inventory gives (a label another writer changed, NVIDIA's GFD for example, is left), and
+// the Lease. What is already gone is no error. The extender then sees no device-plugin node,
+// and a node switched to DRA mode is not taken for a stale device-plugin node (issue 28).
+func WithdrawNode(ctx context.Context, c kubernetes.Interface, inv device.Inventory, enforcement, leaseNamespace string) error {
+	n, err := c.CoreV1().Nodes().Get(ctx, inv.Node, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("withdraw from node %s: %w", inv.Node, err)
+	}
+	if err == nil {
+		labels := map[string]any{}
+		for k, v := range NodeLabels(&inv, enforcement) {
+			if cur, ok := n.Labels[k]; ok && cur == v {
+				labels[k] = nil
+			}
+		}
+		meta := map[string]any{}
+		if _, ok := n.Annotations[device.AnnoInventory]; ok {
+			meta["annotations"] = map[string]any{device.AnnoInventory: nil}
+		}
+		if len(labels) > 0 {
+			meta["labels"] = labels
+		}
+		if len(meta) > 0 {
+			b, err := json.Marshal(map[string]any{"metadata": meta})
+			if err != nil {
+				return err
+			}
+			if _, err := c.CoreV1().Nodes().Patch(ctx, inv.Node, types.MergePatchType, b, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("withdraw the inventory and labels from node %s: %w", inv.Node, err)
+			}
+		}
+	}
+	err = c.CoordinationV1().Leases(leaseNamespace).Delete(ctx, device.LeasePrefix+inv.Node, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Lease %s/%s%s: %w", leaseNamespace, device.LeasePrefix, inv.Node, err)
+	}
+	return nil
+}

@@ -3,6 +3,8 @@ package deviceplugin
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -100,7 +102,30 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	stopAgent()
 	<-nriDone
+	r, wctx, cancel := cfg.LeavingForGood(ctx, d.Client)
+	if r.ForGood {
+		p.withdraw(wctx, d.Client)
+	}
+	cancel()
 	return err
+}
+
+// withdraw removes what the agent published on the node when it leaves it for good (issue 28):
+// the inventory annotation, its labels, the Lease, the preflight condition and its CDI spec.
+// Pods that still run keep their containers; failures are logged.
+func (p *Plugin) withdraw(ctx context.Context, c kubernetes.Interface) {
+	if err := WithdrawNode(ctx, c, p.Inventory(), p.cfg.Enforcement, p.cfg.LeaseNamespace); err != nil {
+		klog.ErrorS(err, "Withdrawing the node's inventory failed", "node", p.cfg.NodeName)
+	}
+	if err := nodeagent.RemovePreflightCondition(ctx, c, p.cfg.NodeName); err != nil {
+		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", p.cfg.NodeName)
+	}
+	if p.cfg.DeviceListStrategy == StrategyCDI {
+		if err := os.Remove(filepath.Join(p.cfg.CDISpecDir, CDISpecName)); err != nil && !os.IsNotExist(err) {
+			klog.ErrorS(err, "Removing the CDI spec failed", "dir", p.cfg.CDISpecDir)
+		}
+	}
+	klog.InfoS("Withdrew the node's inventory, labels, Lease and preflight condition", "node", p.cfg.NodeName)
 }
 
 func (p *Plugin) watchXIDs(ctx context.Context) {

@@ -94,10 +94,28 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()
+	r, wctx, stop := cfg.LeavingForGood(ctx, deps.Client)
+	if r.ForGood {
+		d.withdraw(wctx, deps.Client)
+	}
+	stop()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+// withdraw removes the preflight condition when the driver leaves the node for good (issue 28);
+// the kubelet removes its ResourceSlices 30 s after it unregisters. Prepared claims are kept
+// (their CDI specs and checkpoint): the kubelet needs a driver on the node to unprepare them,
+// which the log says.
+func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
+	if n := len(d.Prepared()); n > 0 {
+		klog.ErrorS(nil, "Leaving the node for good with prepared claims: their pods cannot release them until a DRA driver runs on the node again", "node", d.cfg.NodeName, "claims", n)
+	}
+	if err := nodeagent.RemovePreflightCondition(ctx, c, d.cfg.NodeName); err != nil {
+		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", d.cfg.NodeName)
+	}
 }
 
 // MetricsHandler is what the DRA driver serves on --metrics-address: /metrics (d's Collector,

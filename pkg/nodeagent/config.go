@@ -16,6 +16,11 @@ import (
 type Config struct {
 	// NodeName is this node (--node-name); for the DRA driver also the ResourceSlice pool name.
 	NodeName string
+	// PodNamespace and PodName name the agent's own pod (--pod-namespace, --pod-name; the
+	// downward API's $POD_NAMESPACE and $POD_NAME): at a stop the agent reads its DaemonSet
+	// through it to tell a removal for good from a restart (CheckRemoval). Empty: every stop is
+	// taken for a restart, and nothing is withdrawn.
+	PodNamespace, PodName string
 	// SplitCount is how many containers (device plugin: slice devices per GPU) or claims (DRA
 	// driver: the sharers capacity) may share one GPU, 1..1000 (--split-count).
 	SplitCount int

@@ -43,11 +43,14 @@ func DefaultFlags() Flags {
 }
 
 // AddFlags registers the flags both node agents take on fs: f's, and c's fields, whose current
-// values are the flags' defaults; getenv supplies $NODE_NAME, the default of --node-name. Call
+// values are the flags' defaults; getenv supplies $NODE_NAME, $POD_NAMESPACE and $POD_NAME, the
+// defaults of --node-name, --pod-namespace and --pod-name. Call
 // f.Validate(c) after parsing.
 func AddFlags(fs *pflag.FlagSet, f *Flags, c *Config, getenv func(string) string) {
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "path of a kubeconfig; empty = in-cluster configuration")
 	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node (default $NODE_NAME); for the DRA driver also the ResourceSlice pool name")
+	fs.StringVar(&c.PodNamespace, "pod-namespace", getenv("POD_NAMESPACE"), "namespace of the agent's own pod (default $POD_NAMESPACE): at a stop its DaemonSet tells a removal for good, when the agent withdraws what it published on the node, from a restart; empty = never withdraw")
+	fs.StringVar(&c.PodName, "pod-name", getenv("POD_NAME"), "name of the agent's own pod (default $POD_NAME); see --pod-namespace")
 	fs.StringVar(&f.Backend, "backend", f.Backend, "GPU backend: nvml (the driver's NVML) or fake (simulated fleet)")
 	fs.StringVar(&f.FakeProfile, "fake-profile", f.FakeProfile, "fake fleet (pkg/fake profile syntax) when the node has no --fake-profile-label label")
 	fs.StringVar(&f.FakeProfileLabel, "fake-profile-label", f.FakeProfileLabel, "node label whose value picks the fake profile")

@@ -3,10 +3,12 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -125,4 +127,21 @@ func sameFindings(a, b preflight.Report) bool {
 		}
 	}
 	return true
+}
+
+// RemovePreflightCondition removes the node condition preflight.ConditionType (a strategic merge
+// patch of the node's status that deletes the condition of that type), for an agent that leaves
+// the node for good. A node without it, or gone, is no error.
+func RemovePreflightCondition(ctx context.Context, c kubernetes.Interface, node string) error {
+	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{
+		map[string]any{"type": preflight.ConditionType, "$patch": "delete"},
+	}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Nodes().PatchStatus(ctx, node, b)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove condition %s from node %s: %w", preflight.ConditionType, node, err)
+	}
+	return nil
 }

@@ -1,0 +1,84 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/deviceplugin"
+)
+
+// TestAgentLeavingNodeWithdrawsItsPublication (issue 28, device-plugin mode): the node relabelled
+// hami-go.io/mode=dra (the migration docs/dra.md describes) takes the device plugin off it; the
+// leaving agent withdraws its inventory annotation, GFD labels, Lease and preflight condition,
+// so no tool takes the node for a stale device-plugin node. A restart keeps them (the
+// annotation is there as soon as the pod is deleted and while the next starts). Relabelled back,
+// the next agent publishes them again.
+func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
+	c := NewCluster(t)
+	c.requireChart(t, "device-plugin")
+	inv := c.inventory(t)
+	allocatable := int64(len(inv.GPUs) * inv.SplitCount)
+	ctx := context.Background()
+	setMode := func(mode string) {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
+		}
+	}
+
+	// A restart first: the pod deleted, the DaemonSet still selects the node.
+	old := c.devicePluginPods(t)
+	c.deleteNow(t, chartNamespace, old[0].Name)
+	if n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{}); err != nil || n.Annotations[device.AnnoInventory] == "" {
+		t.Fatalf("after the agent's restart the inventory annotation is gone (%v); a restart must keep it", err)
+	}
+	c.waitNewDevicePlugin(t, old, 2*time.Minute)
+	c.waitAllocatable(t, allocatable, 2*time.Minute)
+
+	setMode("dra")
+	t.Cleanup(func() { setMode("deviceplugin") })
+	start := time.Now()
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = nil
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if _, ok := n.Annotations[device.AnnoInventory]; ok {
+			left = append(left, "annotation "+device.AnnoInventory)
+		}
+		for k := range deviceplugin.NodeLabels(&inv, "hami-core") {
+			if _, ok := n.Labels[k]; ok {
+				left = append(left, "label "+k)
+			}
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == "hami-go.io/PreflightPassed" {
+				left = append(left, "condition hami-go.io/PreflightPassed")
+			}
+		}
+		if _, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, device.LeasePrefix+c.NodeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Lease "+device.LeasePrefix+c.NodeName)
+		}
+		return len(left) == 0 && len(c.devicePluginPods(t)) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("2 minutes after node %s was relabelled hami-go.io/mode=dra: still %v (device-plugin pods: %d)", c.NodeName, left, len(c.devicePluginPods(t)))
+	}
+	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease and preflight condition %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
+
+	setMode("deviceplugin")
+	c.inventory(t)
+	c.waitAllocatable(t, allocatable, 2*time.Minute)
+}
