@@ -634,9 +634,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		want map[string]bool
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
-			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch")},
+			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch",
+			"apps|daemonsets|get")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
-			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update")},
+			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update", "coordination.k8s.io|leases|delete")},
 		{"extender ClusterRole", cr("ClusterRole/hami-go-scheduler-extender"), set(
 			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods/binding|create", "|nodes|get", "|nodes|list", "|nodes|watch",
 			"|events|create", "|events|patch", "events.k8s.io|events|create", "events.k8s.io|events|patch")},

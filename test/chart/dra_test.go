@@ -131,7 +131,8 @@ func TestModeDRAPlacementAndExtendedResource(t *testing.T) {
 	}
 }
 
-// The DRA driver's RBAC is what the kubeletplugin helper needs and no more.
+// The DRA driver's RBAC is what the kubeletplugin helper, the preflight and the removal check
+// need, and no more.
 func TestModeDRARBAC(t *testing.T) {
 	r := renderChart(t, sets(t, "mode=dra"))
 	got := ruleSet(typedAs[*rbacv1.ClusterRole](t, r, draCR).Rules)
@@ -140,6 +141,8 @@ func TestModeDRARBAC(t *testing.T) {
 		"resource.k8s.io|resourceslices|create", "resource.k8s.io|resourceslices|update", "resource.k8s.io|resourceslices|patch",
 		"resource.k8s.io|resourceslices|delete", "resource.k8s.io|resourceslices|deletecollection",
 		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes/status|patch",
+		// At a stop: its own pod and DaemonSet, to tell a removal for good from a restart.
+		"|pods|get", "apps|daemonsets|get",
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules = %v, want %v", got, want)
