@@ -82,3 +82,67 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	c.inventory(t)
 	c.waitAllocatable(t, allocatable, 2*time.Minute)
 }
+
+// TestDRADriverLeavingNodeWithdrawsItsPublication (issue 28, DRA mode): the node relabelled
+// hami-go.io/mode=deviceplugin takes the DRA driver off it; the leaving driver removes the
+// preflight condition, and the kubelet its ResourceSlices. Relabelled back, the next driver
+// publishes its devices again.
+func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
+	c := draCluster(t)
+	ctx := context.Background()
+	gpus := len(c.draGPUs(t))
+	setMode := func(mode string) {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
+		}
+	}
+	setMode("deviceplugin")
+	t.Cleanup(func() { setMode("dra") })
+	start := time.Now()
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = nil
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == "hami-go.io/PreflightPassed" {
+				left = append(left, "condition hami-go.io/PreflightPassed")
+			}
+		}
+		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range l.Items {
+			if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
+				left = append(left, "ResourceSlice "+s.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("2 minutes after node %s was relabelled hami-go.io/mode=deviceplugin: still %v", c.NodeName, left)
+	}
+	t.Logf("the DRA driver left node %s; its preflight condition and ResourceSlices were gone %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
+
+	setMode("dra")
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, s := range l.Items {
+			if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
+				n += len(s.Spec.Devices)
+			}
+		}
+		return n == gpus, nil
+	})
+	if err != nil {
+		t.Fatalf("relabelled dra: the driver did not publish its %d devices again within 2 minutes", gpus)
+	}
+}
