@@ -91,6 +91,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	go p.publishLoop(ctx, d.Client)
+	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
+	go gm.Run(ctx)
 	err = p.Serve(ctx)
 	if n := p.Drain(); n > 0 {
 		klog.InfoS("Stopping with containers let through PreStartContainer not yet created", "containers", n, "waited", cfg.PlanWait)

@@ -91,6 +91,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		uuids = append(uuids, g.GPU.UUID)
 	}
 	go d.republishLoop(ctx)
+	gm := &nodeagent.GPUMemoryPublisher{Client: deps.Client, Node: cfg.NodeName, MiB: d.GPUMemoryMiB, Clock: d.opts.Clock}
+	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()

@@ -139,7 +139,7 @@ func TestModeDRARBAC(t *testing.T) {
 		"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
 		"resource.k8s.io|resourceslices|create", "resource.k8s.io|resourceslices|update", "resource.k8s.io|resourceslices|patch",
 		"resource.k8s.io|resourceslices|delete", "resource.k8s.io|resourceslices|deletecollection",
-		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes/status|patch",
+		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes/status|patch",
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules = %v, want %v", got, want)
