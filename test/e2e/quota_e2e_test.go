@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +156,66 @@ func TestQuotaGPUMemory(t *testing.T) {
 	c.waitQuotaUsed(t, ns, quota, 30000, time.Minute)
 	c.WaitForPhase(t, ns, "one-x-30000", corev1.PodSucceeded, 2*time.Minute)
 	c.waitQuotaUsed(t, ns, quota, 0, time.Minute)
+}
+
+// TestQuotaGPUMemoryKubeletRestartMidBurst: GPU pods carry hami-go.io/gpu-memory in their
+// requests, which the kubelet's admission counts against the node's allocatable, also when it
+// re-admits running pods after a restart. The kubelet zeroes node-status extended resources when
+// it re-registers a node whose device-plugin checkpoint is gone (ShouldResetExtendedResourceCapacity);
+// this test restarts the kubelet in the middle of a burst of GPU pods and checks that no pod fails
+// admission (OutOfhami-go.io/gpu-memory), that the running ones keep running, and that the node
+// carries its figure again. It logs whether this kubelet zeroed the figure.
+func TestQuotaGPUMemoryKubeletRestartMidBurst(t *testing.T) {
+	c := NewCluster(t)
+	dra := c.isDRAMode(t)
+	var ns string
+	if dra {
+		c.driverPod(t)
+		ns = draNamespace(t, c)
+	} else {
+		ns = e2eNamespace(t, c)
+	}
+	want := c.nodeGPUMemoryWant(t, dra)
+	c.waitNodeGPUMemory(t, want, time.Minute)
+	long := func(name string) *corev1.Pod {
+		p := gpuPod(ns, name, gpuLimits{count: 1, memMiB: 2000})
+		p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "sleep 3600"}
+		return p
+	}
+	for i := 0; i < 3; i++ {
+		c.CreatePod(t, long(fmt.Sprintf("before-%d", i)))
+	}
+	for i := 0; i < 3; i++ {
+		c.WaitForRunning(t, ns, fmt.Sprintf("before-%d", i), 2*time.Minute)
+	}
+	off := c.kubeletLogSize(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 6; i++ {
+			c.CreatePod(t, long(fmt.Sprintf("burst-%d", i)))
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	c.clusterScript(t, "restart.sh", "restart", "kubelet")
+	t.Cleanup(func() { c.waitNodeReady(t, 2*time.Minute) })
+	<-done
+	c.waitNodeReady(t, time.Minute)
+	c.waitNodeGPUMemory(t, want, time.Minute)
+	names := []string{"before-0", "before-1", "before-2"}
+	for i := 0; i < 6; i++ {
+		names = append(names, fmt.Sprintf("burst-%d", i))
+	}
+	for _, n := range names {
+		p := c.WaitForRunning(t, ns, n, 3*time.Minute)
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s: phase %s reason %q message %q", n, p.Status.Phase, p.Status.Reason, p.Status.Message)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(c.State, "logs", "kubelet.log"))
+	if err == nil && int64(len(b)) > off {
+		zeroed := strings.Contains(string(b[off:]), "Zero out resource capacity in existing node")
+		t.Logf("kubelet restart zeroed extended resources: %v (dra=%v)", zeroed, dra)
+	}
 }
