@@ -67,7 +67,15 @@ start() {
   fi
   log "starting $name (log: $LOGS/$name.log)"
   printf '%s\n' "$marker" >"$PIDS/$name.match"
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  # The daemon keeps only stdin, stdout and stderr: `flock <lock> up.sh` hands its locked file
+  # to the script, and a daemon that inherited it would hold the cluster's lock until it exits.
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      ((fd > 2)) && eval "exec $fd>&-"
+    done
+    exec setsid "$@"
+  ) >>"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$PIDS/$name.pid"
 }
 
