@@ -62,7 +62,7 @@ func TestEffectiveMemoryMiB(t *testing.T) {
 	}
 }
 
-// Property (case C40 and the node figure): for pods placed one after another by Pick on random
+// Property (cases C40, C43 and the node figure): for pods placed one after another by Pick on random
 // nodes, the figure Kubernetes counts for each pod (EffectiveMemoryMiB) never exceeds what the
 // extender books for it (sum of ChargeOf over its GPUs), and equals it when no classic init
 // container holds a GPU; so the node's sum of counted figures never exceeds the node's published

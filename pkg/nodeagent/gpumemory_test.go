@@ -21,7 +21,7 @@ func testNode() *corev1.Node {
 	}}
 }
 
-// PublishGPUMemory writes capacity and allocatable once, leaves the other resources alone, and
+// case C43: PublishGPUMemory writes capacity and allocatable once, leaves the other resources alone, and
 // patches again only when a figure differs.
 func TestPublishGPUMemory(t *testing.T) {
 	ctx := context.Background()

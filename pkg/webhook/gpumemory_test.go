@@ -44,7 +44,7 @@ func gpuMem(t *testing.T, p corev1.Pod, name string) string {
 	return ""
 }
 
-// The webhook writes each GPU container's GPUs × MiB per GPU, in MiB, into limits and requests,
+// case C43: the webhook writes each GPU container's GPUs × MiB per GPU, in MiB, into limits and requests,
 // in device-plugin mode; Kubernetes' own rule then adds init, sidecar and app up (issue 25).
 func TestGPUMemoryFigurePerContainer(t *testing.T) {
 	side := func(c corev1.Container) corev1.Container { return sidecar(c) }

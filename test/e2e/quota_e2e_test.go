@@ -94,7 +94,7 @@ func (c *Cluster) waitQuotaUsed(t *testing.T, ns, name string, want int64, timeo
 	}
 }
 
-// TestQuotaGPUMemory (issue 25, items 2 and 3), in whichever mode the cluster runs: the node
+// case C43. TestQuotaGPUMemory (issue 25, items 2 and 3), in whichever mode the cluster runs: the node
 // carries hami-go.io/gpu-memory = the sum of its GPUs' offered memory; a namespace with a
 // ResourceQuota of requests.hami-go.io/gpu-memory: 40000 refuses a pod of 2 GPUs x 30000 MiB
 // with the API server's own "exceeded quota" words (the webhook wrote 60000), refuses a
