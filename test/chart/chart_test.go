@@ -30,6 +30,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"RoleBinding/kube-node-lease/hami-go-scheduler-extender-leases", "RoleBinding/kube-system/hami-go-scheduler-authentication-reader",
 		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", "Service/hami-go-scheduler", webhookSvc,
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
+		"ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 	}
 	sort.Strings(want)
