@@ -27,7 +27,7 @@ func main() {
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cfg.Admission.Mode == webhook.ModeDRA {
+	{ // both modes: ResourceQuotas (GPU-memory quota); DRA mode: templates and ResourceSlices
 		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 		if err != nil {
 			klog.ErrorS(err, "API client", "kubeconfig", cfg.Kubeconfig)

@@ -143,6 +143,21 @@ func (p *Plugin) Inventory() device.Inventory {
 	return inv
 }
 
+// GPUMemoryMiB is the node's figure of device.ResourceGPUMemory, MiB: over the GPUs the
+// extender may place slices on (MIG-enabled ones never are), the memory each offers after the
+// reserve and the memory scaling (device.Inventory.CapacityMiB). Unhealthy GPUs count
+// (device.NodeGPUMemoryMiB says why).
+func (p *Plugin) GPUMemoryMiB() int64 {
+	inv := p.Inventory()
+	var per []int64
+	for i := range inv.GPUs {
+		if !inv.GPUs[i].MIGEnabled {
+			per = append(per, inv.CapacityMiB(&inv.GPUs[i]))
+		}
+	}
+	return device.NodeGPUMemoryMiB(per)
+}
+
 // Enforcement returns the node's slice enforcement as a fact, checked now on the host
 // (nodeagent.Enforcement): published in the inventory, exported as a metric, and required by
 // every plan applied at container creation.

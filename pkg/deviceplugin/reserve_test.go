@@ -78,3 +78,23 @@ func TestReservedMemoryRefused(t *testing.T) {
 		})
 	}
 }
+
+// The node's hami-go.io/gpu-memory figure is the sum of what its GPUs offer after the reserve
+// (case C41) and the memory scaling, unhealthy GPUs included (issue 25).
+func TestGPUMemoryMiBFigure(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	var err error
+	if cfg.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", "2048,GPU-B=8Gi"); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newTestPlugin(t, cfg, newTestBackend(3, 81920))
+	if got, want := p.GPUMemoryMiB(), int64(79872+73728+79872); got != want {
+		t.Fatalf("GPUMemoryMiB = %d, want %d", got, want)
+	}
+	cfg = testConfig(t.TempDir())
+	cfg.MemoryScaling = 1.5
+	p, _ = newTestPlugin(t, cfg, newTestBackend(2, 40960))
+	if got, want := p.GPUMemoryMiB(), int64(2*61440); got != want {
+		t.Fatalf("scaled: GPUMemoryMiB = %d, want %d", got, want)
+	}
+}

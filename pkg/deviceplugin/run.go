@@ -93,6 +93,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	go p.publishLoop(ctx, d.Client)
+	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
+	go gm.Run(ctx)
 	err = p.Serve(ctx)
 	if n := p.Drain(); n > 0 {
 		klog.InfoS("Stopping with containers let through PreStartContainer not yet created", "containers", n, "waited", cfg.PlanWait)
@@ -111,7 +113,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 }
 
 // withdraw removes what the agent published on the node when it leaves it for good (issue 28):
-// the inventory annotation, its labels, the Lease, the preflight condition and its CDI spec.
+// the inventory annotation, its labels, the Lease, the preflight condition, the node's GPU
+// memory (device.ResourceGPUMemory) and its CDI spec.
 // Pods that still run keep their containers; failures are logged.
 func (p *Plugin) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if err := WithdrawNode(ctx, c, p.Inventory(), p.cfg.Enforcement, p.cfg.LeaseNamespace); err != nil {
@@ -120,12 +123,15 @@ func (p *Plugin) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if err := nodeagent.RemovePreflightCondition(ctx, c, p.cfg.NodeName); err != nil {
 		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", p.cfg.NodeName)
 	}
+	if err := nodeagent.WithdrawGPUMemory(ctx, c, p.cfg.NodeName); err != nil {
+		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", p.cfg.NodeName)
+	}
 	if p.cfg.DeviceListStrategy == StrategyCDI {
 		if err := os.Remove(filepath.Join(p.cfg.CDISpecDir, CDISpecName)); err != nil && !os.IsNotExist(err) {
 			klog.ErrorS(err, "Removing the CDI spec failed", "dir", p.cfg.CDISpecDir)
 		}
 	}
-	klog.InfoS("Withdrew the node's inventory, labels, Lease and preflight condition", "node", p.cfg.NodeName)
+	klog.InfoS("Withdrew the node's inventory, labels, Lease, preflight condition and GPU memory", "node", p.cfg.NodeName)
 }
 
 func (p *Plugin) watchXIDs(ctx context.Context) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
@@ -182,6 +183,20 @@ func (d *Driver) Health() *gpuhealth.Health { return d.health }
 
 // GPUs returns the GPUs the driver publishes, in NVML index order.
 func (d *Driver) GPUs() []GPUInfo { return append([]GPUInfo(nil), d.gpus...) }
+
+// GPUMemoryMiB is the node's figure of device.ResourceGPUMemory, MiB: the sum of the memory
+// capacities of the devices the driver publishes (Devices: BookableMiB of each GPU, after the
+// reserve and the memory scaling), what DRA's allocator may place. Tainted (unhealthy) devices
+// count (device.NodeGPUMemoryMiB says why).
+func (d *Driver) GPUMemoryMiB() int64 {
+	var per []int64
+	for _, dev := range Devices(d.gpus, d.sliceConfig()) {
+		if c, ok := dev.Capacity[draapi.CapacityMemory]; ok {
+			per = append(per, c.Value.Value()/MiB)
+		}
+	}
+	return device.NodeGPUMemoryMiB(per)
+}
 
 // Resources is what the driver publishes now: one pool named after the node with one slice
 // of Devices (health applied as taints), in the configured DeviceOrder of the prepared claims'

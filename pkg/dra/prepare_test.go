@@ -281,6 +281,10 @@ func TestReservedMemoryPerGPU(t *testing.T) {
 			t.Errorf("%s: %s", dev.Name, strings.Join(errs, "; "))
 		}
 	}
+	// The node's hami-go.io/gpu-memory figure: the published devices' memory, summed (issue 25).
+	if got, want := d.GPUMemoryMiB(), int64(79872+77824+79872+81920+4*79872); got != want {
+		t.Errorf("GPUMemoryMiB = %d, want %d", got, want)
+	}
 	// gpu-0 offers 79872 MiB: a claim of all of it prepares, 1 MiB more on top does not.
 	all := testClaim("all", 0, 0, result{device: "gpu-0", memMiB: 79872})
 	more := testClaim("more", 1, 0, result{device: "gpu-0", memMiB: 1})

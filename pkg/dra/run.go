@@ -91,6 +91,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		uuids = append(uuids, g.GPU.UUID)
 	}
 	go d.republishLoop(ctx)
+	gm := &nodeagent.GPUMemoryPublisher{Client: deps.Client, Node: cfg.NodeName, MiB: d.GPUMemoryMiB, Clock: d.opts.Clock}
+	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()
@@ -105,7 +107,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	return nil
 }
 
-// withdraw removes the preflight condition when the driver leaves the node for good (issue 28);
+// withdraw removes the preflight condition and the node's GPU memory (device.ResourceGPUMemory)
+// when the driver leaves the node for good (issue 28);
 // the kubelet removes its ResourceSlices 30 s after it unregisters. Prepared claims are kept
 // (their CDI specs and checkpoint): the kubelet needs a driver on the node to unprepare them,
 // which the log says.
@@ -115,6 +118,9 @@ func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
 	}
 	if err := nodeagent.RemovePreflightCondition(ctx, c, d.cfg.NodeName); err != nil {
 		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", d.cfg.NodeName)
+	}
+	if err := nodeagent.WithdrawGPUMemory(ctx, c, d.cfg.NodeName); err != nil {
+		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", d.cfg.NodeName)
 	}
 }
 

@@ -100,6 +100,9 @@ type claimPlan struct {
 	templates []*resourceapi.ResourceClaimTemplate
 	podClaims []corev1.PodResourceClaim
 	byName    map[string]string // container name -> pod claim name
+	// ownInit are the classic init containers with a claim of their own (no app container or
+	// earlier init container asks the same): that claim stays reserved for the pod's whole life.
+	ownInit []device.ContainerRequest
 }
 
 // planClaims turns a pod's parsed request into claims. Every app container and native sidecar
@@ -176,6 +179,7 @@ func planClaims(pod *corev1.Pod, r *device.PodRequest, fleet Fleet) (claimPlan, 
 			name := newClaim(b.tmpl)
 			initClaim[b.tmpl.Name] = name
 			p.byName[b.cr.Name] = name
+			p.ownInit = append(p.ownInit, b.cr)
 		}
 	}
 	return p, nil

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -17,17 +18,21 @@ import (
 // pod bypasses kube-scheduler, which allocates claims, so it would wait for ever. Errors name
 // field and value; on any error nothing is created for this pod beyond templates already made
 // (they are shared and harmless; docs/dra.md, "Pod API in DRA mode").
-func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *corev1.Pod, r *device.PodRequest, spec map[string]any) (notes, warnings []string, err error) {
+//
+// extra is what device.ResourceGPUMemory must add to the first app container: the MiB of the
+// claims that classic init containers hold alone (planClaims), which stay reserved for the
+// pod's life on top of the app containers' claims.
+func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *corev1.Pod, r *device.PodRequest, spec map[string]any) (notes, warnings []string, extra map[string]int64, err error) {
 	for _, k := range []string{device.AnnoGPUPolicy, device.AnnoNodePolicy} {
 		if v, ok := pod.Annotations[k]; ok {
 			warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s]: %q has no effect in DRA mode (kube-scheduler picks nodes by its own scores and devices first-fit; docs/dra.md)", k, v))
 		}
 	}
 	if pod.Spec.NodeName != "" {
-		return nil, nil, fmt.Errorf("spec.nodeName: preset to %q; a pod that uses GPU slices gets them through ResourceClaims, which only kube-scheduler allocates, so it must not bypass the scheduler (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, pod.Spec.NodeName)
+		return nil, nil, nil, fmt.Errorf("spec.nodeName: preset to %q; a pod that uses GPU slices gets them through ResourceClaims, which only kube-scheduler allocates, so it must not bypass the scheduler (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, pod.Spec.NodeName)
 	}
 	if h.store == nil {
-		return nil, nil, fmt.Errorf("hami-go webhook: DRA mode without a template store (internal error)")
+		return nil, nil, nil, fmt.Errorf("hami-go webhook: DRA mode without a template store (internal error)")
 	}
 	ns := pod.Namespace
 	if ns == "" {
@@ -37,15 +42,25 @@ func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *
 	p.Namespace = ns
 	plan, err := planClaims(&p, r, h.fleet)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	if !dryRun {
 		for _, t := range plan.templates {
 			if err := h.store.Ensure(ctx, t); err != nil {
-				return nil, nil, fmt.Errorf("hami-go webhook: %v", err)
+				return nil, nil, nil, fmt.Errorf("hami-go webhook: %v", err)
 			}
 		}
 	}
-	return plan.apply(pod, spec, h.cfg.Names), warnings, nil
+	if len(plan.ownInit) > 0 && len(pod.Spec.Containers) > 0 {
+		var mib int64
+		for _, cr := range plan.ownInit {
+			m, _ := allocator.RequestedMemoryMiB(cr) // a percentage: 0, refused under a quota
+			mib += m
+		}
+		if mib > 0 {
+			extra = map[string]int64{pod.Spec.Containers[0].Name: mib}
+		}
+	}
+	return plan.apply(pod, spec, h.cfg.Names), warnings, extra, nil
 }

@@ -36,10 +36,11 @@ import (
 // gpu.hami-go.io in place of its GPU limits (dra_claims.go; docs/dra.md, "Pod API in DRA
 // mode"); its scheduler is left alone (stock kube-scheduler allocates claims).
 type PodHandler struct {
-	cfg   Config
-	m     *Metrics
-	store TemplateStore // DRA mode only
-	fleet Fleet         // DRA mode only
+	cfg    Config
+	m      *Metrics
+	store  TemplateStore // DRA mode only
+	fleet  Fleet         // DRA mode only
+	quotas Quotas        // nil: no namespace caps GPU memory
 }
 
 // NewPodHandler returns the pod handler; cfg must be valid (Config.Validate), m may be nil.
@@ -107,7 +108,8 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		return admission.Denied(err.Error())
 	}
 	isRay := pod.Labels[ray.LabelNodeType] != ""
-	if !request.UsesGPU() && !isRay {
+	preset := hasGPUMemory(pod)
+	if !request.UsesGPU() && !isRay && !preset {
 		return admission.Allowed("no GPU slices")
 	}
 	var doc map[string]any
@@ -115,7 +117,12 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		return badRequest("pod", err)
 	}
 	spec := child(doc, "spec", true)
+	ns := pod.Namespace
+	if ns == "" {
+		ns = req.Namespace
+	}
 	var notes, warnings []string
+	var gpuMemExtra map[string]int64
 	if request.UsesGPU() {
 		if f := privilegedContainer(&pod.Spec); f != "" {
 			if h.cfg.Privileged == PrivilegedDeny {
@@ -125,11 +132,11 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			return admission.Allowed(msg).WithWarnings(msg)
 		}
 		if h.cfg.Mode == ModeDRA {
-			n, w, err := h.draClaims(ctx, req, pod, &request, spec)
+			n, w, extra, err := h.draClaims(ctx, req, pod, &request, spec)
 			if err != nil {
 				return admission.Denied(err.Error())
 			}
-			notes, warnings = append(notes, n...), append(warnings, w...)
+			notes, warnings, gpuMemExtra = append(notes, n...), append(warnings, w...), extra
 		} else {
 			if pod.Spec.NodeName != "" {
 				// No opt-out is offered here: an opted-out pod that still asks for slices is refused
@@ -140,6 +147,17 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			notes, warnings = append(notes, n...), append(warnings, w...)
 		}
 	}
+	// device.ResourceGPUMemory: the webhook is its only writer (removed from any pod that sets
+	// it, written into each GPU container from its request).
+	var gpuReq *device.PodRequest
+	if request.UsesGPU() {
+		gpuReq = &request
+	}
+	n, err := h.gpuMemory(pod, ns, gpuReq, spec, gpuMemExtra)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	notes = append(notes, n...)
 	if isRay && h.cfg.Mode == ModeDRA && len(pod.Spec.ResourceClaims) > 0 {
 		// The pod's own claims give it GPUs the limits do not show: its `ray start` is the user's.
 		notes = append(notes, "Ray start line left as written (the pod carries its own resourceClaims)")

@@ -38,21 +38,23 @@ func TestPodAdmission(t *testing.T) {
 	}
 	cases := []tc{
 		// case C27: who gets our scheduler.
-		{name: "C27 GPU pod with default-scheduler gets ours, nothing else", pod: newPod(gpu()),
-			paths: []string{"replace /spec/schedulerName"},
+		{name: "C27 GPU pod with default-scheduler gets ours, nothing else (but the GPU-memory figure)", pod: newPod(gpu()),
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "replace /spec/schedulerName"},
 			check: func(t *testing.T, p corev1.Pod) {
 				if p.Spec.SchedulerName != "hami-go-scheduler" {
 					t.Errorf("schedulerName %q", p.Spec.SchedulerName)
 				}
 			}},
 		{name: "C27 GPU pod without schedulerName gets ours", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = ""; return p }(),
-			paths: []string{"add /spec/schedulerName"}},
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "add /spec/schedulerName"}},
 		{name: "C27 third-party scheduler unchanged, with a warning", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "volcano"; return p }(),
+			paths:   []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests"},
 			warning: `spec.schedulerName: "volcano" is kept; hami-go's device plugin gives GPU slices only to pods placed by hami-go-scheduler`},
-		{name: "C27 our own scheduler: no patch, no warning", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "hami-go-scheduler"; return p }(),
+		{name: "C27 our own scheduler: only the GPU-memory figure, no warning", pod: func() *corev1.Pod { p := newPod(gpu()); p.Spec.SchedulerName = "hami-go-scheduler"; return p }(),
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests"},
 			check: func(t *testing.T, p corev1.Pod) {}},
 		{name: "C27 --scheduler-name is what is set", pod: newPod(gpu()), cfg: func(c *Config) { c.SchedulerName = "my-gpu-scheduler" },
-			paths: []string{"replace /spec/schedulerName"},
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "replace /spec/schedulerName"},
 			check: func(t *testing.T, p corev1.Pod) {
 				if p.Spec.SchedulerName != "my-gpu-scheduler" {
 					t.Errorf("schedulerName %q", p.Spec.SchedulerName)
@@ -72,7 +74,7 @@ func TestPodAdmission(t *testing.T) {
 
 		// Count default.
 		{name: "only memory: count 1 in limits and requests", pod: newPod(withRequests(ctr("main", "nvidia.com/gpumem", "3000"))),
-			paths: []string{"add /spec/containers/0/resources/limits/nvidia.com~1gpu", "add /spec/containers/0/resources/requests/nvidia.com~1gpu", "replace /spec/schedulerName"},
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/limits/nvidia.com~1gpu", "add /spec/containers/0/resources/requests/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests/nvidia.com~1gpu", "replace /spec/schedulerName"},
 			check: func(t *testing.T, p corev1.Pod) {
 				l, r := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"], p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]
 				if l.String() != "1" || r.String() != "1" {
@@ -89,7 +91,7 @@ func TestPodAdmission(t *testing.T) {
 			p := newPod(ctr("app", "cpu", "1"))
 			p.Spec.InitContainers = []corev1.Container{ctr("warmup", "nvidia.com/gpumem", "4096")}
 			return p
-		}(), paths: []string{"add /spec/initContainers/0/resources/limits/nvidia.com~1gpu", "replace /spec/schedulerName"}},
+		}(), paths: []string{"add /spec/initContainers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/initContainers/0/resources/limits/nvidia.com~1gpu", "add /spec/initContainers/0/resources/requests", "replace /spec/schedulerName"}},
 		{name: "C26 init container validated too", pod: func() *corev1.Pod {
 			p := newPod(ctr("app"))
 			p.Spec.InitContainers = []corev1.Container{ctr("warmup", "nvidia.com/gpumem", "0.5")}
@@ -117,7 +119,12 @@ func TestPodAdmission(t *testing.T) {
 		{name: "C07 fractional memory", pod: newPod(ctr("main", "nvidia.com/gpumem", "0.5")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 500m (Kubernetes' canonical form; = 0.5) is not a whole number of MiB"},
 		{name: "C07 3000M", pod: newPod(ctr("main", "nvidia.com/gpumem", "3000M")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem]: 3G (Kubernetes' canonical form; = 3000M = 3000000000) is 3000000000 MiB, more than any GPU has (at most 4194304 MiB); did you mean"},
 		{name: "C07 negative memory", pod: newPod(ctr("main", "nvidia.com/gpumem", "-1")), deny: "-1 is not a positive amount of GPU memory"},
-		{name: "C07 16Gi accepted", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "16Gi")), paths: []string{"replace /spec/schedulerName"}},
+		{name: "C07 16Gi accepted", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "16Gi")), paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "replace /spec/schedulerName"},
+			check: func(t *testing.T, p corev1.Pod) {
+				if q := p.Spec.Containers[0].Resources.Limits[device.ResourceGPUMemory]; q.String() != "16384" {
+					t.Errorf("%s %s, want 16384 (MiB)", device.ResourceGPUMemory, q.String())
+				}
+			}},
 		{name: "C08 percentage 0 rejected", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "0")), deny: "spec.containers[main].resources.limits[nvidia.com/gpumem-percentage]: 0 is outside 1..100"},
 		{name: "C08 percentage 101", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "101")), deny: "101 is outside 1..100"},
 		{name: "C08 fractional percentage", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "12.5")), deny: "12500m (Kubernetes' canonical form; = 12.5) is not a whole percentage"},
@@ -136,7 +143,7 @@ func TestPodAdmission(t *testing.T) {
 		{name: "UUID both used and avoided", pod: withAnno(withAnno(newPod(gpu()), device.AnnoUseGPUUUID, "GPU-1,GPU-2"), device.AnnoNoUseGPUUUID, "GPU-2"), deny: `both name "GPU-2"`},
 		{name: "internal annotation on a new pod", pod: withAnno(newPod(gpu()), device.AnnoPlanned, "{}"), deny: "metadata.annotations[hami-go.io/allocation-planned]: set on a new pod; only hami-go writes it"},
 		{name: "valid annotations accepted", pod: withAnno(withAnno(withAnno(newPod(gpu()), device.AnnoUseGPUType, "A100-SXM4, H100"), device.AnnoGPUPolicy, "spread"), device.AnnoNUMABind, "true"),
-			paths: []string{"replace /spec/schedulerName"}},
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "replace /spec/schedulerName"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -192,7 +199,7 @@ func TestPodPatchKeepsUnknownFields(t *testing.T) {
 	ph, _, _ := testHandlers(nil)
 	raw := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","futureField":{"x":1}},"spec":{"schedulerName":"default-scheduler","newSpecField":true,"containers":[{"name":"main","image":"i","resources":{"limits":{"nvidia.com/gpumem":"3k"}}}]}}`)
 	r := run(t, ph, admissionv1.Create, "team-a", raw)
-	want := `{"apiVersion":"v1","kind":"Pod","metadata":{"futureField":{"x":1},"name":"p"},"spec":{"containers":[{"image":"i","name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"3k"}}}],"newSpecField":true,"schedulerName":"hami-go-scheduler"}}`
+	want := `{"apiVersion":"v1","kind":"Pod","metadata":{"futureField":{"x":1},"name":"p"},"spec":{"containers":[{"image":"i","name":"main","resources":{"limits":{"hami-go.io/gpu-memory":"3000","nvidia.com/gpu":"1","nvidia.com/gpumem":"3k"},"requests":{"hami-go.io/gpu-memory":"3000"}}}],"newSpecField":true,"schedulerName":"hami-go-scheduler"}}`
 	if got := string(normalize(t, r.patched)); got != want {
 		t.Fatalf("patched\n%s\nwant\n%s", got, want)
 	}

@@ -49,10 +49,10 @@ func TestRayPodAdmission(t *testing.T) {
 	}{
 		{name: "C32a worker with 2 slices", pod: kubeRayPod("worker", workerLine, ctr("", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "8000")),
 			wantArgs: "ulimit -n 65536; " + workerLine[:len(workerLine)-1] + " --num-gpus=2 " + memFlag + " " + labelFlag + " ",
-			paths:    []string{"replace /spec/containers/0/args/0", "replace /spec/containers/0/env/1/value", "replace /spec/schedulerName"}},
+			paths:    []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/requests", "replace /spec/containers/0/args/0", "replace /spec/containers/0/env/1/value", "replace /spec/schedulerName"}},
 		{name: "C32b gpumem 8000 with the count defaulted: 1, never 8000", pod: kubeRayPod("worker", workerLine, ctr("", "nvidia.com/gpumem", "8000")),
 			wantArgs: "ulimit -n 65536; " + workerLine[:len(workerLine)-1] + " --num-gpus=1 " + memFlag + " " + labelFlag + " ",
-			paths:    []string{"add /spec/containers/0/resources/limits/nvidia.com~1gpu", "replace /spec/containers/0/args/0", "replace /spec/containers/0/env/1/value", "replace /spec/schedulerName"}},
+			paths:    []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-memory", "add /spec/containers/0/resources/limits/nvidia.com~1gpu", "add /spec/containers/0/resources/requests", "replace /spec/containers/0/args/0", "replace /spec/containers/0/env/1/value", "replace /spec/schedulerName"}},
 		{name: "C32c MIG resource: 1, not a hami-go pod otherwise", pod: kubeRayPod("worker", workerLine, ctr("", "nvidia.com/mig-1g.10gb", "1")),
 			wantArgs: "ulimit -n 65536; " + workerLine[:len(workerLine)-1] + " --num-gpus=1 " + memFlag + " " + labelFlag + " ",
 			paths:    []string{"replace /spec/containers/0/args/0", "replace /spec/containers/0/env/1/value"}},

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/hami-go/hami-go/pkg/ray"
@@ -21,7 +23,12 @@ import (
 // by PodHandler (JSON decode, validation, patch), reporting p50/p99 in µs (issue 5's target:
 // p99 <= 1 ms). Sub-benchmarks: gpu-pod (one container asking 1 GPU, 8000 MiB, 30% cores,
 // default scheduler: gets schedulerName and nothing else) and ray-worker (a KubeRay worker pod
-// asking 1 slice of 8000 MiB: its `ray start` line is rewritten too).
+// asking 1 slice of 8000 MiB: its `ray start` line is rewritten too); since issue 25 every GPU
+// pod also gets hami-go.io/gpu-memory written. gpu-memory-quota: a pod with a classic init
+// container (2 GPUs x 9831 MiB), a native sidecar and an app container, one of which presets
+// hami-go.io/gpu-memory (removed and rewritten), in a namespace with 20 ResourceQuotas, one of
+// them on requests.hami-go.io/gpu-memory (QuotaCache on a fake API); percent-lookup: a 50 %
+// pod in a namespace with 20 quotas, none on GPU memory (the quota lookup runs and admits).
 func BenchmarkAdmissionLatency(b *testing.B) {
 	limits := corev1.ResourceList{
 		"nvidia.com/gpu":      resource.MustParse("1"),
@@ -43,10 +50,46 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	c.Name, c.Image = "ray-worker", "rayproject/ray:2.46.0"
 	c.Command, c.Args = []string{"/bin/bash", "-c", "--"}, []string{"ulimit -n 65536; " + line}
 	c.Env = []corev1.EnvVar{{Name: ray.EnvGeneratedStartCmd, Value: line}}
+	always := corev1.ContainerRestartPolicyAlways
+	mib := func(n, m string) corev1.ResourceList {
+		return corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(n), "nvidia.com/gpumem": resource.MustParse(m)}
+	}
+	quotaPod := gpuPod.DeepCopy()
+	quotaPod.Spec.InitContainers = []corev1.Container{
+		{Name: "warmup", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: mib("2", "9831")}},
+		{Name: "side", Image: "busybox", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Limits: mib("1", "2000")}},
+	}
+	quotaPod.Spec.Containers[0].Resources.Limits = mib("1", "8000")
+	quotaPod.Spec.Containers[0].Resources.Limits["hami-go.io/gpu-memory"] = resource.MustParse("1")
+	quotaPod.Spec.Containers[0].Resources.Requests = quotaPod.Spec.Containers[0].Resources.Limits.DeepCopy()
+	pctPod := gpuPod.DeepCopy()
+	pctPod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpumem-percentage": resource.MustParse("50")}
+	pctPod.Spec.Containers[0].Resources.Requests = nil
+	quotas := func(b *testing.B, gpu bool) Quotas {
+		var objs []runtime.Object
+		for i := 0; i < 20; i++ {
+			res := corev1.ResourceName("requests.cpu")
+			if gpu && i == 7 {
+				res = "requests.hami-go.io/gpu-memory"
+			}
+			objs = append(objs, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("q%02d", i)},
+				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{res: resource.MustParse("40000")}}})
+		}
+		c := NewQuotaCache(fake.NewClientset(objs...))
+		ctx, cancel := context.WithCancel(context.Background())
+		b.Cleanup(cancel)
+		if err := c.Start(ctx, 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
 	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-	}{{"gpu-pod", gpuPod}, {"ray-worker", rayPod}} {
+		name   string
+		pod    *corev1.Pod
+		quotas func(*testing.B) Quotas
+	}{{"gpu-pod", gpuPod, nil}, {"ray-worker", rayPod, nil},
+		{"gpu-memory-quota", quotaPod, func(b *testing.B) Quotas { return quotas(b, true) }},
+		{"percent-lookup", pctPod, func(b *testing.B) Quotas { return quotas(b, false) }}} {
 		raw, err := json.Marshal(tc.pod)
 		if err != nil {
 			b.Fatal(err)
@@ -54,6 +97,9 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := DefaultConfig()
 			h := NewPodHandler(cfg, NewMetrics(nil))
+			if tc.quotas != nil {
+				h.SetQuotas(tc.quotas(b))
+			}
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				UID: "bench", Operation: admissionv1.Create, Namespace: "team-a", Object: runtime.RawExtension{Raw: raw},
 			}}

@@ -40,10 +40,12 @@ type ServerConfig struct {
 	Admission Config
 	// Kubeconfig is the kubeconfig path the command builds Client from ("" = in-cluster).
 	Kubeconfig string
-	// Client is the API client of DRA mode (Admission.Mode ModeDRA: templates are created and
-	// ResourceSlices read through it); unused in device-plugin mode.
+	// Client is the API client: both modes read the namespaces' ResourceQuotas through it (a
+	// percentage of GPU memory is refused where a quota caps requests.hami-go.io/gpu-memory;
+	// nil: no quota is looked up, for tests), and DRA mode (Admission.Mode ModeDRA) creates
+	// templates and reads ResourceSlices through it (required there).
 	Client kubernetes.Interface
-	// CacheSyncTimeout bounds the wait for DRA mode's caches at Start (0: 60 s).
+	// CacheSyncTimeout bounds the wait for the caches at Start (0: 60 s).
 	CacheSyncTimeout time.Duration
 }
 
@@ -57,6 +59,7 @@ type Server struct {
 	metrics  net.Listener
 	handlers map[string]http.Handler
 	dra      *DRABackend // DRA mode only
+	quotas   *QuotaCache // nil without a client
 }
 
 // NewServer validates cfg, registers the handlers and opens the health and metrics listeners
@@ -78,6 +81,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.dra = NewDRABackend(cfg.Client)
 		pods = NewDRAPodHandler(cfg.Admission, m, s.dra, s.dra)
+	}
+	if cfg.Client != nil {
+		s.quotas = NewQuotaCache(cfg.Client)
+		pods.SetQuotas(s.quotas)
 	}
 	s.handlers = map[string]http.Handler{
 		PathPods:        &admission.Webhook{Handler: pods},
@@ -112,12 +119,17 @@ func (s *Server) MetricsHandler() http.Handler {
 func (s *Server) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	timeout := s.cfg.CacheSyncTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
 	if s.dra != nil {
-		timeout := s.cfg.CacheSyncTimeout
-		if timeout <= 0 {
-			timeout = time.Minute
-		}
 		if err := s.dra.Start(ctx, timeout); err != nil {
+			return err
+		}
+	}
+	if s.quotas != nil {
+		if err := s.quotas.Start(ctx, timeout); err != nil {
 			return err
 		}
 	}

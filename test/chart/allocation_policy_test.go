@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -257,5 +258,73 @@ func checkExtenderTLS(t *testing.T, r rendered, spec corev1.PodSpec, ks, ex core
 	exOff := container(t, deployment(t, off, schedDep).Spec.Template.Spec, "extender")
 	if f := flags(exOff); f["--client-ca-file"] != "" || f["--tls-cert-file"] != "" || len(exOff.VolumeMounts) != 0 {
 		t.Errorf("tls.enabled=false: extender flags %v mounts %v", f, exOff.VolumeMounts)
+	}
+}
+
+// case C44: the chart's ValidatingAdmissionPolicy refuses a pod labelled hami-go.io/ignore=true
+// (which never reaches the webhook) that sets hami-go.io/gpu-memory in any container, naming the
+// containers; other pods (the webhook rewrites their value) and opted-out pods without the
+// resource are admitted; nothing fails to evaluate; allocationPolicy.enabled=false renders none.
+func TestGPUMemoryPolicyC44(t *testing.T) {
+	const key, bkey = "ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory"
+	r := renderChart(t, nil)
+	p := typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, key)
+	b := typedAs[*admissionv1.ValidatingAdmissionPolicyBinding](t, r, bkey)
+	if b.Spec.PolicyName != p.Name || len(b.Spec.ValidationActions) != 1 || b.Spec.ValidationActions[0] != admissionv1.Deny {
+		t.Fatalf("binding = %+v", b.Spec)
+	}
+	v := compileVAP(t, p)
+	pod := func(ignore bool, init, app corev1.ResourceList) *corev1.Pod {
+		x := vapPod()
+		if ignore {
+			x.Labels = map[string]string{"hami-go.io/ignore": "true"}
+		}
+		x.Spec.Containers = []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: app}}}
+		if init != nil {
+			x.Spec.InitContainers = []corev1.Container{{Name: "warm", Resources: corev1.ResourceRequirements{Limits: init}}}
+		}
+		return x
+	}
+	mem := corev1.ResourceList{"hami-go.io/gpu-memory": resource.MustParse("80000")}
+	cpu := corev1.ResourceList{"cpu": resource.MustParse("1")}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		deny string
+	}{
+		{"opted out, sets it in an app container's requests", pod(true, nil, mem), "containers main: resources hami-go.io/gpu-memory is written only by hami-go's webhook, which a pod labelled hami-go.io/ignore=true does not reach"},
+		{"opted out, sets it in an init container's limits", pod(true, mem, cpu), "containers warm: resources hami-go.io/gpu-memory"},
+		{"opted out, without it", pod(true, cpu, cpu), ""},
+		{"not opted out: the webhook rewrites it", pod(false, mem, mem), ""},
+		{"opted out, no resources at all", pod(true, nil, nil), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+			kind := c.pod.GetObjectKind().GroupVersionKind()
+			attr := admission.NewAttributesRecord(c.pod, nil, kind, "team", "p", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: "alice"})
+			va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := v.Validate(context.Background(), gvr, va, nil, nil, celconfig.RuntimeCELCostBudget, nil)
+			var denied []string
+			for _, d := range res.Decisions {
+				if d.Evaluation == validating.EvalError {
+					t.Fatalf("evaluation error: %s", d.Message)
+				}
+				if d.Action == validating.ActionDeny {
+					denied = append(denied, d.Message)
+				}
+			}
+			switch {
+			case c.deny == "" && len(denied) > 0:
+				t.Fatalf("denied: %v", denied)
+			case c.deny != "" && (len(denied) == 0 || !strings.Contains(denied[0], c.deny)):
+				t.Fatalf("denials %q, want one containing %q", denied, c.deny)
+			}
+		})
+	}
+	if _, ok := renderChart(t, map[string]any{"allocationPolicy": map[string]any{"enabled": false}}).objs[key]; ok {
+		t.Error("allocationPolicy.enabled=false still renders the GPU-memory policy")
 	}
 }

@@ -19,8 +19,8 @@ import (
 func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 	r := renderChart(t, nil)
 	want := []string{
-		"ClusterRole/hami-go-device-plugin", "ClusterRole/hami-go-scheduler-extender",
-		"ClusterRoleBinding/hami-go-device-plugin", "ClusterRoleBinding/hami-go-scheduler-extender",
+		"ClusterRole/hami-go-device-plugin", "ClusterRole/hami-go-scheduler-extender", "ClusterRole/hami-go-webhook",
+		"ClusterRoleBinding/hami-go-device-plugin", "ClusterRoleBinding/hami-go-scheduler-extender", "ClusterRoleBinding/hami-go-webhook",
 		"ClusterRoleBinding/hami-go-scheduler-kube-scheduler", "ClusterRoleBinding/hami-go-scheduler-volume-scheduler",
 		"ConfigMap/hami-go-dashboard", schedCM, dpDS, schedDep, webhookDep, webhookMWC,
 		"PodDisruptionBudget/hami-go-webhook",
@@ -30,6 +30,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"RoleBinding/kube-node-lease/hami-go-scheduler-extender-leases", "RoleBinding/kube-system/hami-go-scheduler-authentication-reader",
 		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", "Service/hami-go-scheduler", webhookSvc,
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
+		"ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 	}
 	sort.Strings(want)
@@ -634,7 +635,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		want map[string]bool
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
-			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch",
+			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch",
 			"apps|daemonsets|get")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
 			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update", "coordination.k8s.io|leases|delete")},
@@ -688,11 +689,12 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("%s bound to %v, want %v", sa, got, want)
 		}
 	}
-	if len(bound["hami-go-webhook"]) != 0 {
-		t.Errorf("webhook bound to %v; it needs no API access", bound["hami-go-webhook"])
+	// The webhook reads ResourceQuotas only (GPU-memory quota, issue 25).
+	if got := bound["hami-go-webhook"]; !slices.Equal(got, []string{"hami-go-webhook"}) {
+		t.Errorf("webhook bound to %v, want [hami-go-webhook]", got)
 	}
-	if sa := typedAs[*corev1.ServiceAccount](t, r, "ServiceAccount/hami-go-webhook"); sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
-		t.Error("webhook ServiceAccount mounts a token it does not need")
+	if got, want := cr("ClusterRole/hami-go-webhook"), set("|resourcequotas|list", "|resourcequotas|watch"); !mapsEqual(got, want) {
+		t.Errorf("webhook ClusterRole: rules %v, want %v", sortedKeys(got), sortedKeys(want))
 	}
 	// The Roles live where their objects are.
 	for k, ns := range map[string]string{

@@ -140,7 +140,7 @@ func TestModeDRARBAC(t *testing.T) {
 		"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
 		"resource.k8s.io|resourceslices|create", "resource.k8s.io|resourceslices|update", "resource.k8s.io|resourceslices|patch",
 		"resource.k8s.io|resourceslices|delete", "resource.k8s.io|resourceslices|deletecollection",
-		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes/status|patch",
+		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes/status|patch",
 		// At a stop: its own pod and DaemonSet, to tell a removal for good from a restart.
 		"|pods|get", "apps|daemonsets|get",
 	}
@@ -165,9 +165,11 @@ func TestModeInvalid(t *testing.T) {
 	}
 }
 
-// The webhook follows mode: --mode=<mode>; in dra mode an API token, RBAC to create and read
+// The webhook follows mode: --mode=<mode>; in both modes an API token and RBAC to list and
+// watch ResourceQuotas (a GPU memory percentage is refused where a quota caps
+// requests.hami-go.io/gpu-memory); in dra mode also RBAC to create and read
 // ResourceClaimTemplates and read ResourceSlices, and sideEffects NoneOnDryRun on the pod
-// webhook (it creates templates, never on a dry run); in deviceplugin mode no API access.
+// webhook (it creates templates, never on a dry run).
 func TestModeWebhook(t *testing.T) {
 	const cr, crb = "ClusterRole/hami-go-webhook", "ClusterRoleBinding/hami-go-webhook"
 	for _, mode := range []string{"deviceplugin", "dra"} {
@@ -176,7 +178,7 @@ func TestModeWebhook(t *testing.T) {
 			t.Errorf("%s: --mode=%q", mode, got)
 		}
 		sa := typedAs[*corev1.ServiceAccount](t, r, "ServiceAccount/hami-go-webhook")
-		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken != (mode == "dra") {
+		if sa.AutomountServiceAccountToken == nil || !*sa.AutomountServiceAccountToken {
 			t.Errorf("%s: automountServiceAccountToken %v", mode, sa.AutomountServiceAccountToken)
 		}
 		side := map[string]admissionv1.SideEffectClass{}
@@ -190,24 +192,21 @@ func TestModeWebhook(t *testing.T) {
 		if side["gpu-pods.hami-go.io"] != wantPods || side["gpu-rayclusters.hami-go.io"] != admissionv1.SideEffectClassNone {
 			t.Errorf("%s: sideEffects %v", mode, side)
 		}
-		if mode == "deviceplugin" {
-			if r.has(cr) || r.has(crb) {
-				t.Errorf("webhook RBAC rendered in deviceplugin mode")
-			}
-			continue
-		}
 		got := ruleSet(typedAs[*rbacv1.ClusterRole](t, r, cr).Rules)
-		want := []string{
-			"resource.k8s.io|resourceclaimtemplates|get", "resource.k8s.io|resourceclaimtemplates|list", "resource.k8s.io|resourceclaimtemplates|watch",
-			"resource.k8s.io|resourceclaimtemplates|create",
-			"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
+		want := []string{"|resourcequotas|list", "|resourcequotas|watch"}
+		if mode == "dra" {
+			want = append(want,
+				"resource.k8s.io|resourceclaimtemplates|get", "resource.k8s.io|resourceclaimtemplates|list", "resource.k8s.io|resourceclaimtemplates|watch",
+				"resource.k8s.io|resourceclaimtemplates|create",
+				"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
+			)
 		}
 		if len(got) != len(want) {
-			t.Errorf("rules = %v, want %v", got, want)
+			t.Errorf("%s: rules = %v, want %v", mode, got, want)
 		}
 		for _, w := range want {
 			if !got[w] {
-				t.Errorf("missing rule %s", w)
+				t.Errorf("%s: missing rule %s", mode, w)
 			}
 		}
 		b := typedAs[*rbacv1.ClusterRoleBinding](t, r, crb)

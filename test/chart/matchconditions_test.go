@@ -84,6 +84,7 @@ func TestPodMatchConditions(t *testing.T) {
 		{"env valueFrom without value", `{"spec":{"containers":[{"name":"c","env":[{"name":"LD_PRELOAD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}]}]}}`, true},
 		{"resource as annotation", `{"metadata":{"annotations":{"nvidia.com/gpumem":"3000"}},"spec":{"containers":[{"name":"c"}]}}`, true},
 		{"Ray pod without GPU", `{"metadata":{"labels":{"ray.io/node-type":"head"}},"spec":{"containers":[{"name":"c"}]}}`, true},
+		{"hami-go.io/gpu-memory set by the pod (the webhook removes it)", `{"spec":{"containers":[{"name":"c","resources":{"requests":{"hami-go.io/gpu-memory":"80000"}}}]}}`, true},
 		{"NVIDIA's MIG resource is not ours", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.10gb":"1"}}}]}}`, false},
 		// Missing or empty fields: no error, no match.
 		{"empty object", `{}`, false},

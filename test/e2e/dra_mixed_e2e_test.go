@@ -39,7 +39,9 @@ func (c *Cluster) addSimA100Node(t *testing.T) {
 		_ = c.Client.ResourceV1().ResourceSlices().Delete(context.Background(), simNode, metav1.DeleteOptions{})
 		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), simNode, metav1.DeleteOptions{})
 	})
-	room := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi")}
+	// hami-go.io/gpu-memory: what the DRA driver would publish for two 40960 MiB GPUs (issue 25).
+	room := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"),
+		device.ResourceGPUMemory: *resource.NewQuantity(2*40960, resource.DecimalSI)}
 	// kube-controller-manager's node lifecycle controller writes the new node too: retry on conflict.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.Client.CoreV1().Nodes().Get(ctx, simNode, metav1.GetOptions{})

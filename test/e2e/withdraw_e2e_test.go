@@ -19,7 +19,8 @@ import (
 
 // TestAgentLeavingNodeWithdrawsItsPublication (issue 28, device-plugin mode): the node relabelled
 // hami-go.io/mode=dra (the migration docs/dra.md describes) takes the device plugin off it; the
-// leaving agent withdraws its inventory annotation, GFD labels, Lease and preflight condition,
+// leaving agent withdraws its inventory annotation, GFD labels, Lease, preflight condition and
+// the node's GPU memory (hami-go.io/gpu-memory),
 // so no tool takes the node for a stale device-plugin node. A restart keeps them (the
 // annotation is there as soon as the pod is deleted and while the next starts). Relabelled back,
 // the next agent publishes them again.
@@ -68,6 +69,9 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 				left = append(left, "condition hami-go.io/PreflightPassed")
 			}
 		}
+		if _, ok := n.Status.Allocatable[device.ResourceGPUMemory]; ok {
+			left = append(left, "allocatable "+device.ResourceGPUMemory)
+		}
 		if _, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, device.LeasePrefix+c.NodeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			left = append(left, "Lease "+device.LeasePrefix+c.NodeName)
 		}
@@ -76,7 +80,7 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	if err != nil {
 		t.Fatalf("2 minutes after node %s was relabelled hami-go.io/mode=dra: still %v (device-plugin pods: %d)", c.NodeName, left, len(c.devicePluginPods(t)))
 	}
-	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease and preflight condition %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
+	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease, preflight condition and GPU memory %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
 
 	setMode("deviceplugin")
 	c.inventory(t)
@@ -85,7 +89,7 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 
 // TestDRADriverLeavingNodeWithdrawsItsPublication (issue 28, DRA mode): the node relabelled
 // hami-go.io/mode=deviceplugin takes the DRA driver off it; the leaving driver removes the
-// preflight condition, and the kubelet its ResourceSlices. Relabelled back, the next driver
+// preflight condition and the node's GPU memory, and the kubelet its ResourceSlices. Relabelled back, the next driver
 // publishes its devices again.
 func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	c := draCluster(t)
@@ -112,6 +116,9 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 				left = append(left, "condition hami-go.io/PreflightPassed")
 			}
 		}
+		if _, ok := n.Status.Allocatable[device.ResourceGPUMemory]; ok {
+			left = append(left, "allocatable "+device.ResourceGPUMemory)
+		}
 		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -126,7 +133,7 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	if err != nil {
 		t.Fatalf("2 minutes after node %s was relabelled hami-go.io/mode=deviceplugin: still %v", c.NodeName, left)
 	}
-	t.Logf("the DRA driver left node %s; its preflight condition and ResourceSlices were gone %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
+	t.Logf("the DRA driver left node %s; its preflight condition, GPU memory and ResourceSlices were gone %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
 
 	setMode("dra")
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

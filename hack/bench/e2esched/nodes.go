@@ -60,6 +60,8 @@ func simNode(i int) (*corev1.Node, error) {
 		corev1.ResourceMemory: resource.MustParse("512Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 		"nvidia.com/gpu":      *resource.NewQuantity(gpusPerNode*splitCount, resource.DecimalSI),
+		// what the device plugin publishes (nodeagent.GPUMemoryPublisher): the GPUs' memory, MiB
+		device.ResourceGPUMemory: *resource.NewQuantity(gpusPerNode*gpuMiB, resource.DecimalSI),
 	}
 	now := metav1.Now()
 	return &corev1.Node{

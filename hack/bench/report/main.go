@@ -416,6 +416,8 @@ func latencySection(w *bytes.Buffer, b Benchmarks) {
 		{"NRI CreateContainer of a GPU container through containerd's NRI adaptation over its socket: the plan's env and CDI devices (pkg/nri BenchmarkCreateContainerThroughNRI; the runtime drops a plugin after 2 s)", "nri.CreateContainerThroughNRI", 5000},
 		{"webhook admission, GPU pod (pkg/webhook BenchmarkAdmissionLatency/gpu-pod)", "webhook.AdmissionLatency/gpu-pod", 1000},
 		{"webhook admission, KubeRay worker (…/ray-worker)", "webhook.AdmissionLatency/ray-worker", 1000},
+		{"webhook admission with GPU-memory quota: init + sidecar + app, a preset hami-go.io/gpu-memory rewritten, 20 quotas in the namespace (…/gpu-memory-quota)", "webhook.AdmissionLatency/gpu-memory-quota", 1000},
+		{"webhook admission, 50 % pod, quota lookup among 20 quotas (…/percent-lookup)", "webhook.AdmissionLatency/percent-lookup", 1000},
 		{"webhook admission in DRA mode, KubeRay worker asking 50 % on two GPU sizes, template cached (pkg/webhook BenchmarkPodReviewDRA)", "webhook.PodReviewDRA", 1000},
 		{"DRA driver PrepareResourceClaims, one-GPU claim already read, CDI spec written (pkg/dra BenchmarkPrepareResourceClaims)", "dra.PrepareResourceClaims", 1000},
 		{"DRA driver NodePrepareResources over gRPC, the helper's claim read from a test API server included (pkg/dra BenchmarkNodePrepareResourcesGRPC)", "dra.NodePrepareResourcesGRPC", 0},

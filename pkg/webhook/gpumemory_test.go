@@ -1,0 +1,205 @@
+package webhook
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// quotaNS is a Quotas where the listed namespaces cap GPU memory with a quota named "gpu".
+type quotaNS map[string]bool
+
+func (q quotaNS) GPUMemoryQuota(ns string) (string, bool) { return "gpu", q[ns] }
+
+// gpuMem returns the figure a container got in limits and requests ("" when absent); it fails
+// when the two differ (extended resources need requests == limits).
+func gpuMem(t *testing.T, p corev1.Pod, name string) string {
+	t.Helper()
+	for _, l := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range l {
+			if c.Name != name {
+				continue
+			}
+			lq, lok := c.Resources.Limits[device.ResourceGPUMemory]
+			rq, rok := c.Resources.Requests[device.ResourceGPUMemory]
+			if lok != rok || lq.Cmp(rq) != 0 {
+				t.Fatalf("container %s: %s limit %v (%v) != request %v (%v)", name, device.ResourceGPUMemory, lq.String(), lok, rq.String(), rok)
+			}
+			if !lok {
+				return ""
+			}
+			return strconv.FormatInt(lq.Value(), 10) // MiB; the API's canonical form of 60000 is "60k"
+		}
+	}
+	t.Fatalf("no container %s", name)
+	return ""
+}
+
+// case C44: the webhook writes each GPU container's GPUs × MiB per GPU, in MiB, into limits and requests,
+// in device-plugin mode; Kubernetes' own rule then adds init, sidecar and app up (issue 25).
+func TestGPUMemoryFigurePerContainer(t *testing.T) {
+	side := func(c corev1.Container) corev1.Container { return sidecar(c) }
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		quota bool
+		want  map[string]string // container -> figure ("" = none)
+		deny  string
+	}{
+		{name: "2 GPUs x 30000 MiB: 60000", pod: newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "30000")),
+			want: map[string]string{"main": "60000"}},
+		{name: "16Gi per GPU x 3: 49152", pod: newPod(ctr("main", "nvidia.com/gpu", "3", "nvidia.com/gpumem", "16Gi")),
+			want: map[string]string{"main": "49152"}},
+		{name: "memory only: count defaults to 1", pod: newPod(withRequests(ctr("main", "nvidia.com/gpumem", "3000"))),
+			want: map[string]string{"main": "3000"}},
+		{name: "init, sidecar and app each get their own; a CPU container none", pod: func() *corev1.Pod {
+			p := newPod(ctr("app", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "8192"), ctr("cpu", "cpu", "1"))
+			p.Spec.InitContainers = []corev1.Container{
+				side(ctr("side", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "8192")),
+				ctr("init", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "9831"),
+			}
+			return p
+		}(), want: map[string]string{"app": "8192", "side": "8192", "init": "19662", "cpu": ""}},
+		{name: "percentage without a quota: no figure", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "50")),
+			want: map[string]string{"main": ""}},
+		{name: "whole GPU without a quota: no figure", pod: newPod(ctr("main", "nvidia.com/gpu", "1")),
+			want: map[string]string{"main": ""}},
+		{name: "percentage under a quota: refused, naming field, value and quota", pod: newPod(ctr("main", "nvidia.com/gpumem-percentage", "50")), quota: true,
+			deny: "spec.containers[main].resources.limits[nvidia.com/gpumem-percentage]: 50: namespace team-a caps GPU memory in MiB (ResourceQuota gpu, requests.hami-go.io/gpu-memory), and a share of each GPU's memory has no MiB figure before a GPU is chosen; ask in MiB per GPU with nvidia.com/gpumem (e.g. nvidia.com/gpumem: 20000)"},
+		{name: "whole GPU under a quota: refused, naming the count", pod: newPod(ctr("main", "nvidia.com/gpu", "2")), quota: true,
+			deny: "spec.containers[main].resources.limits[nvidia.com/gpu]: 2 with no nvidia.com/gpumem (a whole GPU's memory): namespace team-a caps GPU memory"},
+		{name: "cores only under a quota: refused (a whole GPU's memory)", pod: func() *corev1.Pod {
+			p := newPod(ctr("app"))
+			p.Spec.InitContainers = []corev1.Container{ctr("warm", "nvidia.com/gpucores", "30")}
+			return p
+		}(), quota: true,
+			deny: "spec.initContainers[warm].resources.limits[nvidia.com/gpumem]: not set (each GPU's whole memory): namespace team-a caps GPU memory"},
+		{name: "MiB under a quota: admitted", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "30000")), quota: true,
+			want: map[string]string{"main": "30000"}},
+		{name: "hostile: a GPU container's own figure is overwritten", pod: newPod(withRequests(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "30000", device.ResourceGPUMemory, "1"))), quota: true,
+			want: map[string]string{"main": "60000"}},
+		{name: "hostile: a figure on a CPU container of a GPU pod is removed", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000"), withRequests(ctr("cpu", "cpu", "1", device.ResourceGPUMemory, "80000"))),
+			want: map[string]string{"main": "1000", "cpu": ""}},
+		{name: "hostile: a figure on a pod without GPUs is removed", pod: newPod(withRequests(ctr("main", "cpu", "1", device.ResourceGPUMemory, "80000"))),
+			want: map[string]string{"main": ""}},
+		{name: "hostile: a percentage pod's own figure is removed, not trusted", pod: newPod(withRequests(ctr("main", "nvidia.com/gpumem-percentage", "50", device.ResourceGPUMemory, "1"))),
+			want: map[string]string{"main": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := testHandlers(nil)
+			if tc.quota {
+				h.SetQuotas(quotaNS{"team-a": true})
+			} else {
+				h.SetQuotas(quotaNS{"other": true})
+			}
+			r := run(t, h, admissionv1.Create, "team-a", tc.pod)
+			if tc.deny != "" {
+				if r.resp.Allowed || !strings.Contains(r.resp.Result.Message, tc.deny) {
+					t.Fatalf("allowed %v, message %q; want a denial containing %q", r.resp.Allowed, r.resp.Result.Message, tc.deny)
+				}
+				return
+			}
+			if !r.resp.Allowed {
+				t.Fatalf("denied: %s", r.resp.Result.Message)
+			}
+			p := r.pod(t)
+			for c, want := range tc.want {
+				if got := gpuMem(t, p, c); got != want {
+					t.Errorf("container %s: %s %q, want %q", c, device.ResourceGPUMemory, got, want)
+				}
+			}
+		})
+	}
+}
+
+// DRA mode: the limits move into claims, the figure stays in requests and limits; a classic
+// init container with a claim of its own holds it for the pod's life, so the first app
+// container's figure carries it too; one sharing an app container's claim adds nothing.
+func TestDRAGPUMemoryFigure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want map[string]string
+	}{
+		{"2 GPUs x 30000 MiB", newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "30000")), map[string]string{"main": "60000"}},
+		{"init sharing the app's claim adds nothing", func() *corev1.Pod {
+			p := newPod(ctr("app", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "4000"))
+			p.Spec.InitContainers = []corev1.Container{ctr("init", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "4000")}
+			return p
+		}(), map[string]string{"app": "4000", "init": "4000"}},
+		{"init with its own claim: the app container carries it too", func() *corev1.Pod {
+			p := newPod(ctr("app", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "4000"), ctr("cpu", "cpu", "1"))
+			p.Spec.InitContainers = []corev1.Container{ctr("init", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "10000")}
+			return p
+		}(), map[string]string{"app": "24000", "init": "20000", "cpu": ""}},
+		{"init-only GPU pod: the first app container carries the claim", func() *corev1.Pod {
+			p := newPod(ctr("app", "cpu", "1"))
+			p.Spec.InitContainers = []corev1.Container{ctr("init", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "5000")}
+			return p
+		}(), map[string]string{"app": "5000", "init": "5000"}},
+		{"hostile preset overwritten", newPod(withRequests(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "30000", device.ResourceGPUMemory, "1"))), map[string]string{"main": "30000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newDRAEnv(t, defaultFleet()...)
+			r := run(t, e.h, admissionv1.Create, "team-a", tc.pod)
+			if !r.resp.Allowed {
+				t.Fatalf("denied: %s", r.resp.Result.Message)
+			}
+			p := r.pod(t)
+			for c, want := range tc.want {
+				if got := gpuMem(t, p, c); got != want {
+					t.Errorf("container %s: %s %q, want %q", c, device.ResourceGPUMemory, got, want)
+				}
+			}
+			for _, c := range p.Spec.Containers {
+				if _, ok := c.Resources.Limits["nvidia.com/gpu"]; ok {
+					t.Errorf("container %s keeps nvidia.com/gpu in DRA mode", c.Name)
+				}
+			}
+			if len(p.Spec.ResourceClaims) == 0 {
+				t.Errorf("no resourceClaims")
+			}
+		})
+	}
+	t.Run("percentage under a quota: refused", func(t *testing.T) {
+		e := newDRAEnv(t, defaultFleet()...)
+		e.h.SetQuotas(quotaNS{"team-a": true})
+		r := run(t, e.h, admissionv1.Create, "team-a", newPod(ctr("main", "nvidia.com/gpumem-percentage", "25")))
+		want := "spec.containers[main].resources.limits[nvidia.com/gpumem-percentage]: 25: namespace team-a caps GPU memory in MiB"
+		if r.resp.Allowed || !strings.Contains(r.resp.Result.Message, want) {
+			t.Fatalf("allowed %v %q, want denial %q", r.resp.Allowed, r.resp.Result.Message, want)
+		}
+	})
+}
+
+// QuotaCache finds a ResourceQuota with requests.hami-go.io/gpu-memory in its namespace only.
+func TestQuotaCache(t *testing.T) {
+	rq := func(ns, name, res string) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceName(res): q("40000")}}}
+	}
+	c := NewQuotaCache(fake.NewClientset(rq("a", "z-gpu", device.QuotaResourceGPUMemory), rq("a", "b-gpu", device.QuotaResourceGPUMemory), rq("b", "cpu", "requests.cpu")))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Start(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ns   string
+		name string
+		ok   bool
+	}{{"a", "b-gpu", true}, {"b", "", false}, {"c", "", false}} {
+		if name, ok := c.GPUMemoryQuota(tc.ns); name != tc.name || ok != tc.ok {
+			t.Errorf("namespace %s: %q %v, want %q %v", tc.ns, name, ok, tc.name, tc.ok)
+		}
+	}
+}
