@@ -32,9 +32,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gpus := make([]metrics.GPUSample, len(c.d.gpus))
 	per := map[string]*metrics.GPUSample{}
+	// The total is the memory the GPU offers, as the device plugin exports it and the
+	// ResourceSlice publishes it (the reserve taken off, then the scaling): what claims book.
+	offer := SliceConfig{MemoryScaling: c.d.cfg.MemoryScaling, ReservedMemory: c.d.cfg.ReservedMemory}
 	for i, gi := range c.d.gpus {
 		g := gi.GPU
-		gpus[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: g.MemoryMiB, Healthy: c.d.health.Healthy(g.UUID)}
+		gpus[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: BookableMiB(g, offer), Healthy: c.d.health.Healthy(g.UUID)}
 		per[g.UUID] = &gpus[i]
 		procs, err := c.d.backend.Processes(g.UUID)
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // gpuGauge returns the value of the driver's per-GPU series name for GPU uuid.
@@ -68,5 +70,25 @@ hami_go_slice_memory_limit_bytes{claim="a",index="0",model="NVIDIA A10",namespac
 	}
 	if n := testutil.CollectAndCount(col, "hami_go_slice_memory_limit_bytes", "hami_go_slice_cores_limit_percent"); n != 0 {
 		t.Fatalf("%d slice series after unprepare, want 0", n)
+	}
+}
+
+// hami_go_gpu_memory_total_bytes is the memory the GPU offers, as the ResourceSlice publishes
+// its memory capacity and the device plugin exports it: the reserve taken off, then the scaling
+// (24576 MiB - 2048 MiB reserved = 22528 MiB, × 1.5 = 33792 MiB).
+func TestMetricsTotalIsOfferedMemory(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MemoryScaling = 1.5
+	cfg.ReservedMemory = device.MemoryReserve{AllMiB: 2048}
+	d, _ := newTestDriver(t, cfg, "2x24576:NVIDIA A10")
+	for _, gi := range d.GPUs() {
+		got := gpuGauge(t, d, "hami_go_gpu_memory_total_bytes", gi.GPU.UUID)
+		if want := float64(33792 << 20); got != want {
+			t.Errorf("GPU %s: total %v bytes, want %v (33792 MiB)", gi.GPU.UUID, got, want)
+		}
+		published := Devices([]GPUInfo{gi}, d.sliceConfig())[0].Capacity["memory"].Value
+		if got != float64(published.Value()) {
+			t.Errorf("GPU %s: total %v bytes, the ResourceSlice publishes %s", gi.GPU.UUID, got, published.String())
+		}
 	}
 }

@@ -73,7 +73,8 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 }
 
 // The dashboard is valid JSON whose queries use only metrics defined in pkg/ and the labels of
-// pkg/metrics (plus each metric's own: verb, outcome, resource, result, le, method, code).
+// pkg/metrics (the DRA driver's claim too, plus each metric's own: verb, outcome, resource,
+// result, le, method, code).
 func TestDashboard(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "hami-go.json"))
 	if err != nil {
@@ -94,7 +95,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
 	defined := definedMetrics(t)
-	allowed := append(slices.Clone(hmetrics.SliceLabels), "verb", "outcome", "resource", "result", "le", "method", "code")
+	allowed := append(slices.Clone(hmetrics.SliceLabels), hmetrics.LabelClaim, "verb", "outcome", "resource", "result", "le", "method", "code")
 	metricRE := regexp.MustCompile(`\bhami_go_[a-z0-9_]+`)
 	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
 	legendRE := regexp.MustCompile(`\{\{(\w+)\}\}`)

@@ -374,6 +374,10 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			}
 			return words(out...)
 		}, "true true <nil>"},
+		// Mode dra: the DRA driver's per-claim series keep the claims' namespace.
+		{[]string{"serviceMonitor.enabled=true", "mode=dra"}, func(t testing.TB, r rendered) string {
+			return words(field(t, r.get(t, "ServiceMonitor/hami-go-dra-driver").raw, "spec", "endpoints").([]any)[0].(map[string]any)["honorLabels"])
+		}, "true"},
 		// The extender's ServiceMonitor scrapes its metrics port, whatever --address is.
 		{[]string{"serviceMonitor.enabled=true"}, func(t testing.TB, r rendered) string {
 			o := r.get(t, "ServiceMonitor/hami-go-scheduler").raw

@@ -68,7 +68,9 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	c.CreatePod(t, gpuPod(ns, "second", gpuLimits{count: 1, memMiB: 5000, cores: 20}))
 	c.WaitForRunning(t, ns, "second", 2*time.Minute)
 
-	t.Run("dashboard", func(t *testing.T) { c.checkDashboard(t, p, inv, ns) })
+	t.Run("dashboard", func(t *testing.T) {
+		c.checkDashboard(t, p, ns, func() *promWant { return c.promWant(t, inv, ns) }, devicePluginDashboard)
+	})
 	t.Run("XID fires HamiGoGPUUnhealthy", func(t *testing.T) { c.checkXIDAlert(t, p, inv, allocatable) })
 	t.Run("node agent down fires HamiGoNodeAgentDown", func(t *testing.T) { c.checkAgentDownAlert(t, p, allocatable) })
 }
@@ -77,11 +79,15 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 // the node holds per GPU, and the test namespace's slices.
 type promWant struct {
 	node, ns string
-	inv      device.Inventory
+	// inv is the node's GPUs (UUID, index, model) and the memory each offers (MemoryMiB ×
+	// MemoryScaling): the device plugin's inventory, or in DRA mode the ResourceSlice's devices.
+	inv device.Inventory
 	// gpu is, per GPU UUID, what the node's pods (all namespaces) hold.
 	gpu map[string]*gpuBooked
-	// slices are the test namespace's slices by "<pod>/<container>".
+	// slices are the test namespace's slices by "<pod>/<container>", or in DRA mode (claims)
+	// by ResourceClaim name.
 	slices map[string]sliceWant
+	claims bool
 }
 
 type gpuBooked struct {
@@ -138,9 +144,24 @@ func (c *Cluster) promWant(t testing.TB, inv device.Inventory, ns string) *promW
 // seriesCheck checks the result of one dashboard expression.
 type seriesCheck func(w *promWant, vec model.Vector) error
 
-// dashboardChecks are the values each dashboard expression must give with $node = the node and
-// $namespace = the test's namespace, by "<panel title>#<target>". An expression of the dashboard
-// without an entry here fails the test (the table must follow the dashboard).
+// dashboardExpect is what one mode's dashboard must show, by "<panel title>#<target>": checks
+// are the values an expression must give with $node = the node and $namespace = the test's
+// namespace (and some series with both at "All"); empty are the expressions that must return no
+// series in that mode (with either substitution), with the reason. An expression of the
+// dashboard in neither, or in both, fails the test (the tables must follow the dashboard).
+type dashboardExpect struct {
+	checks map[string]seriesCheck
+	empty  map[string]string
+}
+
+// devicePluginDashboard: mode deviceplugin fills every panel but the DRA driver's per-claim
+// targets.
+var devicePluginDashboard = dashboardExpect{checks: dashboardChecks, empty: map[string]string{
+	"Slice memory: limit and used#2": "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+	"Slice compute limit (%)#1":      "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+}}
+
+// dashboardChecks are mode deviceplugin's values.
 var dashboardChecks = map[string]seriesCheck{
 	// The extender's bookings.
 	"GPU memory booked (MiB)#0":         perGPU(func(w *promWant, u string) float64 { return float64(w.booked(u).memMiB) }),
@@ -304,6 +325,9 @@ func sliceCheck(check func(s sliceWant, v model.SampleValue) error) seriesCheck 
 		}
 		for _, s := range vec {
 			key := string(s.Metric["pod"]) + "/" + string(s.Metric["container"])
+			if w.claims {
+				key = string(s.Metric["claim"])
+			}
 			sw, ok := w.slices[key]
 			if !ok || string(s.Metric["namespace"]) != w.ns || string(s.Metric["node"]) != w.node || string(s.Metric["uuid"]) != sw.uuid {
 				return fmt.Errorf("series %v: want namespace %s, node %s and one of the slices %v", s.Metric, w.ns, w.node, w.slices)
@@ -343,21 +367,27 @@ func positiveFor(label model.LabelName, values ...string) seriesCheck {
 }
 
 // checkDashboard evaluates every expression of the dashboard twice: with $node and $namespace
-// set to the node and the test's namespace (the values dashboardChecks wants), and with both at
-// "All" (a regex matching every value: non-empty, no error). It polls until all pass, for up to
-// a minute (the scrapes after the pods started).
-func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns string) {
+// set to the node and the test's namespace (the values exp.checks wants from want(), read again
+// at each round), and with both at "All" (a regex matching every value: non-empty, no error);
+// the expressions of exp.empty must return no series with either. Each variable must offer the
+// node and the namespace. It polls until all pass, for up to a minute (the scrapes after the
+// pods started).
+func (c *Cluster) checkDashboard(t *testing.T, p *prom, ns string, want func() *promWant, exp dashboardExpect) {
 	queries, vars := readDashboard(t)
 	keys := map[string]bool{}
 	for _, q := range queries {
 		keys[q.Key()] = true
-		if dashboardChecks[q.Key()] == nil {
-			t.Errorf("dashboard expression %s (%s) has no expected values in dashboardChecks", q.Key(), q.Expr)
+		_, empty := exp.empty[q.Key()]
+		if (exp.checks[q.Key()] == nil) == !empty {
+			t.Errorf("dashboard expression %s (%s): want it in exactly one of the expected values and the expected-empty expressions (has values %v, expected empty %v)",
+				q.Key(), q.Expr, exp.checks[q.Key()] != nil, empty)
 		}
 	}
-	for k := range dashboardChecks {
-		if !keys[k] {
-			t.Errorf("dashboardChecks has %s, which the dashboard does not have", k)
+	for _, m := range []map[string]bool{keysOf(exp.checks), keysOf(exp.empty)} {
+		for k := range m {
+			if !keys[k] {
+				t.Errorf("the expectations have %s, which the dashboard does not have", k)
+			}
 		}
 	}
 	specific := map[string]string{"datasource": "prometheus", "node": regexp.QuoteMeta(c.NodeName), "namespace": regexp.QuoteMeta(ns)}
@@ -381,7 +411,7 @@ func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns
 	var failures []string
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-		w := c.promWant(t, inv, ns)
+		w := want()
 		failures = nil
 		for _, q := range queries {
 			for _, sub := range []struct {
@@ -399,13 +429,18 @@ func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns
 				qctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				vec, err := p.query(qctx, expr)
 				cancel()
+				why, empty := exp.empty[q.Key()]
 				switch {
 				case err != nil:
 					failures = append(failures, fmt.Sprintf("%s (%s): %s: %v", q.Key(), sub.name, expr, err))
+				case empty:
+					if len(vec) > 0 {
+						failures = append(failures, fmt.Sprintf("%s (%s): %s: %v, want no series (%s)", q.Key(), sub.name, expr, vec, why))
+					}
 				case len(vec) == 0:
 					failures = append(failures, fmt.Sprintf("%s (%s): %s: no series", q.Key(), sub.name, expr))
-				case sub.name == "node and namespace" && dashboardChecks[q.Key()] != nil:
-					if err := dashboardChecks[q.Key()](w, vec); err != nil {
+				case sub.name == "node and namespace" && exp.checks[q.Key()] != nil:
+					if err := exp.checks[q.Key()](w, vec); err != nil {
 						failures = append(failures, fmt.Sprintf("%s: %s: %v", q.Key(), expr, err))
 					}
 				}
@@ -417,8 +452,16 @@ func (c *Cluster) checkDashboard(t *testing.T, p *prom, inv device.Inventory, ns
 		sort.Strings(failures)
 		t.Fatalf("%d of %d dashboard evaluations still wrong after %v:\n  %s", len(failures), 2*len(queries), time.Minute, strings.Join(failures, "\n  "))
 	}
-	t.Logf("%d dashboard expressions x 2 substitutions and %d variables right %v after the second slice ran (slices %v)",
-		len(queries), len(vars), time.Since(start).Round(time.Millisecond), c.promWant(t, inv, ns).slices)
+	t.Logf("%d dashboard expressions x 2 substitutions (%d with series checked, %d expected empty) and %d variables right %v after the second slice ran (slices %v)",
+		len(queries), len(exp.checks), len(exp.empty), len(vars), time.Since(start).Round(time.Millisecond), want().slices)
+}
+
+func keysOf[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // waitNonEmpty waits until the query returns a series.
@@ -448,6 +491,14 @@ func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory, all
 	if g.UUID == "" {
 		t.Fatalf("every GPU of %s holds a slice: no GPU to inject an XID on", c.NodeName)
 	}
+	c.xidAlert(t, p, g, jobDevicePlugin, func() { c.waitAllocatable(t, allocatable, 2*time.Minute) })
+}
+
+// xidAlert injects XID 79 on g through the fake backend's fault API (the device plugin's or the
+// DRA driver's), waits for HamiGoGPUUnhealthy to fire for it with the labels and summary the
+// chart's rule gives (job: the node agent's), lets the GPU recover, waits for the alert to
+// resolve, then calls back (the node agent's GPU is offered again).
+func (c *Cluster) xidAlert(t *testing.T, p *prom, g device.GPU, job string, back func()) {
 	match := model.LabelSet{"uuid": model.LabelValue(g.UUID), "node": model.LabelValue(c.NodeName)}
 	if _, state, err := p.alertState(context.Background(), "HamiGoGPUUnhealthy", match); err != nil || state != "" {
 		t.Fatalf("HamiGoGPUUnhealthy for %s is %q (error %v) before the XID, want inactive", g.UUID, state, err)
@@ -456,14 +507,14 @@ func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory, all
 	t.Cleanup(func() {
 		if !recovered {
 			c.fakeFault(t, "recover", g.UUID, 0)
-			c.waitAllocatable(t, allocatable, 2*time.Minute)
+			back()
 		}
 	})
 	c.fakeFault(t, "xid", g.UUID, 79)
 	a, took := p.waitAlert(t, "HamiGoGPUUnhealthy", match, "firing", time.Minute)
 	t.Logf("HamiGoGPUUnhealthy firing %v after XID 79 on GPU %d (%s): labels %v, summary %q", took.Round(time.Millisecond), g.Index, g.UUID, a.Labels, a.Annotations["summary"])
-	if a.Labels["severity"] != "critical" || a.Labels["index"] != model.LabelValue(fmt.Sprint(g.Index)) || a.Labels["job"] != jobDevicePlugin {
-		t.Errorf("alert labels %v: want severity critical, index %d, job %s", a.Labels, g.Index, jobDevicePlugin)
+	if a.Labels["severity"] != "critical" || a.Labels["index"] != model.LabelValue(fmt.Sprint(g.Index)) || a.Labels["job"] != model.LabelValue(job) {
+		t.Errorf("alert labels %v: want severity critical, index %d, job %s", a.Labels, g.Index, job)
 	}
 	if want := fmt.Sprintf("GPU %d (%s) on node %s is unhealthy.", g.Index, g.UUID, c.NodeName); string(a.Annotations["summary"]) != want {
 		t.Errorf("summary %q, want %q", a.Annotations["summary"], want)
@@ -472,7 +523,7 @@ func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory, all
 	_, took = p.waitAlert(t, "HamiGoGPUUnhealthy", match, "", 2*time.Minute)
 	recovered = true
 	t.Logf("HamiGoGPUUnhealthy resolved %v after the GPU recovered", took.Round(time.Millisecond))
-	c.waitAllocatable(t, allocatable, 2*time.Minute)
+	back()
 }
 
 // checkAgentDownAlert keeps the device plugin off the node (noNodeLabel in its DaemonSet's
