@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,7 +95,28 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	c := draCluster(t)
 	ctx := context.Background()
-	gpus := len(c.draGPUs(t))
+	// The node's devices as its ResourceSlices publish them (0 while none: after a kubelet
+	// restart in an earlier test the kubelet wipes them and the driver publishes them again).
+	devices := func(ctx context.Context) int {
+		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, s := range l.Items {
+			if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
+				n += len(s.Spec.Devices)
+			}
+		}
+		return n
+	}
+	var gpus int
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		gpus = devices(ctx)
+		return gpus > 0, nil
+	}); err != nil {
+		t.Fatalf("the DRA driver publishes no device for node %s", c.NodeName)
+	}
 	setMode := func(mode string) {
 		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
 		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
@@ -119,14 +141,8 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 		if _, ok := n.Status.Allocatable[device.ResourceGPUMemory]; ok {
 			left = append(left, "allocatable "+device.ResourceGPUMemory)
 		}
-		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, s := range l.Items {
-			if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
-				left = append(left, "ResourceSlice "+s.Name)
-			}
+		if n := devices(ctx); n != 0 {
+			left = append(left, fmt.Sprintf("%d devices in ResourceSlices", n))
 		}
 		return len(left) == 0, nil
 	})
@@ -137,17 +153,7 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 
 	setMode("dra")
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		n := 0
-		for _, s := range l.Items {
-			if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
-				n += len(s.Spec.Devices)
-			}
-		}
-		return n == gpus, nil
+		return devices(ctx) == gpus, nil
 	})
 	if err != nil {
 		t.Fatalf("relabelled dra: the driver did not publish its %d devices again within 2 minutes", gpus)
