@@ -120,12 +120,7 @@ func (p *Plugin) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if err := WithdrawNode(ctx, c, p.Inventory(), p.cfg.Enforcement, p.cfg.LeaseNamespace); err != nil {
 		klog.ErrorS(err, "Withdrawing the node's inventory failed", "node", p.cfg.NodeName)
 	}
-	if err := nodeagent.RemovePreflightCondition(ctx, c, p.cfg.NodeName); err != nil {
-		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", p.cfg.NodeName)
-	}
-	if err := nodeagent.WithdrawGPUMemory(ctx, c, p.cfg.NodeName); err != nil {
-		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", p.cfg.NodeName)
-	}
+	nodeagent.Withdraw(ctx, c, p.cfg.NodeName)
 	if p.cfg.DeviceListStrategy == StrategyCDI {
 		if err := os.Remove(filepath.Join(p.cfg.CDISpecDir, CDISpecName)); err != nil && !os.IsNotExist(err) {
 			klog.ErrorS(err, "Removing the CDI spec failed", "dir", p.cfg.CDISpecDir)

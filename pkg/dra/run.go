@@ -116,12 +116,7 @@ func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if n := len(d.Prepared()); n > 0 {
 		klog.ErrorS(nil, "Leaving the node for good with prepared claims: their pods cannot release them until a DRA driver runs on the node again", "node", d.cfg.NodeName, "claims", n)
 	}
-	if err := nodeagent.RemovePreflightCondition(ctx, c, d.cfg.NodeName); err != nil {
-		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", d.cfg.NodeName)
-	}
-	if err := nodeagent.WithdrawGPUMemory(ctx, c, d.cfg.NodeName); err != nil {
-		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", d.cfg.NodeName)
-	}
+	nodeagent.Withdraw(ctx, c, d.cfg.NodeName)
 }
 
 // MetricsHandler is what the DRA driver serves on --metrics-address: /metrics (d's Collector,

@@ -99,3 +99,15 @@ func (c *Config) LeavingForGood(ctx context.Context, client kubernetes.Interface
 	klog.InfoS("Stopping", "node", c.NodeName, "forGood", r.ForGood, "why", r.Why)
 	return r, wctx, cancel
 }
+
+// Withdraw removes what both node agents publish on their node, for one that leaves it for good:
+// the preflight condition (RemovePreflightCondition) and the node's GPU memory
+// (WithdrawGPUMemory). Each failure is logged; the other is still removed.
+func Withdraw(ctx context.Context, c kubernetes.Interface, node string) {
+	if err := RemovePreflightCondition(ctx, c, node); err != nil {
+		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", node)
+	}
+	if err := WithdrawGPUMemory(ctx, c, node); err != nil {
+		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", node)
+	}
+}

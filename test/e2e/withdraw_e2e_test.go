@@ -31,12 +31,6 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	inv := c.inventory(t)
 	allocatable := int64(len(inv.GPUs) * inv.SplitCount)
 	ctx := context.Background()
-	setMode := func(mode string) {
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
-		}
-	}
 
 	// A restart first: the pod deleted, the DaemonSet still selects the node.
 	old := c.devicePluginPods(t)
@@ -47,8 +41,8 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	c.waitNewDevicePlugin(t, old, 2*time.Minute)
 	c.waitAllocatable(t, allocatable, 2*time.Minute)
 
-	setMode("dra")
-	t.Cleanup(func() { setMode("deviceplugin") })
+	c.setNodeMode(t, "dra")
+	t.Cleanup(func() { c.setNodeMode(t, "deviceplugin") })
 	start := time.Now()
 	var left []string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -83,7 +77,7 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	}
 	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease, preflight condition and GPU memory %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
 
-	setMode("deviceplugin")
+	c.setNodeMode(t, "deviceplugin")
 	c.inventory(t)
 	c.waitAllocatable(t, allocatable, 2*time.Minute)
 }
@@ -117,14 +111,8 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the DRA driver publishes no device for node %s", c.NodeName)
 	}
-	setMode := func(mode string) {
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
-		}
-	}
-	setMode("deviceplugin")
-	t.Cleanup(func() { setMode("dra") })
+	c.setNodeMode(t, "deviceplugin")
+	t.Cleanup(func() { c.setNodeMode(t, "dra") })
 	start := time.Now()
 	var left []string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -151,11 +139,21 @@ func TestDRADriverLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	}
 	t.Logf("the DRA driver left node %s; its preflight condition, GPU memory and ResourceSlices were gone %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
 
-	setMode("dra")
+	c.setNodeMode(t, "dra")
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return devices(ctx) == gpus, nil
 	})
 	if err != nil {
 		t.Fatalf("relabelled dra: the driver did not publish its %d devices again within 2 minutes", gpus)
+	}
+}
+
+// setNodeMode labels the node hami-go.io/mode=mode, which decides the node agent the chart's
+// DaemonSets run there.
+func (c *Cluster) setNodeMode(t testing.TB, mode string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"hami-go.io/mode": mode}}})
+	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), c.NodeName, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
 	}
 }
