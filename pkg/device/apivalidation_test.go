@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Issue 28 item 5: the words are the API server's (kube-apiserver v1.37.2, `kubectl create
+// case C47 (issue 28 item 5): the words are the API server's (kube-apiserver v1.37.2, `kubectl create
 // --dry-run=server` of each pod in a namespace the webhook does not see, after its defaulting
 // copied limits to requests), so DRA mode refuses what device-plugin mode refuses, alike.
 func TestValidateGPUResources(t *testing.T) {

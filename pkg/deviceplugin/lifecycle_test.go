@@ -10,7 +10,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Issue 28 item 5: the device plugin's per-GPU charge (the metrics' figures) equals the
+// case C46 (issue 28 item 5): the device plugin's per-GPU charge (the metrics' figures) equals the
 // extender's (allocator.ChargeOf of the pod's plan) at every stage of a pod's life, and its
 // slices stay exported while the pod is charged: placed (no container created yet), running,
 // terminating; nothing once it finished. Before, a placed pod counted nothing until its

@@ -14,7 +14,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Issue 28: an agent leaving its node for good takes back the inventory annotation, the labels
+// case C45 (issue 28): an agent leaving its node for good takes back the inventory annotation, the labels
 // it wrote and its Lease; a label another writer changed stays, and a second withdrawal (or one
 // from a node already clean) is no error.
 func TestWithdrawNode(t *testing.T) {

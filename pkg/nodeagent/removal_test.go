@@ -32,7 +32,7 @@ func labelledNode(labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: labels}}
 }
 
-// Issue 28: a stopping agent tells a removal for good (uninstall, the node switched to the other
+// case C45 (issue 28): a stopping agent tells a removal for good (uninstall, the node switched to the other
 // mode) from a restart, as the DaemonSet controller would decide where its pods run.
 func TestRemovalOf(t *testing.T) {
 	deleting := agentDaemonSet(nil)

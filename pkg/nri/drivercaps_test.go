@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 29: a HAMi-core container's NVIDIA_DRIVER_CAPABILITIES must include compute and utility,
+// case C42 (issue 29): a HAMi-core container's NVIDIA_DRIVER_CAPABILITIES must include compute and utility,
 // or glibc skips libvgpu.so and the process runs without limits. What the container has is kept.
 func TestDriverCapabilitiesChange(t *testing.T) {
 	const key = "NVIDIA_DRIVER_CAPABILITIES"

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Issue 28 item 5: what the API server refuses in a pod's GPU resources and the webhook's own
+// case C47 (issue 28 item 5): what the API server refuses in a pod's GPU resources and the webhook's own
 // parse (which reads limits) lets through, a request without its limit or unequal to it, is
 // refused in DRA mode (where the resources move into a claim before the API server sees them)
 // with the API server's own words, exactly as in device-plugin mode; nothing is created.

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestGPUResourceValidationMatchesAPIServer (issue 28 item 5, either mode): a GPU request the
+// TestGPUResourceValidationMatchesAPIServer (case C47, issue 28 item 5, either mode): a GPU request the
 // API server's own validation refuses (without its limit, or unequal to it) is refused for a
 // tenant with the API server's words. The oracle is the cluster's kube-apiserver itself: the same
 // pod, server-side dry run, in kube-system, which the webhook does not see. In DRA mode the

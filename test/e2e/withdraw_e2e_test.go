@@ -18,7 +18,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/deviceplugin"
 )
 
-// TestAgentLeavingNodeWithdrawsItsPublication (issue 28, device-plugin mode): the node relabelled
+// TestAgentLeavingNodeWithdrawsItsPublication (case C45, issue 28, device-plugin mode): the node relabelled
 // hami-go.io/mode=dra (the migration docs/dra.md describes) takes the device plugin off it; the
 // leaving agent withdraws its inventory annotation, GFD labels, Lease, preflight condition and
 // the node's GPU memory (hami-go.io/gpu-memory),
@@ -82,7 +82,7 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	c.waitAllocatable(t, allocatable, 2*time.Minute)
 }
 
-// TestDRADriverLeavingNodeWithdrawsItsPublication (issue 28, DRA mode): the node relabelled
+// TestDRADriverLeavingNodeWithdrawsItsPublication (case C45, issue 28, DRA mode): the node relabelled
 // hami-go.io/mode=deviceplugin takes the DRA driver off it; the leaving driver removes the
 // preflight condition and the node's GPU memory, and the kubelet its ResourceSlices. Relabelled back, the next driver
 // publishes its devices again.
