@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -103,5 +107,62 @@ func TestUninstallHookValues(t *testing.T) {
 	}
 	if _, err := renderFiles(t, sets(t, "uninstall.timeoutSeconds=0")); err == nil || !strings.Contains(err.Error(), "uninstall.timeoutSeconds must be >= 1, got 0") {
 		t.Errorf("timeoutSeconds=0: error %v", err)
+	}
+}
+
+// renderNotes renders NOTES.txt with vals, whitespace runs folded to one space.
+func renderNotes(t testing.TB, vals map[string]any) string {
+	t.Helper()
+	ch, err := loader.Load(chartDir(t))
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	for k, v := range out {
+		if strings.HasSuffix(k, "NOTES.txt") {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	t.Fatal("no NOTES.txt")
+	return ""
+}
+
+// NOTES.txt says what uninstall removes and keeps, for the release's values (issue 28; the
+// day-two e2e test TestDayTwoUninstall checks it on the local cluster).
+func TestNotesUninstall(t *testing.T) {
+	for _, tc := range []struct {
+		set       []string
+		want, not []string
+	}{
+		{nil, []string{"pre-delete hook (Job hami-go-uninstall)", "DaemonSet and the scheduler", "at most 120 s", "Lease hami-go-scheduler",
+			"keeps nvidia.com/gpu in the nodes' capacity, none allocatable, for 5 minutes", "/usr/local/vgpu: HAMi-core", "--no-hooks"},
+			[]string{"DeviceClass", "ResourceClaimTemplates", "EXCLUSIVE_PROCESS", "uninstall.hook is false"}},
+		{[]string{"mode=dra"}, []string{"the DeviceClass", "ResourceSlices 30 s after", "ResourceClaimTemplates named hami-go-gpu-*",
+			"/var/run/cdi/gpu.hami-go.io-claim_*.json", "/var/lib/kubelet/plugins/gpu.hami-go.io"},
+			[]string{"and the scheduler", "Lease hami-go-scheduler", "for 5 minutes"}},
+		{[]string{"uninstall.hook=false"}, []string{"uninstall.hook is false", "cannot withdraw"}, []string{"pre-delete hook"}},
+		{[]string{"uninstall.timeoutSeconds=45", "hamiCore.hostDir=/opt/vgpu", "leaseNamespace=gpu-leases"}, []string{"at most 45 s", "/opt/vgpu: HAMi-core", "its Lease in gpu-leases"}, nil},
+		{[]string{"devicePlugin.enforcement=mps"}, []string{"compute mode EXCLUSIVE_PROCESS", "/tmp/nvidia-mps"}, nil},
+	} {
+		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
+			notes := renderNotes(t, sets(t, tc.set...))
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt says %q:\n%s", w, notes)
+				}
+			}
+		})
 	}
 }
