@@ -31,8 +31,9 @@ var adminLabels = map[string]bool{"hami-go.io/mode": true, "hami-go.io/fake-prof
 // keeps: the running container's HAMi-core cache directory under hamiCore.hostDir; in mode dra
 // also the webhook's ResourceClaimTemplate in the pod's namespace and the pod's prepared claim
 // (its CDI spec and the driver's checkpoint). The pod keeps running through it: the same
-// container, not restarted, with its GPU and its limits. The test then brings the release back
-// (hack/cluster/up.sh), after which the pod is deleted normally.
+// container, not restarted, with its GPU and its limits. Deleted then, it goes at once; in mode
+// dra it stays terminating until the release is back (hack/cluster/up.sh), whose driver
+// unprepares its claim. The test brings the release back in either mode.
 func TestDayTwoUninstall(t *testing.T) {
 	c := NewCluster(t)
 	dra := c.isDRAMode(t)
@@ -52,10 +53,17 @@ func TestDayTwoUninstall(t *testing.T) {
 	}
 	ctrID := pod.Status.ContainerStatuses[0].ContainerID
 
-	t.Cleanup(func() {
+	reinstalled := false
+	reinstall := func() {
 		start := time.Now()
 		c.clusterScript(t, "up.sh")
+		reinstalled = true
 		t.Logf("reinstalled the release with hack/cluster/up.sh in %v", time.Since(start).Round(time.Millisecond))
+	}
+	t.Cleanup(func() {
+		if !reinstalled {
+			reinstall()
+		}
 	})
 	start := time.Now()
 	out := h.run(t, "uninstall", releaseName, "--wait", "--timeout", "5m")
@@ -109,6 +117,36 @@ func TestDayTwoUninstall(t *testing.T) {
 			t.Errorf("no claim CDI spec in %s: the running pod's prepared claim is kept (NOTES.txt)", draCDIDir)
 		}
 	}
+
+	// The pod ends. Without a device plugin nothing holds it back. In mode dra the kubelet
+	// unprepares its claim through the driver, so it stays terminating until the driver is back
+	// (NOTES.txt).
+	zero := int64(0)
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "survivor", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatalf("delete survivor: %v", err)
+	}
+	gone := func(timeout time.Duration) bool {
+		return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "survivor", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}) == nil
+	}
+	deleted := time.Now()
+	if !dra {
+		if !gone(time.Minute) {
+			t.Errorf("survivor, deleted after the uninstall, is still there a minute later")
+		}
+		t.Logf("survivor, deleted after the uninstall, was gone %v later", time.Since(deleted).Round(time.Millisecond))
+		return
+	}
+	if gone(20 * time.Second) {
+		t.Errorf("mode dra: survivor was gone within 20 s of its deletion with no DRA driver on the node; NOTES.txt says its claim keeps it terminating until a driver is back")
+	}
+	reinstall()
+	if !gone(2 * time.Minute) {
+		t.Errorf("mode dra: survivor is still there 2 minutes after the DRA driver came back")
+	}
+	t.Logf("mode dra: survivor, deleted while no driver ran, stayed terminating until the reinstalled driver unprepared its claim, %v after its deletion", time.Since(deleted).Round(time.Millisecond))
 }
 
 // hamiGoLeft lists what hami-go put on the node and in the cluster that is still there, less what
