@@ -121,8 +121,10 @@ func TestDayTwoUninstall(t *testing.T) {
 	// The pod ends. Without a device plugin nothing holds it back. In mode dra the kubelet
 	// unprepares its claim through the driver, so it stays terminating until the driver is back
 	// (NOTES.txt).
-	zero := int64(0)
-	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "survivor", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+	// A grace period (not 0, which removes the pod from the API at once): the pod goes once its
+	// kubelet has finished terminating it.
+	one := int64(1)
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "survivor", metav1.DeleteOptions{GracePeriodSeconds: &one}); err != nil {
 		t.Fatalf("delete survivor: %v", err)
 	}
 	gone := func(timeout time.Duration) bool {
@@ -134,19 +136,19 @@ func TestDayTwoUninstall(t *testing.T) {
 	deleted := time.Now()
 	if !dra {
 		if !gone(time.Minute) {
-			t.Errorf("survivor, deleted after the uninstall, is still there a minute later")
+			t.Fatalf("survivor, deleted after the uninstall, is still there a minute later")
 		}
 		t.Logf("survivor, deleted after the uninstall, was gone %v later", time.Since(deleted).Round(time.Millisecond))
 		return
 	}
 	if gone(20 * time.Second) {
-		t.Errorf("mode dra: survivor was gone within 20 s of its deletion with no DRA driver on the node; NOTES.txt says its claim keeps it terminating until a driver is back")
+		t.Fatalf("mode dra: survivor was gone %v after its deletion with no DRA driver on the node; NOTES.txt says its claim keeps it terminating until a driver is back", time.Since(deleted).Round(time.Millisecond))
 	}
 	reinstall()
 	if !gone(2 * time.Minute) {
-		t.Errorf("mode dra: survivor is still there 2 minutes after the DRA driver came back")
+		t.Fatalf("mode dra: survivor is still there 2 minutes after the DRA driver came back")
 	}
-	t.Logf("mode dra: survivor, deleted while no driver ran, stayed terminating until the reinstalled driver unprepared its claim, %v after its deletion", time.Since(deleted).Round(time.Millisecond))
+	t.Logf("mode dra: survivor, deleted while no driver ran, stayed terminating until the reinstalled driver unprepared its claim, gone %v after its deletion", time.Since(deleted).Round(time.Millisecond))
 }
 
 // hamiGoLeft lists what hami-go put on the node and in the cluster that is still there, less what
