@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -65,6 +66,14 @@ func TestDayTwoUninstall(t *testing.T) {
 			reinstall()
 		}
 	})
+	// What the check sees of hami-go before (a check that finds nothing here would prove nothing).
+	before := c.hamiGoLeft(t, dra)
+	for _, want := range []string{"node condition hami-go.io/PreflightPassed", "node capacity hami-go.io/gpu-memory", "MutatingWebhookConfiguration hami-go-webhook"} {
+		if !slices.Contains(before, want) {
+			t.Fatalf("before the uninstall the check does not see %q; it sees %v", want, before)
+		}
+	}
+	t.Logf("before the uninstall: %d objects and publications of hami-go's", len(before))
 	start := time.Now()
 	out := h.run(t, "uninstall", releaseName, "--wait", "--timeout", "5m")
 	took := time.Since(start)
