@@ -374,6 +374,7 @@ install_chart() {
   fi
   [[ -f $REPO_ROOT/charts/hami-go/values-local.yaml ]] ||
     die "charts/hami-go/values-local.yaml does not exist (set HAMI_GO_SKIP_CHART=1 to bring the cluster up without the chart)"
+  clear_undeployed_release
   log "installing charts/hami-go in mode $MODE (log: $LOGS/helm.log)"
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
     --set mode="$MODE" --set hamiCore.hostDir="$STATE/vgpu" \
@@ -388,6 +389,18 @@ install_chart() {
   else
     wait_for "nvidia.com/gpu allocatable on $NODE_NAME" 120 gpus_allocatable
   fi
+}
+
+# clear_undeployed_release: a release hami-go with no deployed revision (a first install that
+# failed, an uninstall cut short: status "uninstalling") cannot be upgraded ("has no deployed
+# releases"), so up.sh would fail on it for good: uninstall it first (its pre-delete hook again).
+clear_undeployed_release() {
+  local k=(-n hami-go-system --kubeconfig "$KUBECONFIG_FILE") history
+  history=$(helm history hami-go "${k[@]}" -o json 2>/dev/null) || return 0   # no release
+  [[ $history == *'"status":"deployed"'* ]] && return 0
+  log "release hami-go has no deployed revision: uninstalling it before the install"
+  helm uninstall hami-go "${k[@]}" --wait --timeout 5m >>"$LOGS/helm.log" 2>&1 ||
+    die "helm uninstall of the undeployed release hami-go failed (see $LOGS/helm.log)"
 }
 
 # gpus_allocatable: the node advertises at least one nvidia.com/gpu device (the device plugin
