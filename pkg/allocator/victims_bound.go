@@ -276,6 +276,10 @@ func (b *bounds) kth(count int, bind bool, numa int) (cost, bool) {
 		if len(b.vals) < count {
 			return cost{}, false
 		}
+		if count == 1 {
+			out[part] = slices.Min(b.vals)
+			continue
+		}
 		slices.Sort(b.vals)
 		out[part] = b.vals[count-1]
 		if b.disjoint && part != 1 {

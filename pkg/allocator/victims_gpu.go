@@ -47,7 +47,7 @@ func (p *preemption) perGPU() (set []int, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		if o.free || len(o.vs) > 0 {
+		if k > 1 && (o.free || len(o.vs) > 0) {
 			opts = append(opts, o)
 		}
 	}
@@ -90,14 +90,18 @@ func (c cost) plus(d cost) cost {
 }
 
 // combine chooses k GPUs (of one NUMA node with NUMABind) and a set on each. For each priority
-// ceiling T (each victim priority, ascending) it takes every GPU's cheapest set within T and
+// ceiling T (each priority where a GPU's cheapest set can change, ascending) it takes every GPU's cheapest set within T and
 // the k cheapest GPUs (lessAdditive: PDB violations, sums and counts add up over disjoint sets,
 // so the k least give the least total), and keeps the best total by Better. Exact: at T = the
 // optimum's highest priority, the total is no worse than the optimum in any part.
 func (p *preemption) combine(opts []gpuOptions, k int) ([]int, bool) {
-	prios := make([]int32, 0, len(p.vs))
-	for i := range p.vs {
-		prios = append(prios, p.vs[i].prio)
+	var prios []int32 // the ceilings where some GPU's cheapest set can change
+	for _, o := range opts {
+		for h, b := range o.best {
+			if b.c.n > 0 {
+				prios = append(prios, p.vs[o.vs[h]].prio)
+			}
+		}
 	}
 	slices.Sort(prios)
 	prios = slices.Compact(prios)

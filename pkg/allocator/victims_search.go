@@ -10,28 +10,31 @@ import (
 type bnb struct {
 	p     *preemption
 	b     *bounds
-	order []int     // indexes into p.vs
-	same  []bool    // same[i]: order[i] is identical to order[i-1] (charge, priority, PDB)
-	suf   [][]freed // suf[i]: what order[i:] free, by GPU
-	cur   []freed   // what set frees, by GPU
+	order []int   // indexes into p.vs
+	rank  []int   // rank[v]: v's position in order
+	same  []bool  // same[i]: order[i] is identical to order[i-1] (charge, priority, PDB)
+	suf   []freed // suf[i*gpus+g]: what order[i:] free on GPU g
+	cur   []freed // what set frees, by GPU
 	tmp   []freed
 	set   []int
 	c     cost
 	best  cost
 	bestS []int
-	evals int
-	out   bool // the evaluation budget ran out
+	steps int
+	out   bool // searchSteps ran out
 }
 
 // search runs the branch and bound and returns the best set (indexes into p.vs) and whether it
-// is proven the best. The first bound is kube-scheduler's greedy choice (greedy). A branch is
-// cut when its set plus the cheapest undecided victim (the next in order, least in every part
-// of the cost) is no better than the best, and when freeing every undecided victim too does not
-// make the pod fit; a set that fits is not extended. Of identical victims only the first ones
-// are taken (leaving one out leaves out those after it).
+// is proven the best (false when searchSteps ran out). The first incumbent is kube-scheduler's
+// greedy choice (reprieve over every victim). A branch is cut when its set plus the next undecided victim (no
+// dearer by Better than adding any other) is no better than the best; when its set plus the
+// relaxation's bound on the rest (bounds.lower) is no better, or the relaxation says nothing
+// can fit; and when freeing every undecided victim too does not make the pod fit (sound where
+// Fit is monotone in usage). A set that fits is not extended. Of identical victims only the
+// first ones are taken (leaving one out leaves out those after it).
 func (p *preemption) search() ([]int, bool) {
 	n, gpus := len(p.vs), len(p.inv.GPUs)
-	s := &bnb{p: p, order: make([]int, n), same: make([]bool, n), suf: make([][]freed, n+1),
+	s := &bnb{p: p, order: make([]int, n), same: make([]bool, n), rank: make([]int, n), suf: make([]freed, (n+1)*gpus),
 		cur: make([]freed, gpus), tmp: make([]freed, gpus)}
 	for i := range s.order {
 		s.order[i] = i
@@ -40,17 +43,22 @@ func (p *preemption) search() ([]int, bool) {
 	for i := 1; i < n; i++ {
 		s.same[i] = compareVictims(&p.vs[s.order[i]], &p.vs[s.order[i-1]], 0, 0) == 0
 	}
-	s.suf[n] = make([]freed, gpus)
 	for i := n - 1; i >= 0; i-- {
-		s.suf[i] = slices.Clone(s.suf[i+1])
+		copy(s.suf[i*gpus:(i+1)*gpus], s.suf[(i+1)*gpus:])
 		for _, c := range p.vs[s.order[i]].on {
-			s.suf[i][c.gpu].add(c.u, 1)
+			s.suf[i*gpus+c.gpu].add(c.u, 1)
 		}
 	}
+	for i, v := range s.order {
+		s.rank[v] = i
+	}
 	s.b = newBounds(p, s.order)
-	s.bestS, s.best = s.greedy()
+	s.bestS, s.best = s.reprieve(s.order)
 	s.c = noVictims()
 	s.dfs(0, true)
+	if s.out { // the best found may not be minimal
+		s.bestS, _ = s.reprieve(s.bestS)
+	}
 	return s.bestS, !s.out
 }
 
@@ -91,41 +99,58 @@ func compareGPUCharge(a, b gpuCharge) int {
 	return 0
 }
 
-// greedy is kube-scheduler's choice (defaultpreemption SelectVictimsOnNode): remove every
-// victim, then reprieve the PDB violators and then the others, each highest priority first, a
-// victim staying evicted only when putting it back makes the pod not fit. The pod fits with
-// every victim removed (ChooseVictims checked). It returns the set and its cost.
-func (s *bnb) greedy() ([]int, cost) {
+// reprieve is kube-scheduler's victim selection on a node (defaultpreemption
+// SelectVictimsOnNode) over set (indexes into p.vs), whose removal lets the pod fit: remove them
+// all, then put back the PDB violators and then the others, each highest priority first (the
+// search order reversed), a victim staying evicted only when putting it back makes the pod not
+// fit. Over every victim it is the greedy choice; over a set the search found, it makes the set
+// minimal. It returns the victims that stay evicted and their cost.
+func (s *bnb) reprieve(set []int) ([]int, cost) {
 	p := s.p
-	rem := slices.Clone(s.suf[0])
-	var set []int
+	rem := make([]freed, len(s.cur))
+	for _, v := range set {
+		for _, ch := range p.vs[v].on {
+			rem[ch.gpu].add(ch.u, 1)
+		}
+	}
+	back := slices.Clone(set)
+	slices.SortFunc(back, func(a, b int) int { return s.rank[b] - s.rank[a] })
+	var out []int
 	c := noVictims()
-	for i := len(s.order) - 1; i >= 0; i-- { // PDB violators (last in order) first, highest priority first
-		v := &p.vs[s.order[i]]
-		for _, ch := range v.on {
+	for _, v := range back {
+		for _, ch := range p.vs[v].on {
 			rem[ch.gpu].add(ch.u, -1)
 		}
 		if p.fits(rem) {
 			continue
 		}
-		for _, ch := range v.on {
+		for _, ch := range p.vs[v].on {
 			rem[ch.gpu].add(ch.u, 1)
 		}
-		set = append(set, s.order[i])
-		c = c.with(v)
+		out = append(out, v)
+		c = c.with(&p.vs[v])
 	}
-	return set, c
+	return out, c
 }
 
-// fits evaluates the pod with s.cur plus what order[from:] free, within the budget.
-func (s *bnb) fits(from int) bool {
-	if s.evals >= fitEvals {
+// step counts one step of the search; false (and s.out) once searchSteps are spent.
+func (s *bnb) step() bool {
+	if s.steps >= searchSteps {
 		s.out = true
 		return false
 	}
-	s.evals++
+	s.steps++
+	return true
+}
+
+// fits evaluates the pod with s.cur plus what order[from:] free, within the budget (false
+// when it is spent).
+func (s *bnb) fits(from int) bool {
+	if !s.step() {
+		return false
+	}
 	for _, g := range s.p.touched {
-		s.tmp[g] = s.cur[g].plus(s.suf[from][g])
+		s.tmp[g] = s.cur[g].plus(s.suf[from*len(s.cur)+g])
 	}
 	return s.p.fits(s.tmp)
 }
@@ -139,6 +164,9 @@ func (s *bnb) dfs(i int, known bool) {
 	v := &s.p.vs[s.order[i]]
 	nc := s.c.with(v)
 	if !nc.less(s.best) {
+		return
+	}
+	if !s.step() {
 		return
 	}
 	if lb, ok := s.b.lower(s.cur, i); !ok || !s.c.plus(lb).less(s.best) {

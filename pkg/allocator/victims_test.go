@@ -212,3 +212,69 @@ func without(used NodeUsage, cands []Victim, idx []int) NodeUsage {
 	}
 	return u
 }
+
+// When the general search's budget runs out (two containers on a fragmented node of 16 GPUs,
+// 150 candidates), the choice still lets the pod fit, is minimal, is marked inexact and is no
+// worse than kube-scheduler's greedy choice.
+func TestChooseVictimsBudget(t *testing.T) {
+	inv, used, cands := victimNode(16, false)
+	req := pod(ctr("a", 1, 60000, 0), ctr("b", 1, 60000, 0))
+	got, ok := ChooseVictims(inv, used, cands, req)
+	if !ok || got.Exact {
+		t.Fatalf("ok %v, exact %v: the budget should run out", ok, got.Exact)
+	}
+	if err := Fit(inv, without(used, cands, got.Victims), req); err != nil {
+		t.Fatalf("does not fit after eviction: %v", err)
+	}
+	for k := range got.Victims {
+		rest := append(slices.Clone(got.Victims[:k]), got.Victims[k+1:]...)
+		if Fit(inv, without(used, cands, rest), req) == nil {
+			t.Errorf("victim %d need not go", got.Victims[k])
+		}
+	}
+	if g := greedyVictims(inv, used, cands, req); g.Better(got) {
+		t.Errorf("chose %+v, kube-scheduler's greedy choice is better: %+v", got, g)
+	}
+}
+
+// greedyVictims is kube-scheduler's victim selection (SelectVictimsOnNode): every candidate
+// removed, then put back PDB violators first, then the others, highest priority first, as long
+// as the pod still fits.
+func greedyVictims(inv *device.Inventory, used NodeUsage, cands []Victim, req *device.PodRequest) VictimChoice {
+	back := make([]int, len(cands))
+	for i := range back {
+		back[i] = i
+	}
+	slices.SortStableFunc(back, func(a, b int) int {
+		if cands[a].ViolatesPDB != cands[b].ViolatesPDB {
+			if cands[a].ViolatesPDB {
+				return -1
+			}
+			return 1
+		}
+		return int(cands[b].Priority) - int(cands[a].Priority)
+	})
+	out := map[int]bool{}
+	for i := range cands {
+		out[i] = true
+	}
+	for _, v := range back {
+		delete(out, v)
+		var rest []int
+		for i := range cands {
+			if out[i] {
+				rest = append(rest, i)
+			}
+		}
+		if Fit(inv, without(used, cands, rest), req) != nil {
+			out[v] = true
+		}
+	}
+	var idx []int
+	for i := range cands {
+		if out[i] {
+			idx = append(idx, i)
+		}
+	}
+	return choiceCost(cands, idx)
+}
