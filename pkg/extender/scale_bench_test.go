@@ -259,6 +259,37 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 				c.Release(k)
 			}
 		})
+		// Preemption (case C43): a pod of priority 1000 asking 60000 MiB fits no GPU (40000 of
+		// 81920 MiB used on each); every node offers a 2-victim set. PlanPreemption is the
+		// extender's own preemption over every node; preempt the verb with every node proposed.
+		big := scaleGPUPod("bench", "big", 60000, 10)
+		prio := int32(1000)
+		big.Spec.Priority = &prio
+		bigReq, _, err := c.ParseRequest(big)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("preempt-plan", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				plan, ok := c.PlanPreemption(device.RefOf(big), bigReq, prio, f.names, nil)
+				if !ok || len(plan.Victims) != 2 {
+					b.Fatalf("plan %+v ok=%v; want 2 victims", plan, ok)
+				}
+			}
+		})
+		b.Run("preempt-verb", func(b *testing.B) {
+			args := &extenderv1.ExtenderPreemptionArgs{Pod: big, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
+			for _, n := range f.names {
+				args.NodeNameToMetaVictims[n] = &extenderv1.MetaVictims{Pods: []*extenderv1.MetaPod{{UID: "uid-placed-" + n + "-0"}}}
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if res := NewScheduler(c).Preempt(args); len(res.NodeNameToMetaVictims) != nodes {
+					b.Fatalf("preempt: %d of %d nodes kept", len(res.NodeNameToMetaVictims), nodes)
+				}
+			}
+		})
 		b.Run("prioritize-client-decode", func(b *testing.B) {
 			reply, err := json.Marshal(NewScheduler(c).Prioritize(probe, f.names))
 			if err != nil {
