@@ -64,7 +64,8 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	c.CreatePod(t, gpuPod(ns, "first", gpuLimits{count: 1, memMiB: 3000, cores: 30}))
 	c.WaitForRunning(t, ns, "first", 2*time.Minute)
 	p.waitNonEmpty(t, fmt.Sprintf(`hami_go_slice_memory_limit_bytes{namespace=%q, pod="first"}`, ns), 30*time.Second)
-	time.Sleep(2 * time.Second) // a scrape of the extender and the webhook after the first pod's calls
+	p.waitScraped(t, 30*time.Second, `hami_go_extender_requests_total{verb=~".*filter.*"}`, `hami_go_extender_requests_total{verb=~".*bind.*"}`,
+		`hami_go_webhook_admissions_total{resource="pods"}`, `hami_go_device_plugin_request_duration_seconds_count{method=~".*Allocate.*"}`)
 	c.CreatePod(t, gpuPod(ns, "second", gpuLimits{count: 1, memMiB: 5000, cores: 20}))
 	c.WaitForRunning(t, ns, "second", 2*time.Minute)
 

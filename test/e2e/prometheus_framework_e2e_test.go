@@ -31,6 +31,10 @@ const (
 	// promInterval is the ServiceMonitors' interval (serviceMonitor.interval) and the rule
 	// evaluation interval of the test Prometheus.
 	promInterval = "1s"
+	// promDiscoveryReload is how often the test Prometheus applies what Kubernetes service
+	// discovery found to its targets (Prometheus's default is 5 s): a node agent that starts or
+	// leaves is scraped, or missed, within about a second.
+	promDiscoveryReload = time.Second
 	// k8sVersion is the local cluster's Kubernetes version (hack/cluster/lib.sh), for helm template.
 	k8sVersion = "v1.37.2"
 )
@@ -95,6 +99,7 @@ func (c *Cluster) startPrometheus(t testing.TB, mode string, sets ...string) *pr
 	start := time.Now()
 	s, err := promstack.Start(ctx, promstack.ServerOptions{
 		Binary: filepath.Join(bin, "prometheus"), Dir: dir, Config: cfg, Rules: rules, Listen: "127.0.0.1:0",
+		DiscoveryReloadInterval: promDiscoveryReload,
 	})
 	if err != nil {
 		t.Fatalf("start prometheus: %v", err)
@@ -183,6 +188,16 @@ func targetSummary(byJob map[string]promv1.ActiveTarget) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "; ")
+}
+
+// waitScraped waits until Prometheus has a series for each of queries (PromQL selectors), each
+// within timeout: the first slice's calls were scraped, so the second slice's calls increase
+// counters Prometheus already has a sample of, and the dashboard's rate() panels show them.
+func (p *prom) waitScraped(t testing.TB, timeout time.Duration, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
+		p.waitNonEmpty(t, q, timeout)
+	}
 }
 
 // query evaluates an instant PromQL query now; a warning is an error.
