@@ -184,7 +184,7 @@ func TestGPUPreemptionFragmentedNode(t *testing.T) {
 	checkNotOvercommitted(t, c.inventory(t), c.nodeUsage(t))
 
 	// preemptionPolicy: Never evicts nobody.
-	never := gpuPod(ns, "never", gpuLimits{count: 1, memMiB: 40000})
+	never := gpuPod(ns, "never", gpuLimits{count: 1, memMiB: 45000}) // fits nowhere, like the sneak
 	never.Spec.PriorityClassName = "hami-e2e-high-never"
 	if got := c.CreatePod(t, never); got.Spec.PreemptionPolicy == nil || *got.Spec.PreemptionPolicy != corev1.PreemptNever {
 		t.Fatalf("pod never: preemptionPolicy %v; want Never from its PriorityClass", got.Spec.PreemptionPolicy)
