@@ -69,13 +69,7 @@ func (c *Cache) holdPlacement(b *booking) *device.Allocation {
 	if ns.inv == nil {
 		return nil
 	}
-	u := copyUsage(ns.used)
-	for _, m := range ns.members {
-		if m.charge != nil && (m == b || (m.terminating && m.priority < b.priority)) {
-			u.Sub(m.charge)
-		}
-	}
-	a, err := allocator.Pick(ns.inv, u, b.req)
+	a, err := allocator.Pick(ns.inv, withoutLeaving(ns, b, b.priority), b.req)
 	if err != nil {
 		return nil
 	}

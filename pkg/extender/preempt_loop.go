@@ -57,11 +57,11 @@ func (e *Extender) preemptLoop(ctx context.Context) {
 }
 
 // preempt preempts for pending pod k among nodes (those that refused it for GPUs): it plans
-// (Cache.PlanPreemption), nominates the pod to the chosen node (status.nominatedNodeName, which
-// holds the share: nominated.go), then evicts each victim as kube-scheduler does: the
-// DisruptionTarget condition with reason PreemptionByScheduler (which also tells kube-scheduler
-// that the pod waits for its victims), a "Preempted" Event, and a delete with the victim's UID as
-// precondition. A pod that was bound, nominated, deleted or changed meanwhile is left alone.
+// (Cache.PlanPreemption), evicts each victim as kube-scheduler does (the DisruptionTarget
+// condition with reason PreemptionByScheduler, which also tells kube-scheduler that the pod waits
+// for its victims; a "Preempted" Event; a delete with the victim's UID as precondition), then
+// nominates the pod to the node (status.nominatedNodeName, which holds the share: nominated.go).
+// A pod that was bound, nominated, deleted or changed meanwhile is left alone.
 func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string) error {
 	p, err := e.lookupPod(ctx, k)
 	if err != nil {
@@ -82,15 +82,17 @@ func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string)
 		klog.V(3).InfoS("No GPU preemption helps the pod", "pod", klog.KObj(p), "nodes", len(nodes))
 		return nil
 	}
-	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
-		return fmt.Errorf("nominating the pod to node %s: %w", plan.Node, err)
-	}
 	names := make([]string, 0, len(plan.Victims))
 	for _, v := range plan.Victims {
 		if err := e.evict(ctx, v, p, plan.Node); err != nil {
 			return fmt.Errorf("evicting %s: %w", v, err)
 		}
 		names = append(names, v.String())
+	}
+	// Nominated after the evictions, as kube-scheduler does: its next cycle then finds the
+	// victims terminating by preemption on the nominated node and keeps the nomination.
+	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
+		return fmt.Errorf("nominating the pod to node %s after evicting %v: %w", plan.Node, names, err)
 	}
 	klog.InfoS("Preempting for GPUs", "pod", klog.KObj(p), "node", plan.Node, "victims", names, "pdbViolations", plan.Choice.PDBViolations)
 	if e.recorder != nil {

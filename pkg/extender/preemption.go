@@ -98,8 +98,10 @@ type Preemption struct {
 // telling which evictions a PodDisruptionBudget forbids; nil: none); then the node whose set is
 // best (allocator.VictimChoice.Better; on a tie, the first in nodes). Like kube-scheduler's dry
 // run (DefaultPreemption minCandidateNodesPercentage 10, minCandidateNodesAbsolute 100) it stops
-// after max(100, 10% of nodes) nodes with a set. ok is false when no node has such a set, the pod
-// fits somewhere already, or it holds a nomination or a bind meanwhile. It changes nothing: the
+// after max(100, 10% of nodes) nodes with a set. Pods terminating on a node are counted as gone
+// (they free their share for the pod; choosing more victims for it would evict twice). ok is
+// false when no node has such a set, the pod fits somewhere already (or will once those pods are
+// gone), or it holds a nomination or a bind meanwhile. It changes nothing: the
 // hold comes with the nomination (nominated.go). Locks are taken node by node.
 func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int32, nodes []string, violatesPDB func(device.PodRef) bool) (Preemption, bool) {
 	own := c.ownBooking(k)
@@ -124,14 +126,17 @@ func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int
 			continue
 		}
 		refs, cands := victimCandidatesLocked(ns, prio, violatesPDB)
-		choice, ok := allocator.ChooseVictims(ns.inv, usageExcluding(ns, own), cands, req)
+		choice, ok := allocator.ChooseVictims(ns.inv, withoutLeaving(ns, own, prio), cands, req)
 		ns.mu.Unlock()
 		c.mu.Unlock()
 		if !ok {
 			continue
 		}
 		if len(choice.Victims) == 0 {
-			return Preemption{}, false // it fits here now: no preemption
+			// It fits here now, or will once the node's terminating pods of lower priority are
+			// gone (earlier victims): no more evictions (kube-scheduler's
+			// PodEligibleToPreemptOthers waits for them the same way).
+			return Preemption{}, false
 		}
 		found++
 		if found == 1 || choice.Better(best.Choice) {
@@ -150,6 +155,19 @@ func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int
 // minPreemptionCandidates is kube-scheduler's DefaultPreemption minCandidateNodesAbsolute: the
 // least number of nodes with a victim set PlanPreemption compares.
 const minPreemptionCandidates = 100
+
+// withoutLeaving is the node's usage without own's charge and without the charges of its
+// terminating pods of priority below prio: what the node offers once the pods already leaving
+// for it (earlier victims) are gone. Caller holds mu and ns.mu.
+func withoutLeaving(ns *nodeState, own *booking, prio int32) allocator.NodeUsage {
+	u := copyUsage(ns.used)
+	for _, m := range ns.members {
+		if m.charge != nil && (m == own || (m.terminating && m.priority < prio)) {
+			u.Sub(m.charge)
+		}
+	}
+	return u
+}
 
 // victimCandidatesLocked returns the pods on ns that preemption may evict for a pod of priority
 // prio, and their allocator.Victim: bound GPU pods (planned or claimed) of lower priority that

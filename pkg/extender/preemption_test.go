@@ -72,6 +72,18 @@ func TestPlanPreemptionFragmentedNode(t *testing.T) {
 	if plan, ok = c.PlanPreemption(device.RefOf(small), smallReq, 1000, []string{"node-1"}, nil); ok {
 		t.Fatalf("4000 MiB: plan %+v; want none (it fits)", plan)
 	}
+	// b0 and c0 terminating (the victims of an earlier preemption): the pod will fit on GPU 1
+	// once they are gone, so nobody else is evicted for it (as kube-scheduler's
+	// PodEligibleToPreemptOthers waits for them).
+	now := metav1.NewTime(t0)
+	for _, n := range []string{"b0", "c0"} {
+		p := prioritized(boundPod(t, "v", n, "node-1", g(1), map[string]int64{"b0": 10000, "c0": 5000}[n], true), 0)
+		p.DeletionTimestamp = &now
+		c.OnPod(p)
+	}
+	if plan, ok = c.PlanPreemption(k, req, 100, []string{"node-1"}, nil); ok {
+		t.Fatalf("with the earlier victims terminating: plan %+v; want none (wait for them)", plan)
+	}
 	checkInvariants(t, c)
 }
 
