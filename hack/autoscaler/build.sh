@@ -14,7 +14,8 @@
 # kubernetes-sigs/cluster-autoscaler holding commit 33c3f97bf274, and HAMI_GO_AUTOSCALER_GIT, a
 # clone of kubernetes/autoscaler holding eec9bc4dc1d2 (the apis module CA's go.mod pins); they
 # are exported into hack/tools/cluster-autoscaler/src/ (ignored by git), which the tool module's
-# replace directives name. Without them CA is skipped with that reason.
+# replace directives name (default: the snapshots under /work/.mirror a development session may
+# hold, as hack/gpu-check/build.sh). Without them CA is skipped with that reason.
 # Karpenter (hack/tools/karpenter): sigs.k8s.io/karpenter/kwok v1.15.0 from the proxy; its go.mod
 # names go 1.26.9, so it builds with GOTOOLCHAIN=go1.27.3 (the go command fetches that toolchain
 # from the proxy once).
@@ -35,6 +36,10 @@ build_ca() {
   local out=$cache/cluster-autoscaler-$CA_VERSION/cluster-autoscaler src=$tools/cluster-autoscaler/src t0
   if [[ -x $out ]]; then blog "cluster-autoscaler cached ($out)"; return 0; fi
   if [[ ! -f $src/cluster-autoscaler/go.mod || ! -f $src/apis/go.mod ]]; then
+    # Defaults: the snapshots a development session may hold (as hack/gpu-check/build.sh's).
+    local m=/work/.mirror
+    [[ -n ${HAMI_GO_CA_GIT:-} || ! -d $m/kubernetes-sigs+cluster-autoscaler/repo ]] || HAMI_GO_CA_GIT=$m/kubernetes-sigs+cluster-autoscaler/repo
+    [[ -n ${HAMI_GO_AUTOSCALER_GIT:-} || ! -d $m/kubernetes+autoscaler/repo ]] || HAMI_GO_AUTOSCALER_GIT=$m/kubernetes+autoscaler/repo
     if [[ -z ${HAMI_GO_CA_GIT:-} || -z ${HAMI_GO_AUTOSCALER_GIT:-} ]]; then
       blog "cluster-autoscaler SKIPPED: the Go module proxy refuses sigs.k8s.io/cluster-autoscaler and k8s.io/autoscaler/cluster-autoscaler{,/apis} (403); set HAMI_GO_CA_GIT (kubernetes-sigs/cluster-autoscaler, commit $CA_COMMIT) and HAMI_GO_AUTOSCALER_GIT (kubernetes/autoscaler, commit $APIS_COMMIT) to git clones"
       return 0

@@ -4,7 +4,8 @@
 # not know it, kubernetes-sigs/karpenter #751): p4d.24xlarge (8 x A100 40 GB) and p4de.24xlarge
 # (8 x A100 80 GB), nvidia.com/gpu 80 as hami-go's device plugin (split 10) publishes. One
 # NodePool per GPU model, whose template labels carry the GFD labels hami-go's device plugin writes
-# (nvidia.com/gpu.memory, nvidia.com/gpu.product), so Karpenter knows them before the node exists.
+# (nvidia.com/gpu.memory, nvidia.com/gpu.product), so Karpenter knows them before the node exists;
+# the 40 GB pool has the higher weight (the cheaper cards first), so Karpenter tries it first.
 # Then NodeOverlays (feature gate NodeOverlay) add the extended resources to the instance types.
 
 KARPENTER_CRDS_DIR=${HAMI_GO_KARPENTER_CRDS:-}
@@ -29,7 +30,7 @@ kind: KWOKNodeClass
 metadata: {name: default}
 EOF
   local np
-  for np in "gpu-40g p4d.24xlarge 40960 NVIDIA-A100-SXM4-40GB" "gpu-80g p4de.24xlarge 81920 NVIDIA-A100-SXM4-80GB"; do
+  for np in "gpu-40g p4d.24xlarge 40960 NVIDIA-A100-SXM4-40GB 20" "gpu-80g p4de.24xlarge 81920 NVIDIA-A100-SXM4-80GB 10"; do
     set -- $np
     cat <<EOF
 ---
@@ -37,6 +38,7 @@ apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: $1}
 spec:
+  weight: $5
   template:
     metadata:
       labels: {nvidia.com/gpu.memory: "$3", nvidia.com/gpu.product: $4, nvidia.com/gpu.count: "8"}
@@ -84,7 +86,7 @@ karpenter_scenario() {
   record "decision: $decision"
   if [[ $decision == Nominated ]]; then
     for ((i = 0; i < 30; i++)); do
-      nc=$(kc get nodeclaims -o jsonpath='{range .items[*]}{.metadata.name} nodepool={.metadata.labels.karpenter\.sh/nodepool} type={.metadata.labels.node\.kubernetes\.io/instance-type} capacity.gpu-memory={.status.capacity.hami-go\.io/gpu-memory}{"\n"}{end}' 2>/dev/null)
+      nc=$(kc get nodeclaims -o jsonpath='{range .items[*]}{.metadata.name} nodepool={.metadata.labels.karpenter\.sh/nodepool} type={.metadata.labels.node\.kubernetes\.io/instance-type} gpu.memory={.metadata.labels.nvidia\.com/gpu\.memory}{"\n"}{end}' 2>/dev/null)
       [[ $nc == *type=p4* ]] && break
       sleep 1
     done
@@ -114,7 +116,7 @@ karpenter_trial() {
   karpenter_instance_types >"$TRIAL_DIR/instance-types.json"
   kc apply -f - >/dev/null < <(karpenter_objects)
   record ""
-  record "== Karpenter $(basename "$(dirname "$KARPENTER_BIN")") (kwok provider): instance types p4d.24xlarge (8 x A100 40 GB, \$32.77/h) and p4de.24xlarge (8 x A100 80 GB, \$40.97/h), cpu 96, memory 1152Gi, nvidia.com/gpu 80, no hami-go.io/gpu-memory; NodePools gpu-40g and gpu-80g (template labels nvidia.com/gpu.memory 40960 / 81920)"
+  record "== Karpenter $(basename "$(dirname "$KARPENTER_BIN")") (kwok provider): instance types p4d.24xlarge (8 x A100 40 GB, \$32.77/h) and p4de.24xlarge (8 x A100 80 GB, \$40.97/h), cpu 96, memory 1152Gi, nvidia.com/gpu 80, no hami-go.io/gpu-memory; NodePools gpu-40g (weight 20) and gpu-80g (weight 10), template labels nvidia.com/gpu.memory 40960 / 81920"
   KUBECONFIG=$TRIAL_KUBECONFIG DISABLE_LEADER_ELECTION=true METRICS_PORT=$TRIAL_KARPENTER_PORT \
     HEALTH_PROBE_PORT=$((TRIAL_KARPENTER_PORT + 1)) SYSTEM_NAMESPACE=kube-system \
     INSTANCE_TYPES_FILE_PATH=$TRIAL_DIR/instance-types.json FEATURE_GATES=NodeOverlay=true \
@@ -132,6 +134,7 @@ karpenter_trial() {
   with_pergpu=no karpenter_overlays | kc apply -f - >/dev/null
   sleep 5
   karpenter_scenario "NodeOverlays add hami-go.io/gpu-memory only" k60k-overlay 1 60000
+  NO_PERGPU=1 karpenter_scenario "same, the pod without nvidia.com/gpumem" k60k-overlay-nopergpu 1 60000
   with_pergpu=yes karpenter_overlays | kc apply -f - >/dev/null
   sleep 5
   karpenter_scenario "NodeOverlays add hami-go.io/gpu-memory and the per-GPU names; no model constraint" k60k 1 60000

@@ -30,7 +30,8 @@ record() { printf '%s\n' "$*" | tee -a "$RESULTS.part" >&2; }
 # gpu_pod <name> <gpus> <MiB per GPU> [extra pod spec YAML, indented 2] [annotations YAML, indented 4]:
 # one container as hami-go's webhook leaves it in device-plugin mode: limits nvidia.com/gpu (count),
 # nvidia.com/gpumem (MiB per GPU) and hami-go.io/gpu-memory (GPUs x MiB per GPU; requests ==
-# limits for extended resources), schedulerName hami-go-scheduler.
+# limits for extended resources), schedulerName hami-go-scheduler. $NO_PERGPU=1 leaves
+# nvidia.com/gpumem out (to tell which resource an autoscaler refuses).
 gpu_pod() {
   local name=$1 gpus=$2 mib=$3 extra=${4:-} anno=${5:-}
   kc apply -f - >/dev/null <<EOF
@@ -55,7 +56,7 @@ $extra
         cpu: "4"
         memory: 16Gi
         nvidia.com/gpu: "$gpus"
-        nvidia.com/gpumem: "$mib"
+$([[ ${NO_PERGPU:-} == 1 ]] || echo "        nvidia.com/gpumem: \"$mib\"")
         hami-go.io/gpu-memory: "$((gpus * mib))"
 EOF
 }
