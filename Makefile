@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e test-daytwo lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e test-daytwo lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
 
 all: build
 
@@ -114,6 +114,10 @@ prometheus-up: ## Start a Prometheus on 127.0.0.1:9090 scraping the local cluste
 
 prometheus-down: ## Stop the local cluster's Prometheus (down.sh stops it too).
 	hack/cluster/prometheus.sh down
+
+autoscaler-trial: ## Cluster Autoscaler's and Karpenter's KWOK providers on a private control plane (loopback ports, own etcd): GPU node groups with hami-go.io/gpu-memory, decisions in /tmp/hami-go-autoscaler-trial/results.txt (hack/autoscaler; long build; not part of test).
+	hack/autoscaler/build.sh
+	hack/autoscaler/trial.sh
 
 shell: ## A subshell on the local cluster: KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH (exit to leave).
 	@eval "$$(hack/cluster/env.sh)" && echo "make shell: KUBECONFIG=$$KUBECONFIG, kubectl $$(command -v kubectl); exit to leave" && exec bash -i

@@ -103,7 +103,11 @@ func run(out, kubeconfig, helm, chart, values, kubeVersion, mode, interval, list
 		return err
 	}
 	klog.InfoS("Wrote the Prometheus configuration", "dir", abs, "serviceMonitors", len(mon.ServiceMonitors), "mode", mode)
-	for _, a := range promstack.Args(abs, listen) {
+	args, err := promstack.Args(promstack.ArgsOptions{Dir: abs, Listen: listen})
+	if err != nil {
+		return err
+	}
+	for _, a := range args {
 		fmt.Println(a)
 	}
 	return nil

@@ -29,7 +29,7 @@ func (s *Scheduler) BookForBind(k device.PodRef, req *device.PodRequest, node st
 		return nil, false, refuse("pod %s was deleted or has ended", k.Exact())
 	}
 	b := c.pods[k]
-	if b != nil && b.stage != stageReserved {
+	if b != nil && b.stage != stageReserved && b.stage != stageNominated {
 		switch {
 		case b.node != node:
 			return nil, false, refuse("pod %s is already bound (or being bound) to node %s", k.Exact(), b.node)
@@ -38,7 +38,7 @@ func (s *Scheduler) BookForBind(k device.PodRef, req *device.PodRequest, node st
 		}
 		return b.planned, true, nil
 	}
-	if b != nil && b.node == node {
+	if b != nil && b.node == node && b.planned != nil {
 		c.setStageLocked(b, stageBinding)
 		klog.V(4).InfoS("Bind confirms the reservation", "pod", k.Exact(), "node", node)
 		return b.planned, false, nil

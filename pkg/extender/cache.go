@@ -24,10 +24,15 @@ const (
 	// stageClaimed: the device plugin recorded what it handed out (AnnoClaimed: the pod's own
 	// planned allocation, applied when its container was created).
 	stageClaimed
+	// stageNominated: a pending pod nominated to the node (status.nominatedNodeName, set by
+	// preemption: kube-scheduler's, or the extender's own, preemption.go) holds the share its
+	// victims free, so that no other pod takes it while they terminate. It ends when the pod
+	// binds, loses its nomination or is deleted; Filter replaces it only with a fit.
+	stageNominated
 )
 
 func (s stage) String() string {
-	return [...]string{"reserved", "binding", "planned", "claimed"}[s]
+	return [...]string{"reserved", "binding", "planned", "claimed", "nominated"}[s]
 }
 
 // booking is what one pod holds on one node. Guarded by Cache.mu; the node's usage that it
@@ -54,6 +59,11 @@ type booking struct {
 	// new Filter nor a bind to another node moves the booking; the informer settles it (the pod
 	// shows up bound, or not) or Sweep drops it after ReservationTTL. Cleared by any stage change.
 	maybeBound bool
+	// priority is the pod's spec.priority (0 when unset), and terminating whether its deletion
+	// began (metadata.deletionTimestamp): what preemption reads to choose victims. A terminating
+	// pod stays charged until it is gone.
+	priority    int32
+	terminating bool
 }
 
 // setCharge sets what b is charged: its own allocation, the planned one, or the claimed record
@@ -149,6 +159,9 @@ func usageAtExcluding(ns *nodeState, own *booking) []allocator.GPUUsage {
 //	     └───────────────────────────────▶    ▼ plugin applied the plan at container creation)
 //	                                        claimed
 //
+//	(none) ── informer: pending, status.nominatedNodeName ──▶ nominated ── Filter finds a fit ──▶
+//	          reserved; loses its nomination ──▶ (none)
+//
 //	any stage ── Release: the pod is deleted or finished ──▶ (none); its reference is
 //	             remembered for GoneTTL so that no racing verb books it again.
 //
@@ -176,6 +189,7 @@ type Cache struct {
 	nodeCount int
 	memos     memoTable
 	refusals  *refusals
+	offers    *preemptOffers
 }
 
 // NewCache returns an empty cache.
@@ -188,6 +202,7 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 		nodes:    map[string]*nodeState{},
 		memos:    newMemoTable(),
 		refusals: newRefusals(),
+		offers:   newPreemptOffers(),
 	}
 }
 
@@ -256,6 +271,7 @@ func (c *Cache) Release(k device.PodRef) {
 	c.gone[k] = c.clock.Now()
 	if b := c.pods[k]; b != nil {
 		c.removeLocked(b)
+		c.refreshHoldsLocked(b.node)
 	}
 }
 

@@ -86,9 +86,10 @@ func stripPod(obj any) (any, error) {
 	return p, nil
 }
 
-// Run starts the informers (Nodes, Pods, Leases in cfg.LeaseNamespace), waits until they synced
-// and every initial object went through the cache (full rebuild from the API), then reports
-// ready and sweeps stale reservations until ctx ends.
+// Run starts the informers (Nodes, Pods, PodDisruptionBudgets, Leases in cfg.LeaseNamespace),
+// waits until they synced and every initial object went through the cache (full rebuild from the
+// API), then reports ready, requeues and preempts for refused pods (requeue_loop.go,
+// preempt_loop.go) and sweeps stale reservations until ctx ends.
 func (e *Extender) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactory(e.client, 0)
 	lf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.cfg.LeaseNamespace))
@@ -135,6 +136,13 @@ func (e *Extender) Run(ctx context.Context) error {
 		return err
 	}
 	regs = append(regs, r)
+	pdbInf := f.Policy().V1().PodDisruptionBudgets()
+	r, err = pdbInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	e.sched.SetDisruptionCheck(pdbViolation(lister, pdbInf.Lister()))
 	f.Start(ctx.Done())
 	lf.Start(ctx.Done())
 	defer f.Shutdown()
@@ -153,6 +161,7 @@ func (e *Extender) Run(ctx context.Context) error {
 	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
 	go e.requeueLoop(ctx, c)
+	go e.preemptLoop(ctx)
 	t := e.clock.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {

@@ -3,6 +3,8 @@ package extender
 import (
 	"errors"
 	"iter"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -116,8 +118,12 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	c.memos.publish(memo)
 	if len(fit) == 0 && len(failed) > 0 {
 		c.refusals.refused(k, now) // GPUs in use somewhere: a release may make it fit
+		if mayPreempt(p) {
+			c.offers.offer(k, slices.Collect(maps.Keys(failed))) // preemption.go
+		}
 	} else {
 		c.refusals.fits(k)
+		c.offers.withdraw(k)
 	}
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
@@ -186,7 +192,10 @@ func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq
 		return
 	}
 	old := c.pods[k]
-	if old != nil && (old.stage != stageReserved || old.maybeBound) {
+	if old != nil && old.stage == stageNominated && !anyNode(ranked) {
+		return // a preemptor keeps its hold until a node fits (nominated.go)
+	}
+	if old != nil && ((old.stage != stageReserved && old.stage != stageNominated) || old.maybeBound) {
 		return
 	}
 	if old != nil {
@@ -223,6 +232,14 @@ func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq
 	if tried > 0 {
 		klog.V(4).InfoS("No speculative reservation: the fitting nodes filled up meanwhile", "pod", k.Exact())
 	}
+}
+
+// anyNode reports whether seq yields a node.
+func anyNode(seq iter.Seq[*nodeState]) bool {
+	for range seq {
+		return true
+	}
+	return false
 }
 
 // Prioritize scores every candidate node 0..10 for pod by its node policy (the pod's own

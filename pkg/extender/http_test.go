@@ -156,8 +156,9 @@ func TestHTTPRecoversPanics(t *testing.T) {
 	}
 }
 
-// Preempt keeps only nodes where removing the victims' GPU usage lets the pod fit, with the
-// fewest GPU victims; non-GPU victims are kept.
+// Preempt keeps only nodes where evicting GPU pods of lower priority lets the pod fit, and names
+// the cheapest such set, exact per GPU, even where kube-scheduler proposed another (it chooses by
+// node totals); non-GPU victims are kept.
 func TestPreempt(t *testing.T) {
 	inv1, inv2 := testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10)
 	objs, names := setupNodes(t, inv1, inv2)
@@ -173,7 +174,7 @@ func TestPreempt(t *testing.T) {
 	}
 	cpu := podtest.Pending("v", "cpu-only", podtest.Ctr{Name: "c", NoGPU: true})
 	cpu.UID = "uid-cpu"
-	p := podtest.Pending("default", "want", podtest.GPU("main", 1, "14000", 0))
+	p := prioritized(podtest.Pending("default", "want", podtest.GPU("main", 1, "14000", 0)), 100)
 	meta := func(uids ...string) *extenderv1.MetaVictims {
 		mv := &extenderv1.MetaVictims{NumPDBViolations: 1}
 		for _, u := range uids {
@@ -183,14 +184,14 @@ func TestPreempt(t *testing.T) {
 	}
 	res := NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
 		"node-1": meta(string(v1.UID), string(v2.UID), "uid-cpu"),
-		"node-2": meta(string(v3.UID)), // 2000 freed of 20000 used: 4576+2000 < 14000
+		"node-2": meta(string(v3.UID)), // proposed by totals: 2000 freed of 22000 used is too little; v4 frees enough
 	}})
-	if _, ok := res.NodeNameToMetaVictims["node-2"]; ok {
-		t.Fatalf("node-2 kept although its victims free too little: %+v", res.NodeNameToMetaVictims["node-2"])
-	}
 	got := res.NodeNameToMetaVictims["node-1"]
 	if got == nil || len(got.Pods) != 2 || got.Pods[0].UID != "uid-cpu" || got.Pods[1].UID != string(v1.UID) || got.NumPDBViolations != 1 {
-		t.Fatalf("node-1 victims %+v", got)
+		t.Fatalf("node-1 victims %+v; want uid-cpu (kept) and v1 only", got)
+	}
+	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {
+		t.Fatalf("node-2 victims %+v; want v4 in place of the proposed v3", got)
 	}
 	// Full victims (nodeCacheCapable false) answer the same way.
 	res = NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToVictims: map[string]*extenderv1.Victims{
@@ -198,6 +199,13 @@ func TestPreempt(t *testing.T) {
 	}})
 	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {
 		t.Fatalf("node-2 victims %+v", got)
+	}
+	// A pod of priority 0 outranks nobody: no node.
+	p0 := podtest.Pending("default", "want0", podtest.GPU("main", 1, "14000", 0))
+	if res = NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p0, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+		"node-1": meta(string(v1.UID)),
+	}}); len(res.NodeNameToMetaVictims) != 0 {
+		t.Fatalf("priority 0 preempts: %+v", res.NodeNameToMetaVictims)
 	}
 	_ = device.AnnoPlanned
 }

@@ -88,7 +88,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	u.c.mu.Lock()
 	defer u.c.mu.Unlock()
 	for _, b := range u.c.pods {
-		if b.stage == stageReserved || b.alloc == nil {
+		if b.stage == stageReserved || b.stage == stageNominated || b.alloc == nil {
 			continue
 		}
 		for _, ct := range b.alloc.Containers {

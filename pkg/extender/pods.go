@@ -38,7 +38,8 @@ func decodeAnno(p *corev1.Pod, anno, node string) *device.Allocation {
 // OnPod applies the latest state of a pod from the informer (add or update). The pod is charged
 // its planned allocation, or its claimed record where it has no plan (booking.setCharge); a
 // claimed record moves it to stage claimed. A pod that ended releases its usage; a terminating
-// pod keeps it; a pod that lost its annotations keeps what was booked for its key.
+// pod keeps it; a pod that lost its annotations keeps what was booked for its key. A pending pod
+// with a nomination holds its share there (onPendingLocked).
 func (c *Cache) OnPod(p *corev1.Pod) {
 	k := device.RefOf(p)
 	if device.PodFinished(p) {
@@ -57,11 +58,13 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.pods[k]
-	if b == nil && (node == "" || (!hasPlanned && !hasClaimed)) {
-		return // nothing booked and nothing to book from
-	}
 	if node == "" {
-		return // unbound: reservation or bind in progress is the cache's own business
+		c.onPendingLocked(p, b) // reservation or bind in progress is the cache's own business
+		return
+	}
+	defer c.noteLifeLocked(k, p)
+	if b == nil && !hasPlanned && !hasClaimed {
+		return // nothing booked and nothing to book from
 	}
 	if b != nil && b.node != node && !hasPlanned && !hasClaimed {
 		// Bound elsewhere than booked, without a plan (another scheduler, a preset nodeName):
@@ -117,6 +120,30 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		return // nothing changed (resync, status update)
 	}
 	c.putLocked(nb)
+}
+
+// noteLifeLocked records the bound pod's priority and whether it is terminating on its booking
+// (what preemption reads); when it starts terminating, the holds of pods nominated to its node
+// are placed again (refreshHoldsLocked). Caller holds mu.
+func (c *Cache) noteLifeLocked(k device.PodRef, p *corev1.Pod) {
+	b := c.pods[k]
+	if b == nil || b.node != p.Spec.NodeName {
+		return
+	}
+	b.priority = podPriority(p)
+	if p.DeletionTimestamp != nil && !b.terminating {
+		b.terminating = true
+		c.refreshHoldsLocked(b.node)
+	}
+}
+
+// podPriority is the pod's spec.priority, 0 when unset (the API server's default without a
+// PriorityClass).
+func podPriority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
 }
 
 // floorRecord returns record a (annotation anno of p) raised to the pod's own request

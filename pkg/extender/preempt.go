@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/hami-go/hami-go/pkg/allocator"
@@ -10,10 +9,14 @@ import (
 
 // Preempt answers kube-scheduler's preempt verb: for each candidate node and its proposed
 // victims (by UID: NodeNameToMetaVictims, as kube-scheduler sends with nodeCacheCapable; or full
-// pods: NodeNameToVictims), it keeps the node only when removing those victims' GPU usage really
-// lets the pod fit, with the fewest GPU victims that suffice (victims that hold no GPU were chosen
-// for other resources and are kept). Other nodes are dropped. Pods that are not the extender's
-// keep kube-scheduler's proposal.
+// pods: NodeNameToVictims), it keeps the node only when evicting GPU pods of lower priority there
+// really lets the pod fit, and then names the cheapest such set, exact per GPU
+// (allocator.ChooseVictims over every bound GPU pod of lower priority on the node that is not
+// terminating, not only kube-scheduler's proposal, which it chose by node totals). Proposed
+// victims that hold no GPU were chosen for other resources and are kept. Other nodes are dropped.
+// NumPDBViolations is the larger of kube-scheduler's count and the GPU victims'. A pod kube-
+// scheduler preempts for is no longer offered to the extender's own preemption (preemption.go).
+// Pods that are not the extender's keep kube-scheduler's proposal.
 func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
 	c := s.c
 	proposal := map[string]*extenderv1.MetaVictims{}
@@ -42,7 +45,9 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 		res.NodeNameToMetaVictims = proposal
 		return res
 	}
-	own := c.ownBooking(device.RefOf(args.Pod))
+	k := device.RefOf(args.Pod)
+	prio := podPriority(args.Pod)
+	own := c.ownBooking(k)
 	now := c.clock.Now()
 	for n, mv := range proposal {
 		if mv == nil {
@@ -52,92 +57,42 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 		if ns == nil {
 			continue
 		}
-		c.mu.Lock() // victims' charges are read under mu
+		c.mu.Lock() // victims' bookings are read under mu
 		ns.mu.Lock()
 		if c.unusableLocked(ns, now) != "" {
 			ns.mu.Unlock()
 			c.mu.Unlock()
 			continue
 		}
-		byUID := map[types.UID]*booking{}
+		gpuPod := map[string]bool{}
 		for _, b := range ns.members {
-			byUID[b.key.UID] = b
-		}
-		var keep []*extenderv1.MetaPod
-		var gpu []*extenderv1.MetaPod
-		var charges []allocator.Charge
-		for _, v := range mv.Pods {
-			if v == nil {
-				continue
-			}
-			if b := byUID[types.UID(v.UID)]; b != nil && b.charge != nil {
-				gpu = append(gpu, v)
-				charges = append(charges, b.charge)
-			} else {
-				keep = append(keep, v)
+			if b.charge != nil {
+				gpuPod[string(b.key.UID)] = true
 			}
 		}
-		base := copyUsage(usageExcluding(ns, own))
-		chosen, ok := fewestVictims(ns, base, charges, req)
+		refs, cands := victimCandidatesLocked(ns, prio, s.violatesPDB)
+		choice, ok := allocator.ChooseVictims(ns.inv, usageExcluding(ns, own), cands, req)
 		ns.mu.Unlock()
 		c.mu.Unlock()
 		if !ok {
 			continue
 		}
-		out := &extenderv1.MetaVictims{NumPDBViolations: mv.NumPDBViolations}
-		out.Pods = append(out.Pods, keep...)
-		for _, i := range chosen {
-			out.Pods = append(out.Pods, gpu[i])
+		out := &extenderv1.MetaVictims{NumPDBViolations: max(mv.NumPDBViolations, int64(choice.PDBViolations))}
+		for _, v := range mv.Pods {
+			if v != nil && !gpuPod[v.UID] {
+				out.Pods = append(out.Pods, v)
+			}
+		}
+		for _, i := range choice.Victims {
+			out.Pods = append(out.Pods, &extenderv1.MetaPod{UID: string(refs[i].UID)})
+		}
+		if len(out.Pods) == 0 {
+			continue // kube-scheduler needs at least one victim per candidate
 		}
 		res.NodeNameToMetaVictims[n] = out
 	}
+	if len(res.NodeNameToMetaVictims) > 0 {
+		c.offers.withdraw(k)
+	}
 	return res
-}
-
-func copyUsage(u allocator.NodeUsage) allocator.NodeUsage {
-	out := make(allocator.NodeUsage, len(u))
-	for k, v := range u {
-		out[k] = v
-	}
-	return out
-}
-
-// fewestVictims removes victims in kube-scheduler's order until req fits, then gives back every
-// removed victim whose return still lets it fit. It returns the indexes of the victims that must
-// go, or ok=false when even removing all of them is not enough. Caller holds ns.mu.
-func fewestVictims(ns *nodeState, base allocator.NodeUsage, charges []allocator.Charge, req *device.PodRequest) ([]int, bool) {
-	if allocator.Fit(ns.inv, base, req) == nil {
-		return nil, true
-	}
-	removed := make([]bool, len(charges))
-	fits := false
-	for i, ch := range charges {
-		base.Sub(ch)
-		removed[i] = true
-		if allocator.Fit(ns.inv, base, req) == nil {
-			fits = true
-			break
-		}
-	}
-	if !fits {
-		return nil, false
-	}
-	for i := len(charges) - 1; i >= 0; i-- {
-		if !removed[i] {
-			continue
-		}
-		base.Add(charges[i])
-		if allocator.Fit(ns.inv, base, req) == nil {
-			removed[i] = false
-		} else {
-			base.Sub(charges[i])
-		}
-	}
-	var out []int
-	for i, r := range removed {
-		if r {
-			out = append(out, i)
-		}
-	}
-	return out, true
 }

@@ -259,6 +259,41 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 				c.Release(k)
 			}
 		})
+		// Preemption (case C43): a pod of priority 1000 asking 60000 MiB fits no GPU (40000 of
+		// 81920 MiB used on each); every node offers a 2-victim set. preempt-plan is the
+		// extender's own preemption offered every node; preempt-verb the verb with the candidate
+		// nodes kube-scheduler would propose.
+		big := scaleGPUPod("bench", "big", 60000, 10)
+		prio := int32(1000)
+		big.Spec.Priority = &prio
+		bigReq, _, err := c.ParseRequest(big)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("preempt-plan", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				plan, ok := c.PlanPreemption(device.RefOf(big), bigReq, prio, f.names, nil)
+				if !ok || len(plan.Victims) != 2 {
+					b.Fatalf("plan %+v ok=%v; want 2 victims", plan, ok)
+				}
+			}
+		})
+		b.Run("preempt-verb", func(b *testing.B) {
+			// kube-scheduler proposes max(100, 10%) candidate nodes (DefaultPreemption's
+			// minCandidateNodesAbsolute and minCandidateNodesPercentage).
+			cands := min(nodes, max(minPreemptionCandidates, nodes/10))
+			args := &extenderv1.ExtenderPreemptionArgs{Pod: big, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
+			for _, n := range f.names[:cands] {
+				args.NodeNameToMetaVictims[n] = &extenderv1.MetaVictims{Pods: []*extenderv1.MetaPod{{UID: "uid-placed-" + n + "-0"}}}
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if res := NewScheduler(c).Preempt(args); len(res.NodeNameToMetaVictims) != cands {
+					b.Fatalf("preempt: %d of %d candidate nodes kept", len(res.NodeNameToMetaVictims), cands)
+				}
+			}
+		})
 		b.Run("prioritize-client-decode", func(b *testing.B) {
 			reply, err := json.Marshal(NewScheduler(c).Prioritize(probe, f.names))
 			if err != nil {

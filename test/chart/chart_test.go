@@ -478,6 +478,16 @@ func TestValuesLocalCluster(t *testing.T) {
 	if f := flags(container(t, dp, "device-plugin")); f["--backend"] != "fake" {
 		t.Errorf("backend %s", f["--backend"])
 	}
+	// Fake GPUs the tests recover are healthy again within seconds, in both modes (issue 27: the
+	// XID tests must not sleep through 3 probes of the default 5 s).
+	local := valuesFile(t, "values-local.yaml")
+	local["mode"] = "dra"
+	dra := daemonSet(t, renderChart(t, local), draDS).Spec.Template.Spec
+	for agent, f := range map[string]map[string]string{"device-plugin": flags(container(t, dp, "device-plugin")), "dra-driver": flags(container(t, dra, "dra-driver"))} {
+		if f["--probe-interval"] != "1s" || f["--recovery-probes"] != "3" {
+			t.Errorf("%s: --probe-interval %q --recovery-probes %q, want 1s and 3 (recovered in about 3 s)", agent, f["--probe-interval"], f["--recovery-probes"])
+		}
+	}
 	if len(dp.NodeSelector) != 0 {
 		t.Errorf("nodeSelector %v: the local node carries only hami-go.io/fake-profile", dp.NodeSelector)
 	}

@@ -46,7 +46,7 @@ func TestDRAPrometheusDashboard(t *testing.T) {
 	c.CreatePod(t, gpuPod(ns, "first", gpuLimits{count: 1, memMiB: 3000, cores: 30}))
 	c.WaitForRunning(t, ns, "first", 2*time.Minute)
 	p.waitNonEmpty(t, fmt.Sprintf(`hami_go_slice_memory_limit_bytes{namespace=%q, claim!=""}`, ns), 30*time.Second)
-	time.Sleep(2 * time.Second) // a scrape of the webhook after the first pod's admission
+	p.waitScraped(t, 30*time.Second, `hami_go_webhook_admissions_total{resource="pods"}`)
 	c.CreatePod(t, gpuPod(ns, "second", gpuLimits{count: 1, memMiB: 5000, cores: 20}))
 	c.WaitForRunning(t, ns, "second", 2*time.Minute)
 

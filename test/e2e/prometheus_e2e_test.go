@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,10 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	c.waitAllocatable(t, allocatable, time.Minute)
 
 	p := c.startPrometheus(t, "deviceplugin", "prometheusRule.gpuUnhealthy.for=1s", "prometheusRule.nodeAgentDown.for=2s")
+	// The test leaves the node offering all its GPUs: once, at the end, for both the GPU the XID
+	// broke and the device plugin's return (each waits for the kubelet's next node status, up
+	// to its 10 s period; the second wait would find the first done).
+	t.Cleanup(func() { c.waitAllocatable(t, allocatable, 2*time.Minute) })
 	begin := time.Now()
 	targets := p.waitTargets(t, []string{jobDevicePlugin, jobScheduler, jobWebhook}, 30*time.Second)
 	t.Logf("3 targets up %v after Prometheus was ready: %s", time.Since(begin).Round(time.Millisecond), targetSummary(targets))
@@ -64,14 +69,15 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	c.CreatePod(t, gpuPod(ns, "first", gpuLimits{count: 1, memMiB: 3000, cores: 30}))
 	c.WaitForRunning(t, ns, "first", 2*time.Minute)
 	p.waitNonEmpty(t, fmt.Sprintf(`hami_go_slice_memory_limit_bytes{namespace=%q, pod="first"}`, ns), 30*time.Second)
-	time.Sleep(2 * time.Second) // a scrape of the extender and the webhook after the first pod's calls
+	p.waitScraped(t, 30*time.Second, `hami_go_extender_requests_total{verb=~".*filter.*"}`, `hami_go_extender_requests_total{verb=~".*bind.*"}`,
+		`hami_go_webhook_admissions_total{resource="pods"}`, `hami_go_device_plugin_request_duration_seconds_count{method=~".*Allocate.*"}`)
 	c.CreatePod(t, gpuPod(ns, "second", gpuLimits{count: 1, memMiB: 5000, cores: 20}))
 	c.WaitForRunning(t, ns, "second", 2*time.Minute)
 
 	t.Run("dashboard", func(t *testing.T) {
 		c.checkDashboard(t, p, ns, func() *promWant { return c.promWant(t, inv, ns) }, devicePluginDashboard)
 	})
-	t.Run("XID fires HamiGoGPUUnhealthy", func(t *testing.T) { c.checkXIDAlert(t, p, inv, allocatable) })
+	t.Run("XID fires HamiGoGPUUnhealthy", func(t *testing.T) { c.checkXIDAlert(t, p, inv) })
 	t.Run("node agent down fires HamiGoNodeAgentDown", func(t *testing.T) { c.checkAgentDownAlert(t, p, allocatable) })
 }
 
@@ -478,8 +484,8 @@ func (p *prom) waitNonEmpty(t testing.TB, q string, timeout time.Duration) {
 
 // checkXIDAlert injects a fatal XID (79) on a GPU no slice of the node holds, waits for
 // HamiGoGPUUnhealthy to fire for it, then lets the GPU recover and waits for the alert to
-// resolve and the node's allocatable count to come back.
-func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory, allocatable int64) {
+// resolve (the node's allocatable count comes back too; the caller waits for that).
+func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory) {
 	w := c.promWant(t, inv, "")
 	var g device.GPU
 	for i := len(inv.GPUs) - 1; i >= 0; i-- {
@@ -491,13 +497,13 @@ func (c *Cluster) checkXIDAlert(t *testing.T, p *prom, inv device.Inventory, all
 	if g.UUID == "" {
 		t.Fatalf("every GPU of %s holds a slice: no GPU to inject an XID on", c.NodeName)
 	}
-	c.xidAlert(t, p, g, jobDevicePlugin, func() { c.waitAllocatable(t, allocatable, 2*time.Minute) })
+	c.xidAlert(t, p, g, jobDevicePlugin, nil)
 }
 
 // xidAlert injects XID 79 on g through the fake backend's fault API (the device plugin's or the
 // DRA driver's), waits for HamiGoGPUUnhealthy to fire for it with the labels and summary the
 // chart's rule gives (job: the node agent's), lets the GPU recover, waits for the alert to
-// resolve, then calls back (the node agent's GPU is offered again).
+// resolve, while calling back (if not nil: the node agent's GPU is offered again).
 func (c *Cluster) xidAlert(t *testing.T, p *prom, g device.GPU, job string, back func()) {
 	match := model.LabelSet{"uuid": model.LabelValue(g.UUID), "node": model.LabelValue(c.NodeName)}
 	if _, state, err := p.alertState(context.Background(), "HamiGoGPUUnhealthy", match); err != nil || state != "" {
@@ -507,7 +513,9 @@ func (c *Cluster) xidAlert(t *testing.T, p *prom, g device.GPU, job string, back
 	t.Cleanup(func() {
 		if !recovered {
 			c.fakeFault(t, "recover", g.UUID, 0)
-			back()
+			if back != nil {
+				back()
+			}
 		}
 	})
 	c.fakeFault(t, "xid", g.UUID, 79)
@@ -520,10 +528,16 @@ func (c *Cluster) xidAlert(t *testing.T, p *prom, g device.GPU, job string, back
 		t.Errorf("summary %q, want %q", a.Annotations["summary"], want)
 	}
 	c.fakeFault(t, "recover", g.UUID, 0)
-	_, took = p.waitAlert(t, "HamiGoGPUUnhealthy", match, "", 2*time.Minute)
+	// The alert resolves once the agent's probes find the GPU well (recoveryProbes ×
+	// probeInterval) and Prometheus scraped and evaluated that; meanwhile the agent offers the
+	// GPU again, which back waits for (the kubelet reports it within its status period).
+	resolved := p.startAlertWait(t, "HamiGoGPUUnhealthy", match, "", 2*time.Minute)
 	recovered = true
+	if back != nil {
+		back()
+	}
+	_, took = resolved(t)
 	t.Logf("HamiGoGPUUnhealthy resolved %v after the GPU recovered", took.Round(time.Millisecond))
-	back()
 }
 
 // checkAgentDownAlert keeps the device plugin off the node (noNodeLabel in its DaemonSet's
@@ -550,7 +564,9 @@ func (c *Cluster) checkAgentDownAlert(t *testing.T, p *prom, allocatable int64) 
 		return err
 	}
 	restored := false
-	restore := func() {
+	// restore removes the nodeSelector, calls started (if any) once that is done, and waits
+	// for a new device plugin and the node's GPUs.
+	restore := func(started func()) {
 		if restored {
 			return
 		}
@@ -559,10 +575,13 @@ func (c *Cluster) checkAgentDownAlert(t *testing.T, p *prom, allocatable int64) 
 			t.Errorf("restore daemonset %s/%s (remove nodeSelector %s): %v", chartNamespace, ds.Name, noNodeLabel, err)
 			return
 		}
+		if started != nil {
+			started()
+		}
 		c.waitNewDevicePlugin(t, old, 2*time.Minute)
 		c.waitAllocatable(t, allocatable, 2*time.Minute)
 	}
-	t.Cleanup(restore)
+	t.Cleanup(func() { restore(nil) })
 	if err := patch("prometheus-e2e"); err != nil {
 		t.Fatalf("patch daemonset %s/%s nodeSelector %s: %v", chartNamespace, ds.Name, noNodeLabel, err)
 	}
@@ -571,9 +590,15 @@ func (c *Cluster) checkAgentDownAlert(t *testing.T, p *prom, allocatable int64) 
 	if a.Labels["severity"] != "critical" {
 		t.Errorf("alert labels %v: want severity critical", a.Labels)
 	}
-	begin := time.Now()
-	restore()
-	_, took = p.waitAlert(t, "HamiGoNodeAgentDown", match, "", time.Minute)
-	t.Logf("HamiGoNodeAgentDown resolved %v after the DaemonSet was restored (%v after the device plugin was back)", time.Since(begin).Round(time.Millisecond), took.Round(time.Millisecond))
+	// The alert resolves once Prometheus scrapes the new device plugin, which it does while
+	// the kubelet has yet to report the node's GPUs again (its status period): wait for both
+	// at once.
+	var resolved func(testing.TB) (promv1.Alert, time.Duration)
+	restore(func() { resolved = p.startAlertWait(t, "HamiGoNodeAgentDown", match, "", time.Minute) })
+	if resolved == nil {
+		t.FailNow() // restore failed and said why
+	}
+	_, took = resolved(t)
+	t.Logf("HamiGoNodeAgentDown resolved %v after the DaemonSet was restored", took.Round(time.Millisecond))
 	p.waitTargets(t, []string{jobDevicePlugin, jobScheduler, jobWebhook}, 30*time.Second)
 }

@@ -31,6 +31,10 @@ const (
 	// promInterval is the ServiceMonitors' interval (serviceMonitor.interval) and the rule
 	// evaluation interval of the test Prometheus.
 	promInterval = "1s"
+	// promDiscoveryReload is how often the test Prometheus applies what Kubernetes service
+	// discovery found to its targets (Prometheus's default is 5 s): a node agent that starts or
+	// leaves is scraped, or missed, within about a second.
+	promDiscoveryReload = time.Second
 	// k8sVersion is the local cluster's Kubernetes version (hack/cluster/lib.sh), for helm template.
 	k8sVersion = "v1.37.2"
 )
@@ -95,6 +99,7 @@ func (c *Cluster) startPrometheus(t testing.TB, mode string, sets ...string) *pr
 	start := time.Now()
 	s, err := promstack.Start(ctx, promstack.ServerOptions{
 		Binary: filepath.Join(bin, "prometheus"), Dir: dir, Config: cfg, Rules: rules, Listen: "127.0.0.1:0",
+		DiscoveryReloadInterval: promDiscoveryReload,
 	})
 	if err != nil {
 		t.Fatalf("start prometheus: %v", err)
@@ -185,6 +190,16 @@ func targetSummary(byJob map[string]promv1.ActiveTarget) string {
 	return strings.Join(out, "; ")
 }
 
+// waitScraped waits until Prometheus has a series for each of queries (PromQL selectors), each
+// within timeout: the first slice's calls were scraped, so the second slice's calls increase
+// counters Prometheus already has a sample of, and the dashboard's rate() panels show them.
+func (p *prom) waitScraped(t testing.TB, timeout time.Duration, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
+		p.waitNonEmpty(t, q, timeout)
+	}
+}
+
 // query evaluates an instant PromQL query now; a warning is an error.
 func (p *prom) query(ctx context.Context, q string) (model.Vector, error) {
 	v, warnings, _, err := p.api.Query(ctx, q, time.Now())
@@ -228,18 +243,42 @@ func (p *prom) alertState(ctx context.Context, name string, match model.LabelSet
 // firing) and returns it and how long that took.
 func (p *prom) waitAlert(t testing.TB, name string, match model.LabelSet, want string, timeout time.Duration) (promv1.Alert, time.Duration) {
 	t.Helper()
-	start := time.Now()
-	var a promv1.Alert
-	var state string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		a, state, err = p.alertState(ctx, name, match)
-		return err == nil && state == want, nil
-	})
-	if err != nil {
-		t.Fatalf("alert %s%v: state %q after %v, want %q (last: %+v)", name, match, state, timeout, want, a)
+	return p.startAlertWait(t, name, match, want, timeout)(t)
+}
+
+// startAlertWait starts waitAlert's wait in the background, so the test can wait for something
+// else meanwhile (the node's GPUs to come back); the function it returns waits for the outcome
+// and fails the test (on the test's goroutine) when the alert did not reach want in time. The
+// background wait ends with the test at the latest.
+func (p *prom) startAlertWait(t testing.TB, name string, match model.LabelSet, want string, timeout time.Duration) func(t testing.TB) (promv1.Alert, time.Duration) {
+	type outcome struct {
+		a     promv1.Alert
+		state string
+		took  time.Duration
+		err   error
 	}
-	return a, time.Since(start)
+	done := make(chan outcome, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		start := time.Now()
+		var o outcome
+		o.err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			var err error
+			o.a, o.state, err = p.alertState(ctx, name, match)
+			return err == nil && o.state == want, nil
+		})
+		o.took = time.Since(start)
+		done <- o
+	}()
+	return func(t testing.TB) (promv1.Alert, time.Duration) {
+		t.Helper()
+		o := <-done
+		if o.err != nil {
+			t.Fatalf("alert %s%v: state %q after %v, want %q (last: %+v)", name, match, o.state, timeout, want, o.a)
+		}
+		return o.a, o.took
+	}
 }
 
 // finite reports whether a sample value is a number (not NaN or ±Inf).

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -175,5 +176,28 @@ func TestLoopbackAddress(t *testing.T) {
 	a, err := LoopbackAddress("127.0.0.1:0")
 	if err != nil || !strings.HasPrefix(a, "127.0.0.1:") || strings.HasSuffix(a, ":0") {
 		t.Errorf("127.0.0.1:0 -> %q, %v; want a port", a, err)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	const reload = "--scrape.discovery-reload-interval="
+	flag := func(args []string) string {
+		for _, a := range args {
+			if strings.HasPrefix(a, reload) {
+				return strings.TrimPrefix(a, reload)
+			}
+		}
+		return ""
+	}
+	for d, want := range map[time.Duration]string{0: "", time.Second: "1000ms", 250 * time.Millisecond: "250ms", 2 * time.Minute: "120000ms"} {
+		args, err := Args(ArgsOptions{Dir: "/p", Listen: "127.0.0.1:9090", DiscoveryReloadInterval: d})
+		if err != nil || flag(args) != want || args[0] != "--config.file=/p/prometheus.yml" || args[2] != "--web.listen-address=127.0.0.1:9090" {
+			t.Errorf("discovery reload interval %v: %v, %v; want %s%s (none for 0: Prometheus's 5 s)", d, args, err, reload, want)
+		}
+	}
+	for _, d := range []time.Duration{-time.Second, 1500 * time.Microsecond} {
+		if _, err := Args(ArgsOptions{Dir: "/p", Listen: "127.0.0.1:9090", DiscoveryReloadInterval: d}); err == nil {
+			t.Errorf("discovery reload interval %v: no error", d)
+		}
 	}
 }

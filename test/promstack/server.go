@@ -25,6 +25,9 @@ type ServerOptions struct {
 	Listen string
 	// ReadyTimeout bounds the wait for /-/ready (default 60 s).
 	ReadyTimeout time.Duration
+	// DiscoveryReloadInterval is how often Prometheus applies what service discovery found to
+	// its scrape targets (ArgsOptions.DiscoveryReloadInterval); 0: Prometheus's 5 s.
+	DiscoveryReloadInterval time.Duration
 }
 
 // Server is a running Prometheus.
@@ -40,15 +43,37 @@ type Server struct {
 // RulesPath is where Start writes the rule file in dir.
 func RulesPath(dir string) string { return filepath.Join(dir, "rules.yaml") }
 
-// Args are Prometheus's command-line arguments for a configuration and TSDB in dir, the HTTP
-// API on listen (admin and lifecycle APIs off, no remote write receiver).
-func Args(dir, listen string) []string {
-	return []string{
-		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
-		"--web.listen-address=" + listen,
+// ArgsOptions say what Args puts on Prometheus's command line.
+type ArgsOptions struct {
+	// Dir holds prometheus.yml and the TSDB (data/).
+	Dir string
+	// Listen is the HTTP API's address.
+	Listen string
+	// DiscoveryReloadInterval is how often Prometheus's scrape manager applies what service
+	// discovery found (--scrape.discovery-reload-interval, whole milliseconds): a new target is
+	// scraped, and a gone one dropped, up to this long after its EndpointSlice changed. 0:
+	// Prometheus's default, 5 s, which a test that scrapes every second would wait through.
+	DiscoveryReloadInterval time.Duration
+}
+
+// Args are Prometheus's command-line arguments for a configuration and TSDB in o.Dir, the HTTP
+// API on o.Listen (admin and lifecycle APIs off, no remote write receiver). Error: a negative
+// or fractional-millisecond DiscoveryReloadInterval.
+func Args(o ArgsOptions) ([]string, error) {
+	args := []string{
+		"--config.file=" + filepath.Join(o.Dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(o.Dir, "data"),
+		"--web.listen-address=" + o.Listen,
 		"--log.level=warn",
 	}
+	if d := o.DiscoveryReloadInterval; d != 0 {
+		if d < 0 || d%time.Millisecond != 0 {
+			return nil, fmt.Errorf("discovery reload interval %v: want a positive whole number of milliseconds", d)
+		}
+		// A Prometheus duration: no fractions, so in milliseconds.
+		args = append(args, fmt.Sprintf("--scrape.discovery-reload-interval=%dms", d.Milliseconds()))
+	}
+	return args, nil
 }
 
 // WriteFiles writes the configuration and the rule file (when rules is not nil) into dir.
@@ -94,6 +119,10 @@ func Start(ctx context.Context, o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	args, err := Args(ArgsOptions{Dir: o.Dir, Listen: listen, DiscoveryReloadInterval: o.DiscoveryReloadInterval})
+	if err != nil {
+		return nil, err
+	}
 	if err := WriteFiles(o.Dir, o.Config, o.Rules); err != nil {
 		return nil, err
 	}
@@ -103,7 +132,7 @@ func Start(ctx context.Context, o ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(o.Binary, Args(o.Dir, listen)...)
+	cmd := exec.Command(o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,171 @@
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// preemptSettle is how long the preemption loop waits after an offer before it acts: kube-
+// scheduler's PostFilter runs right after Filter in the same scheduling cycle and, where its dry
+// run finds candidates, calls Preempt (which withdraws the offer) and nominates the pod. A second
+// covers that on a loaded API server; it is also the least time a preemptor waits.
+const preemptSettle = time.Second
+
+const (
+	// EventReasonPreempting is the reason of the Normal Event recorded on a pod for which the
+	// extender evicts others (its own preemption, preemption.go).
+	EventReasonPreempting = "GPUPreemption"
+	// EventReasonPreempted is the reason of the Event recorded on each victim: kube-scheduler's
+	// own reason and words (pkg/scheduler/framework/preemption), so that tools that read
+	// preemptions see the extender's too.
+	EventReasonPreempted = "Preempted"
+)
+
+// preemptLoop runs the extender's own preemption for the pods Filter offered, until ctx ends.
+func (e *Extender) preemptLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.cache.PreemptionOffered():
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.clock.After(preemptSettle):
+		}
+		for k, nodes := range e.cache.TakePreemptionOffers() {
+			if err := e.preempt(ctx, k, nodes); err != nil {
+				klog.ErrorS(err, "Preemption for GPUs failed; kube-scheduler retries the pod", "pod", klog.KRef(k.Namespace, k.Name))
+			}
+		}
+	}
+}
+
+// preempt preempts for pending pod k among nodes (those that refused it for GPUs): it plans
+// (Cache.PlanPreemption), evicts each victim as kube-scheduler does (the DisruptionTarget
+// condition with reason PreemptionByScheduler, which also tells kube-scheduler that the pod waits
+// for its victims; a "Preempted" Event; a delete with the victim's UID as precondition), then
+// nominates the pod to the node (status.nominatedNodeName, which holds the share: nominated.go).
+// A pod that was bound, nominated, deleted or changed meanwhile is left alone.
+func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string) error {
+	p, err := e.lookupPod(ctx, k)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !mayPreempt(p) {
+		return nil
+	}
+	req, ours, err := e.cache.ParseRequest(p)
+	if err != nil || !ours {
+		return nil
+	}
+	plan, ok := e.cache.PlanPreemption(k, req, podPriority(p), nodes, e.sched.violatesPDB)
+	if !ok {
+		klog.V(3).InfoS("No GPU preemption helps the pod", "pod", klog.KObj(p), "nodes", len(nodes))
+		return nil
+	}
+	names := make([]string, 0, len(plan.Victims))
+	for _, v := range plan.Victims {
+		if err := e.evict(ctx, v, p, plan.Node); err != nil {
+			return fmt.Errorf("evicting %s: %w", v, err)
+		}
+		names = append(names, v.String())
+	}
+	// Nominated after the evictions, as kube-scheduler does: its next cycle then finds the
+	// victims terminating by preemption on the nominated node and keeps the nomination.
+	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
+		return fmt.Errorf("nominating the pod to node %s after evicting %v: %w", plan.Node, names, err)
+	}
+	klog.InfoS("Preempting for GPUs", "pod", klog.KObj(p), "node", plan.Node, "victims", names, "pdbViolations", plan.Choice.PDBViolations)
+	if e.recorder != nil {
+		e.recorder.Eventf(podRef(k), corev1.EventTypeNormal, EventReasonPreempting,
+			"Preempting %d pod(s) of lower priority on node %s to free its GPUs: %s", len(names), plan.Node, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// evict marks victim v as preempted for preemptor on node and deletes it (UID precondition). A
+// victim already gone is not an error.
+func (e *Extender) evict(ctx context.Context, v device.PodRef, preemptor *corev1.Pod, node string) error {
+	cond := map[string]any{
+		"type":               corev1.DisruptionTarget,
+		"status":             corev1.ConditionTrue,
+		"reason":             corev1.PodReasonPreemptionByScheduler,
+		"message":            e.cfg.SchedulerName + ": preempting to accommodate a higher priority pod",
+		"lastTransitionTime": metav1.NewTime(e.clock.Now()).Rfc3339Copy(),
+	}
+	err := e.patchStatus(ctx, v, types.StrategicMergePatchType, map[string]any{"conditions": []any{cond}})
+	if err == nil {
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+		err = e.client.CoreV1().Pods(v.Namespace).Delete(dctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
+		cancel()
+	}
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // gone or replaced meanwhile
+	case err != nil:
+		return err
+	}
+	if e.recorder != nil {
+		e.recorder.Eventf(podRef(v), corev1.EventTypeNormal, EventReasonPreempted, "Preempted by pod %s on node %s", preemptor.UID, node)
+	}
+	return nil
+}
+
+// patchStatus patches pod k's status subresource with status (patch type pt), with the pod's
+// UID as precondition.
+func (e *Extender) patchStatus(ctx context.Context, k device.PodRef, pt types.PatchType, status map[string]any) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": k.UID}, "status": status})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+	defer cancel()
+	_, err = e.client.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, pt, body, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// pdbViolation returns the PodDisruptionBudget check preemption uses: evicting a pod violates a
+// budget when one in its namespace selects it and allows no disruption now
+// (status.disruptionsAllowed <= 0), as kube-scheduler's preemption counts violations. A pod the
+// lister does not know violates none.
+func pdbViolation(pods corelisters.PodLister, pdbs policylisters.PodDisruptionBudgetLister) func(device.PodRef) bool {
+	return func(k device.PodRef) bool {
+		p, err := pods.Pods(k.Namespace).Get(k.Name)
+		if err != nil || p.UID != k.UID {
+			return false
+		}
+		list, err := pdbs.PodDisruptionBudgets(k.Namespace).List(labels.Everything())
+		if err != nil {
+			return false
+		}
+		for _, b := range list {
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			if err != nil || sel.Empty() {
+				continue
+			}
+			if sel.Matches(labels.Set(p.Labels)) && b.Status.DisruptionsAllowed <= 0 {
+				return true
+			}
+		}
+		return false
+	}
+}
