@@ -30,7 +30,9 @@
 #      cluster): bursts of sliced pods created at once, GPUs touched against the fewest they fit on,
 #      per device order and scheduler profile; appended as "DRA packing under concurrency"
 #      (docs/dra.md "Packing under concurrency"; raw: docs/bench/drapack.md, docs/bench/drapack.json).
-#      HAMI_GO_BENCH_DRAPACK=0 skips it; HAMI_GO_BENCH_DRAPACK_BURSTS bursts per row (default 20).
+#      About 25 minutes on 2 cores at the default 20 bursts per row (720 bursts).
+#      HAMI_GO_BENCH_DRAPACK=0 skips it; HAMI_GO_BENCH_DRAPACK_BURSTS bursts per row (default 20);
+#      HAMI_GO_BENCH_DRAPACK_PORT the control plane's API port (default 36943; etcd port-4064, -4063).
 # hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
@@ -78,7 +80,8 @@ log "placement (DRA placement vs binpack)"
 if [[ ${HAMI_GO_BENCH_DRAPACK:-1} != 0 ]]; then
   log "drapack (DRA packing under concurrency, private control plane; log: $OUT/drapack.log)"
   cp_dir=$(mktemp -d /tmp/hami-go-drapack.XXXXXX)
-  export DRA_REPRO_DIR=$cp_dir DRA_REPRO_SCHED_PROFILES=$PWD/hack/bench/drapack/scheduler-profiles.yaml
+  export DRA_REPRO_DIR=$cp_dir DRA_REPRO_SCHED_PROFILES=$PWD/hack/bench/drapack/scheduler-profiles.yaml \
+    DRA_REPRO_PORT=${HAMI_GO_BENCH_DRAPACK_PORT:-36943}
   if kubeconfig=$(hack/dra-repro/controlplane.sh up 2>>"$OUT/drapack.log"); then
     "$TOOLS/drapack" --kubeconfig "$kubeconfig" --nodes 1,4 --pods 4,8,16 --bursts "${HAMI_GO_BENCH_DRAPACK_BURSTS:-20}" \
       --orders index,binpack,spread --schedulers default-scheduler,hami-go-packed \
@@ -88,7 +91,7 @@ if [[ ${HAMI_GO_BENCH_DRAPACK:-1} != 0 ]]; then
     log "the private control plane did not come up (see $OUT/drapack.log and $cp_dir)"
   fi
   hack/dra-repro/controlplane.sh down 2>>"$OUT/drapack.log" || true
-  unset DRA_REPRO_DIR DRA_REPRO_SCHED_PROFILES
+  unset DRA_REPRO_DIR DRA_REPRO_SCHED_PROFILES DRA_REPRO_PORT
 fi
 
 if [[ $E2E != 0 ]]; then

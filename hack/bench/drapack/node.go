@@ -37,7 +37,7 @@ const benchLabel = "hami-go.io/drapack"
 type simNode struct {
 	name string
 	drv  *dra.Driver
-	// gpus is the node's GPUs (index order): bookable memory per device name, MiB.
+	// bookable is each device's memory capacity by device name, MiB.
 	bookable map[string]int64
 
 	mu       sync.Mutex
