@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 		a.SchedulerName != "hami-go-scheduler" || a.Privileged != webhook.PrivilegedDeny || a.ResourceAnnotations != webhook.AnnotationDeny || a.Namespace != "hami-go-system" ||
 		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "hami-go.io/accelerator-type" ||
 		!reflect.DeepEqual(a.Ray.GPUResources, []string{"nvidia.com/gpu", "nvidia.com/mig-*"}) || a.Names.Memory != "nvidia.com/gpumem" ||
-		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" {
+		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" || a.DRASchedulerName != "" {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }
@@ -36,16 +36,16 @@ func TestEveryFlag(t *testing.T) {
 		"--ray-gpu-resources=example.com/vgpu,nvidia.com/mig-*", "--ray-memory-resource=vram_mib", "--ray-accelerator-label=",
 		"--resource-count=example.com/vgpu", "--resource-memory=example.com/vmem",
 		"--resource-memory-percentage=example.com/vmem-pct", "--resource-cores=example.com/vcores",
-		"--mode=dra", "--kubeconfig=/etc/kube.conf",
+		"--mode=dra", "--kubeconfig=/etc/kube.conf", "--dra-scheduler-name=hami-go-packed",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := cfg.Admission
 	want := []any{10443, "/certs", "127.0.0.1:9081", "127.0.0.1:9080", "gpu-sched", webhook.PrivilegedIgnore, webhook.AnnotationWarn, "ops",
-		[]string{"example.com/vgpu", "nvidia.com/mig-*"}, "vram_mib", "", "example.com/vgpu", "example.com/vmem", "example.com/vmem-pct", "example.com/vcores", webhook.ModeDRA, "/etc/kube.conf"}
+		[]string{"example.com/vgpu", "nvidia.com/mig-*"}, "vram_mib", "", "example.com/vgpu", "example.com/vmem", "example.com/vmem-pct", "example.com/vcores", webhook.ModeDRA, "/etc/kube.conf", "hami-go-packed"}
 	got := []any{cfg.Port, cfg.CertDir, cfg.HealthAddress, cfg.MetricsAddress, a.SchedulerName, a.Privileged, a.ResourceAnnotations, a.Namespace,
-		a.Ray.GPUResources, a.Ray.MemoryResource, a.Ray.AcceleratorLabel, a.Names.Count, a.Names.Memory, a.Names.MemoryPercent, a.Names.Cores, a.Mode, cfg.Kubeconfig}
+		a.Ray.GPUResources, a.Ray.MemoryResource, a.Ray.AcceleratorLabel, a.Names.Count, a.Names.Memory, a.Names.MemoryPercent, a.Names.Cores, a.Mode, cfg.Kubeconfig, a.DRASchedulerName}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}
@@ -64,18 +64,20 @@ func TestRayGPUResourcesFollowCount(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for args, want := range map[string]string{
-		"--privileged=allow":                    `privileged: "allow" is not deny or ignore`,
-		"--mode=both":                           `mode: "both" is not deviceplugin or dra`,
-		"--resource-annotations=ignore":         `resource annotations: "ignore" is not deny or warn`,
-		"--port=70000":                          "--port: 70000 is not a TCP port",
-		"--health-address=8081":                 `--health-address: "8081" is not host:port`,
-		"--metrics-address=:http":               `--metrics-address: ":http" has no numeric port`,
-		"--ray-gpu-resources=nvidia.com/gpumem": `"nvidia.com/gpumem" matches nvidia.com/gpumem, which is not a GPU count`,
-		"--resource-memory=nvidia.com/gpu":      "are both",
-		"--scheduler-name=":                     "scheduler name is empty",
-		"--cert-dir=":                           "--cert-dir is empty",
-		"--ray-accelerator-label=bad/key/x":     "not a label key",
-		"extra":                                 "unexpected arguments",
+		"--privileged=allow":                     `privileged: "allow" is not deny or ignore`,
+		"--mode=both":                            `mode: "both" is not deviceplugin or dra`,
+		"--resource-annotations=ignore":          `resource annotations: "ignore" is not deny or warn`,
+		"--port=70000":                           "--port: 70000 is not a TCP port",
+		"--health-address=8081":                  `--health-address: "8081" is not host:port`,
+		"--metrics-address=:http":                `--metrics-address: ":http" has no numeric port`,
+		"--ray-gpu-resources=nvidia.com/gpumem":  `"nvidia.com/gpumem" matches nvidia.com/gpumem, which is not a GPU count`,
+		"--resource-memory=nvidia.com/gpu":       "are both",
+		"--scheduler-name=":                      "scheduler name is empty",
+		"--dra-scheduler-name=packed":            `dra scheduler name: "packed" is set with mode "deviceplugin"; it is for mode dra`,
+		"--mode=dra --dra-scheduler-name=Packed": `dra scheduler name: "Packed" is not a scheduler name`,
+		"--cert-dir=":                            "--cert-dir is empty",
+		"--ray-accelerator-label=bad/key/x":      "not a label key",
+		"extra":                                  "unexpected arguments",
 	} {
 		if _, err := parse(strings.Fields(args), nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", args, err, want)

@@ -24,10 +24,19 @@
 #   5. hack/bench/placement (no cluster): GPU fragmentation of a seeded mixed workload, kube-scheduler's
 #      DRA allocator over the driver's ResourceSlices vs the extender's binpack; appended to the
 #      report as "Placement in DRA mode (fragmentation)" (docs/dra.md; raw: docs/bench/placement.md).
+#   6. hack/bench/drapack on a private control plane (hack/dra-repro/controlplane.sh: its own
+#      kube-apiserver, kube-scheduler with the profiles of drapack/scheduler-profiles.yaml, and
+#      kube-controller-manager on 127.0.0.1:36443, state in a temporary directory; never the local
+#      cluster): bursts of sliced pods created at once, GPUs touched against the fewest they fit on,
+#      per device order and scheduler profile; appended as "DRA packing under concurrency"
+#      (docs/dra.md "Packing under concurrency"; raw: docs/bench/drapack.md, docs/bench/drapack.json).
+#      About 25 minutes on 2 cores at the default 20 bursts per row (720 bursts).
+#      HAMI_GO_BENCH_DRAPACK=0 skips it; HAMI_GO_BENCH_DRAPACK_BURSTS bursts per row (default 20);
+#      HAMI_GO_BENCH_DRAPACK_PORT the control plane's API port (default 36943; etcd port-4064, -4063).
 # hack/bench is a Go module of its own (gonum/plot and x/perf stay out of the library's go.mod;
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
-# Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_NODES
+# Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_DRAPACK(_BURSTS), HAMI_GO_BENCH_NODES
 # (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_DRA (1), HAMI_GO_BENCH_DRA_PODS (500),
 # HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE, HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
 set -euo pipefail
@@ -46,7 +55,7 @@ log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 [[ $COUNT =~ ^[1-9][0-9]*$ ]] || { log "HAMI_GO_BENCH_COUNT: \"$COUNT\" is not a positive integer"; exit 2; }
 mkdir -p "$OUT" docs/bench
-rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json" "$OUT/placement.md" "$OUT/schedperf/times.json"
+rm -f "$OUT/go-bench.txt" "$OUT/e2esched.json" "$OUT/placement.md" "$OUT/drapack.md" "$OUT/drapack.json" "$OUT/schedperf/times.json"
 
 bench() { # bench <package> <go test args...>
   local pkg=$1
@@ -64,9 +73,26 @@ bench ./pkg/dra -bench '^Benchmark(PrepareResourceClaims|NodePrepareResourcesGRP
 HAMI_GO_BENCH_REPEAT=$COUNT bench ./pkg/extender -bench '^BenchmarkExtenderScale$'
 log "benchmarks done in $((SECONDS - START))s"
 TOOLS=$(realpath -m "$OUT/bin")
-"$GO" build -C hack/bench -o "$TOOLS/" ./e2esched ./report ./placement
+"$GO" build -C hack/bench -o "$TOOLS/" ./e2esched ./report ./placement ./drapack
 log "placement (DRA placement vs binpack)"
 "$TOOLS/placement" --seeds 10 --nodes 1,4,8 --out "$OUT/placement.md" >/dev/null
+
+if [[ ${HAMI_GO_BENCH_DRAPACK:-1} != 0 ]]; then
+  log "drapack (DRA packing under concurrency, private control plane; log: $OUT/drapack.log)"
+  cp_dir=$(mktemp -d /tmp/hami-go-drapack.XXXXXX)
+  export DRA_REPRO_DIR=$cp_dir DRA_REPRO_SCHED_PROFILES=$PWD/hack/bench/drapack/scheduler-profiles.yaml \
+    DRA_REPRO_PORT=${HAMI_GO_BENCH_DRAPACK_PORT:-36943}
+  if kubeconfig=$(hack/dra-repro/controlplane.sh up 2>>"$OUT/drapack.log"); then
+    "$TOOLS/drapack" --kubeconfig "$kubeconfig" --nodes 1,4 --pods 4,8,16 --bursts "${HAMI_GO_BENCH_DRAPACK_BURSTS:-20}" \
+      --orders index,binpack,spread --schedulers default-scheduler,hami-go-packed \
+      --out "$OUT/drapack.json" --md "$OUT/drapack.md" --work-dir "$OUT/drapack" >/dev/null 2>>"$OUT/drapack.log" ||
+      log "drapack failed (see $OUT/drapack.log); the report shows what was measured"
+  else
+    log "the private control plane did not come up (see $OUT/drapack.log and $cp_dir)"
+  fi
+  hack/dra-repro/controlplane.sh down 2>>"$OUT/drapack.log" || true
+  unset DRA_REPRO_DIR DRA_REPRO_SCHED_PROFILES DRA_REPRO_PORT
+fi
 
 if [[ $E2E != 0 ]]; then
   KUBECTL=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools/bin/kubectl
@@ -110,6 +136,9 @@ printf '{"started": "%s", "took": "%s", "commit": "%s", "load": "%s", "machine":
   "$((took / 60)) min $((took % 60)) s" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$LOAD" "$(nproc)" \
   "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$("$GO" env GOOS)/$("$GO" env GOARCH)" "$("$GO" env GOVERSION)" >docs/bench/run.json
 cp "$OUT/placement.md" docs/bench/placement.md
+for f in drapack.md drapack.json; do
+  if [[ -f $OUT/$f ]]; then cp "$OUT/$f" "docs/bench/$f"; fi
+done
 "$TOOLS/report" --in "$OUT" --out docs/bench --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --load "$LOAD" --started "$STARTED" --took "$((took / 60)) min $((took % 60)) s"
 log "report: docs/bench/report.md (took $((SECONDS - START))s)"

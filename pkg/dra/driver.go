@@ -66,7 +66,7 @@ type Driver struct {
 	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
-	lastOrder []string // device names in the order republishLoop last published
+	lastOrder []string // device names in the order RepublishLoop last published
 
 	reorder chan struct{} // a change of prepared claims (capacity 1; see useChanged)
 

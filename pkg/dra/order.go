@@ -109,12 +109,14 @@ func (d *Driver) useChanged() {
 	}
 }
 
-// republishLoop republishes the ResourceSlice when prepared claims change the device order,
+// RepublishLoop republishes the ResourceSlice when prepared claims change the device order,
 // until ctx ends. It waits d.cfg.RepublishDelay after the first change and publishes once for
 // every change in that window (a debounce): at most one ResourceSlice update per delay, and
 // none when the order is unchanged (the kubeletplugin helper compares too, so an equal slice
-// costs no API call either).
-func (d *Driver) republishLoop(ctx context.Context) {
+// costs no API call either). Run starts it; a program that drives the driver without the
+// kubelet plugin helper (hack/bench/drapack: SetPublisher, PrepareResourceClaims) starts it
+// itself.
+func (d *Driver) RepublishLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -74,7 +74,7 @@ func TestBinpackOrderRepublished(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	go d.republishLoop(ctx)
+	go d.RepublishLoop(ctx)
 
 	a := testClaim("a", 4000, 0, result{device: "gpu-5", memMiB: 4000})
 	b := testClaim("b", 30000, 0, result{device: "gpu-2", memMiB: 30000})

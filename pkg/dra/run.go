@@ -36,7 +36,7 @@ type Deps struct {
 // (returned): it discovers the GPUs, serves metrics and /readyz (Registration), starts the
 // kubeletplugin helper (registration with the kubelet, the DRA and health gRPC services),
 // publishes the ResourceSlice, watches XIDs and probes unhealthy GPUs (republishing on every
-// health change), republishes when prepared claims change the device order (republishLoop), and
+// health change), republishes when prepared claims change the device order (RepublishLoop), and
 // (with Config.NRISocket) runs the NRI plugin (pkg/nri, case C37).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	installed, err := cfg.InstallHAMiCore(ctx)
@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	for _, g := range d.gpus {
 		uuids = append(uuids, g.GPU.UUID)
 	}
-	go d.republishLoop(ctx)
+	go d.RepublishLoop(ctx)
 	gm := &nodeagent.GPUMemoryPublisher{Client: deps.Client, Node: cfg.NodeName, MiB: d.GPUMemoryMiB, Clock: d.opts.Clock}
 	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })

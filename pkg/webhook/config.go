@@ -6,6 +6,9 @@ package webhook
 
 import (
 	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/ray"
@@ -68,6 +71,11 @@ type Config struct {
 	Ray ray.Config
 	// Mode is deviceplugin (default) or dra.
 	Mode Mode
+	// DRASchedulerName, in DRA mode, is set on GPU pods that use the default scheduler: a
+	// profile of the cluster's kube-scheduler that packs GPU pods onto the fullest node by
+	// hami-go.io/gpu-memory (docs/dra.md, "Packing under concurrency"). Empty (default): the pod
+	// keeps its scheduler. Only for ModeDRA.
+	DRASchedulerName string
 }
 
 // DefaultConfig returns the defaults of docs/components.md.
@@ -99,6 +107,14 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != ModeDevicePlugin && c.Mode != ModeDRA {
 		return fmt.Errorf("mode: %q is not deviceplugin or dra", c.Mode)
+	}
+	if s := c.DRASchedulerName; s != "" {
+		if c.Mode != ModeDRA {
+			return fmt.Errorf("dra scheduler name: %q is set with mode %q; it is for mode dra (mode deviceplugin sets the scheduler name)", s, c.Mode)
+		}
+		if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
+			return fmt.Errorf("dra scheduler name: %q is not a scheduler name: %s", s, strings.Join(errs, "; "))
+		}
 	}
 	return c.Ray.Validate(c.Names)
 }

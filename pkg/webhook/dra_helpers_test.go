@@ -79,6 +79,12 @@ type draEnv struct {
 // newDRAEnv starts the backend on objs (slices, templates) and waits for its caches.
 func newDRAEnv(t testing.TB, objs ...runtime.Object) draEnv {
 	t.Helper()
+	return newDRAEnvWith(t, nil, objs...)
+}
+
+// newDRAEnvWith is newDRAEnv with mod applied to the handler's Config.
+func newDRAEnvWith(t testing.TB, mod func(*Config), objs ...runtime.Object) draEnv {
+	t.Helper()
 	client := fake.NewClientset(objs...)
 	be := NewDRABackend(client)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,6 +95,9 @@ func newDRAEnv(t testing.TB, objs ...runtime.Object) draEnv {
 	cfg := DefaultConfig()
 	cfg.Namespace = "hami-go-system"
 	cfg.Mode = ModeDRA
+	if mod != nil {
+		mod(&cfg)
+	}
 	return draEnv{h: NewDRAPodHandler(cfg, NewMetrics(nil), be, be), client: client, be: be}
 }
 

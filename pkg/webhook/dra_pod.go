@@ -34,6 +34,11 @@ func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *
 	if h.store == nil {
 		return nil, nil, nil, fmt.Errorf("hami-go webhook: DRA mode without a template store (internal error)")
 	}
+	if s := h.cfg.DRASchedulerName; s != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == DefaultScheduler) {
+		// a profile of the same kube-scheduler (one process allocates claims): it packs nodes
+		spec["schedulerName"] = s
+		notes = append(notes, "spec.schedulerName="+s)
+	}
 	ns := pod.Namespace
 	if ns == "" {
 		ns = req.Namespace
@@ -62,5 +67,5 @@ func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *
 			extra = map[string]int64{pod.Spec.Containers[0].Name: mib}
 		}
 	}
-	return plan.apply(pod, spec, h.cfg.Names), warnings, extra, nil
+	return append(plan.apply(pod, spec, h.cfg.Names), notes...), warnings, extra, nil
 }

@@ -340,3 +340,26 @@ func TestDRARefusals(t *testing.T) {
 		t.Errorf("plain pod: %v %v", r.resp.Allowed, r.resp.Patches)
 	}
 }
+
+// --dra-scheduler-name: a GPU pod of the default scheduler goes to the named profile (the
+// packing profile of docs/dra.md); a pod naming another scheduler keeps it, and so does a pod
+// without GPUs. Unset, every pod keeps its scheduler (TestDRAClaimShapes).
+func TestDRASchedulerName(t *testing.T) {
+	e := newDRAEnvWith(t, func(c *Config) { c.DRASchedulerName = "hami-go-packed" }, defaultFleet()...)
+	gpu := func() *corev1.Pod { return newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "20000")) }
+	r := run(t, e.h, admissionv1.Create, "team-a", gpu())
+	if !r.resp.Allowed {
+		t.Fatalf("denied: %s", r.resp.Result.Message)
+	}
+	if p := r.pod(t); p.Spec.SchedulerName != "hami-go-packed" || !strings.Contains(r.resp.Result.Message, "spec.schedulerName=hami-go-packed") {
+		t.Errorf("default-scheduler GPU pod: schedulerName %q, message %q", p.Spec.SchedulerName, r.resp.Result.Message)
+	}
+	own := gpu()
+	own.Spec.SchedulerName = "volcano"
+	if p := run(t, e.h, admissionv1.Create, "team-a", own).pod(t); p.Spec.SchedulerName != "volcano" {
+		t.Errorf("a pod's own scheduler became %q", p.Spec.SchedulerName)
+	}
+	if p := run(t, e.h, admissionv1.Create, "team-a", newPod(ctr("main"))).pod(t); p.Spec.SchedulerName != DefaultScheduler {
+		t.Errorf("a pod without GPUs got schedulerName %q", p.Spec.SchedulerName)
+	}
+}

@@ -354,6 +354,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"webhook.logLevel=3"}, whFlag("-v"), "3"},
 		{[]string{"webhook.rayAcceleratorLabel=gpu-model"}, whFlag("--ray-accelerator-label"), "gpu-model"},
 		{[]string{"webhook.extraArgs[0]=--x=y"}, whFlag("--x"), "y"},
+		{[]string{"mode=dra", "webhook.draSchedulerName=hami-go-packed"}, whFlag("--dra-scheduler-name"), "hami-go-packed"},
 		{[]string{"webhook.nodeSelector.role=infra"}, func(t testing.TB, r rendered) string {
 			return deployment(t, r, webhookDep).Spec.Template.Spec.NodeSelector["role"]
 		}, "infra"},

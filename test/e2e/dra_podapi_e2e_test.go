@@ -377,8 +377,9 @@ type rayWorker struct {
 
 // TestDRAPodAPIKubeRaySeed: the seed scenario in DRA mode from the pod API alone (the demo's
 // three steps): two whole-GPU workers get a GPU each; two sliced workers (20000 MiB) share one
-// GPU, and scaling them 2 -> 4 puts the new ones on the same GPU (kube-scheduler's first fit);
-// every worker's ray registers GPU=1 and its gpu_memory_mib.
+// GPU, and scaling them 2 -> 4 puts the new ones on the same GPU (kube-scheduler's first fit;
+// a second GPU when its in-flight double count struck); every worker's ray registers GPU=1 and
+// its gpu_memory_mib.
 func TestDRAPodAPIKubeRaySeed(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
@@ -415,8 +416,15 @@ func TestDRAPodAPIKubeRaySeed(t *testing.T) {
 			t.Errorf("sliced worker %s: claim %s consumes %d MiB (want 20000), registered %q", name, w.device, w.memMiB, w.registered)
 		}
 	}
-	if len(sliced) != 4 || len(devsOf(sliced)) != 1 {
+	// First fit puts all four on one GPU (4 x 20000 MiB fit 81920), unless kube-scheduler's
+	// in-flight double count (docs/dra.md "Packing under concurrency") made that GPU look full
+	// while worker 3's claim was in PreBind: worker 4 then takes the next GPU. One GPU more is
+	// that upstream race; two more is not.
+	switch n := len(devsOf(sliced)); {
+	case len(sliced) != 4 || n > 2:
 		t.Errorf("sliced workers %v: want 4 sharing one GPU", sliced)
+	case n == 2:
+		t.Logf("sliced workers on 2 GPUs: kube-scheduler's in-flight double count (upstream; docs/dra.md) moved one")
 	}
 	for name, w := range sliced {
 		t.Logf("sliced worker %s: %s, %d MiB; %s", name, w.device, w.memMiB, w.registered)

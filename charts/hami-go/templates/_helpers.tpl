@@ -177,6 +177,9 @@ seccompProfile:
 {{- if and (eq .Values.mode "deviceplugin") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
 {{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI env guard adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
 {{- end -}}
+{{- if and .Values.webhook.draSchedulerName (ne .Values.mode "dra") -}}
+{{- fail (printf "webhook.draSchedulerName is for mode dra (mode %s sets scheduler.name on GPU pods), got %q" (toString .Values.mode) (toString .Values.webhook.draSchedulerName)) -}}
+{{- end -}}
 {{- if not (has .Values.webhook.resourceAnnotations (list "deny" "warn")) -}}
 {{- fail (printf "webhook.resourceAnnotations must be \"deny\" or \"warn\", got %q" (toString .Values.webhook.resourceAnnotations)) -}}
 {{- end -}}

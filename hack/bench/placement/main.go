@@ -68,7 +68,8 @@ func parse(args []string) (options, error) {
 }
 
 // columns are the compared placements, in table order.
-var columns = []string{"hami-go binpack (extender)", "DRA, index order (first-fit)", "DRA, binpack order", "DRA, binpack order, lag %d"}
+var columns = []string{"hami-go binpack (extender)", "DRA, index order (first-fit)", "DRA, binpack order", "DRA, binpack order, lag %d",
+	"DRA, index order, nodes by GPU memory"}
 
 // Row is one workload on one cluster size.
 type Row struct {
@@ -84,7 +85,7 @@ func measure(ctx context.Context, o options) ([]Row, error) {
 			pods := Workload(uint64(s), o.pods, o.twoGPU)
 			rng := func() *rand.Rand { return rand.New(rand.NewPCG(uint64(s), 7)) }
 			row := Row{Nodes: n, Seed: s, Cells: []Result{RunHAMi(f, pods, rng())}}
-			for _, m := range []DRAMode{{dra.OrderIndex, 1}, {dra.OrderBinpack, 1}, {dra.OrderBinpack, o.lag}} {
+			for _, m := range []DRAMode{{dra.OrderIndex, 1, false}, {dra.OrderBinpack, 1, false}, {dra.OrderBinpack, o.lag, false}, {dra.OrderIndex, 1, true}} {
 				r, err := RunDRA(ctx, f, pods, m, rng())
 				if err != nil {
 					return nil, err
@@ -125,7 +126,8 @@ func markdown(o options, rows []Row) string {
 		"Each cell: pods placed before the first pod that fits nowhere, the GPUs' booked memory at that point "+
 		"(percent of all), and how many GPUs are under half full. DRA: kube-scheduler's allocator "+
 		"(k8s.io/dynamic-resource-allocation/structured, v1.37 default features) over the driver's ResourceSlices; "+
-		"the node among the feasible ones at random (kube-scheduler does not score devices). "+
+		"the node among the feasible ones at random (kube-scheduler does not score devices), or, in the last column, "+
+		"the fullest by booked GPU memory (a kube-scheduler profile scoring hami-go.io/gpu-memory with NodeResourcesFit's MostAllocated; ties at random). "+
 		"Lag %d: the driver republishes its order only every %d pods (a burst placed before the claims are prepared).\n\n",
 		o.seeds, o.pods, o.twoGPU, o.gpus, o.memMiB, o.split, o.lag, o.lag)
 	head := make([]string, len(columns))

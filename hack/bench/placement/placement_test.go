@@ -70,7 +70,7 @@ func TestCapacityHolds(t *testing.T) {
 	f := NewFleet(2, 8, 81920, 10)
 	pods := Workload(5, 400, 15)
 	runs := []Result{RunHAMi(f, pods, rng(5))}
-	for _, m := range []DRAMode{{dra.OrderIndex, 1}, {dra.OrderBinpack, 1}, {dra.OrderBinpack, 10}, {dra.OrderSpread, 1}} {
+	for _, m := range []DRAMode{{dra.OrderIndex, 1, false}, {dra.OrderBinpack, 1, false}, {dra.OrderBinpack, 10, false}, {dra.OrderSpread, 1, false}, {dra.OrderIndex, 1, true}} {
 		r, err := RunDRA(ctx, f, pods, m, rng(5))
 		if err != nil {
 			t.Fatal(err)
@@ -98,6 +98,46 @@ func TestCapacityHolds(t *testing.T) {
 	}
 }
 
+// Scored by booked GPU memory (MostAllocated), small pods all go to one node of four, on its first
+// GPU; unscored, the node is random, and this seed spreads them.
+func TestMostAllocatedPacksNodes(t *testing.T) {
+	ctx := context.Background()
+	f := NewFleet(4, 8, 81920, 10)
+	pods := []Pod{{GPUs: 1, MemMiB: 4000}, {GPUs: 1, MemMiB: 4000}, {GPUs: 1, MemMiB: 4000}, {GPUs: 1, MemMiB: 4000}}
+	used := func(r Result) (nodes, gpus int) {
+		for n := 0; n < 4; n++ {
+			any := false
+			for _, m := range r.MemMiB[n*8 : n*8+8] {
+				if m > 0 {
+					gpus++
+					any = true
+				}
+			}
+			if any {
+				nodes++
+			}
+		}
+		return nodes, gpus
+	}
+	packed, err := RunDRA(ctx, f, pods, DRAMode{Order: dra.OrderIndex, Lag: 1, MostAllocated: true}, rng(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, g := used(packed); packed.Placed != 4 || n != 1 || g != 1 {
+		t.Errorf("MostAllocated: %d pods on %d nodes, %d GPUs (%v); want 4 on one GPU", packed.Placed, n, g, packed.MemMiB)
+	}
+	random, err := RunDRA(ctx, f, pods, DRAMode{Order: dra.OrderIndex, Lag: 1}, rng(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := used(random); n < 2 {
+		t.Errorf("unscored: %d node(s) for seed 1; the random node choice should spread 4 pods", n)
+	}
+	if got := mostAllocated(map[string]dra.GPUUse{"a": {MemoryMiB: 1000}, "b": {MemoryMiB: 999}}, 1, 4000); got != 50 {
+		t.Errorf("mostAllocated = %d, want 50", got)
+	}
+}
+
 // The Markdown section has one row per cluster size and seed and the ratio lines.
 func TestMarkdown(t *testing.T) {
 	o, err := parse([]string{"--seeds=2", "--nodes=1,2", "--pods=200"})
@@ -110,7 +150,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	md := markdown(o, rows)
 	for _, want := range []string{"## Placement in DRA mode", "| 1 | 1 | ", "| 2 | 2 | ", "- 2 node(s): DRA, index order (first-fit) ", "lag 10",
-		"- 1 node(s), hami-go binpack (extender): "} {
+		"- 1 node(s), hami-go binpack (extender): ", "nodes by GPU memory"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

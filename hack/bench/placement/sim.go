@@ -161,6 +161,12 @@ var Features = structured.Features{AdminAccess: true, PrioritizedList: true, Par
 type DRAMode struct {
 	Order dra.DeviceOrder
 	Lag   int
+	// MostAllocated scores the feasible nodes as a kube-scheduler profile with NodeResourcesFit's
+	// MostAllocated strategy on hami-go.io/gpu-memory alone does (docs/dra.md, "Packing under
+	// concurrency"): booked GPU memory with the pod's over the node's, times 100, rounded down;
+	// the best score wins, ties at random. Off: every feasible node ties (kube-scheduler's
+	// defaults score no device).
+	MostAllocated bool
 }
 
 // RunDRA places the pods in order through kube-scheduler's device allocator
@@ -208,7 +214,7 @@ func RunDRA(ctx context.Context, f *Fleet, pods []Pod, m DRAMode, r *rand.Rand) 
 		if err != nil {
 			return Result{}, err
 		}
-		best, ties := -1, 0
+		best, ties, bestScore := -1, 0, int64(-1)
 		var bestRes resourceapi.AllocationResult
 		for n, node := range nodes {
 			res, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
@@ -218,9 +224,19 @@ func RunDRA(ctx context.Context, f *Fleet, pods []Pod, m DRAMode, r *rand.Rand) 
 			if len(res) == 0 {
 				continue
 			}
-			ties++
-			if r.IntN(ties) == 0 {
-				best, bestRes = n, res[0]
+			var score int64
+			if m.MostAllocated {
+				score = mostAllocated(use[n], int64(p.GPUs)*p.MemMiB, int64(f.GPUs)*f.MemMiB)
+			}
+			switch {
+			case score > bestScore:
+				bestScore, ties = score, 0
+				fallthrough
+			case score == bestScore: // reservoir sampling among the best: uniform
+				ties++
+				if r.IntN(ties) == 0 {
+					best, bestRes = n, res[0]
+				}
 			}
 		}
 		if best < 0 {
@@ -252,6 +268,20 @@ func RunDRA(ctx context.Context, f *Fleet, pods []Pod, m DRAMode, r *rand.Rand) 
 		}
 	}
 	return res, nil
+}
+
+// mostAllocated is NodeResourcesFit's MostAllocated score of a node on one resource: the
+// node's booked GPU memory (use, MiB) plus the pod's (podMiB) over the node's (nodeMiB), times
+// 100, rounded down (kube-scheduler's mostRequestedScore).
+func mostAllocated(use map[string]dra.GPUUse, podMiB, nodeMiB int64) int64 {
+	req := podMiB
+	for _, u := range use {
+		req += u.MemoryMiB
+	}
+	if nodeMiB == 0 || req > nodeMiB {
+		return 0
+	}
+	return req * 100 / nodeMiB
 }
 
 func clone(m map[string]dra.GPUUse) map[string]dra.GPUUse {

@@ -90,15 +90,18 @@ func Write(c Config) error {
 	otherScalesSection(&w, others)
 	latencySection(&w, b)
 	footer(&w)
-	if err := placementSection(&w, filepath.Join(c.In, "placement.md")); err != nil {
-		return err
+	for _, f := range []string{"placement.md", "drapack.md"} {
+		if err := appendSection(&w, filepath.Join(c.In, f)); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(filepath.Join(c.Out, "report.md"), w.Bytes(), 0o644)
 }
 
-// placementSection appends hack/bench/placement's markdown (path; run.sh keeps a copy in
-// docs/bench, so a report rewritten from there keeps it too); a missing file adds nothing.
-func placementSection(w *bytes.Buffer, path string) error {
+// appendSection appends a tool's Markdown section (path: hack/bench/placement's placement.md,
+// hack/bench/drapack's drapack.md; run.sh keeps a copy of each in docs/bench, so a report
+// rewritten from there keeps them too); a missing file adds nothing.
+func appendSection(w *bytes.Buffer, path string) error {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil

@@ -93,6 +93,10 @@ func TestWriteReport(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(in, "placement.md"), []byte(placement), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const drapack = "## DRA packing under concurrency (GPUs touched by a burst)\n\n| nodes | pods |\n"
+	if err := os.WriteFile(filepath.Join(in, "drapack.md"), []byte(drapack), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Write(Config{In: in, Out: out, Commit: "abc123"}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +113,8 @@ func TestWriteReport(t *testing.T) {
 			t.Errorf("latency table lacks %q", row)
 		}
 	}
-	if !strings.HasSuffix(string(md), "\n"+placement) {
-		t.Errorf("report does not end with placement.md's section:\n%s", md)
+	if !strings.HasSuffix(string(md), "\n"+placement+"\n"+drapack) {
+		t.Errorf("report does not end with placement.md's and drapack.md's sections:\n%s", md)
 	}
 	for _, want := range []string{"`abc123`", "| 100 | 3200 | 2.00 (1.00–3.00) |", "| 1 | 80.0 | 100.0 | 0.80 |", "target ≥ 0.8: met",
 		"| 1 | 16.0 | 8.0 | 5.0 | 1.0 |", "![time per call vs nodes](scale.png)"} {
