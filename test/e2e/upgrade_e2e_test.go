@@ -154,7 +154,7 @@ type oldPod struct {
 	claimUIDs        []types.UID
 }
 
-// TestUpgradeWithRunningPods (issue 28, case C48): the previous release of the chart and images
+// TestUpgradeWithRunningPods (issue 28, case C45): the previous release of the chart and images
 // (hack/cluster/previous-release.sh: PREVIOUS_RELEASE, built from that commit) is installed in
 // the cluster's mode; sliced pods run on it; a burst of one-slice pods is created one after
 // another while `helm upgrade` moves the cluster to this checkout's chart and images (as up.sh
