@@ -52,9 +52,9 @@ test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the en
 # release's images are built once (cached by commit), then for each of E2E_MODES a new cluster
 # without the chart (HAMI_GO_SKIP_CHART=1 up.sh builds and imports this checkout's images), the
 # test (it installs the previous release, then helm-upgrades to this one), teardown. Each part's
-# time is printed ("== test-upgrade: ..."); logs in _output/upgrade-logs/<mode>.
+# time is printed ("== test-upgrade: ..."); logs in _output/e2e-logs/upgrade-<mode>.
 test-upgrade: ## The upgrade from the previous release with pods running, in each of E2E_MODES (tears the local cluster down, as test-e2e).
-	set -o pipefail; status=0; rm -rf _output/upgrade-logs; mkdir -p _output/upgrade-logs; t0=$$SECONDS; \
+	set -o pipefail; status=0; mkdir -p _output/e2e-logs; t0=$$SECONDS; \
 	hack/cluster/previous-release.sh build >/dev/null || exit 1; \
 	echo "== test-upgrade: previous release's images ready in $$((SECONDS - t0))s"; \
 	for mode in $(E2E_MODES); do \
@@ -65,7 +65,7 @@ test-upgrade: ## The upgrade from the previous release with pods running, in eac
 	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e,upgrade -count=1 -timeout 20m -v -run '^TestUpgrade' ./test/e2e/ 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e-upgrade.log || status=1; \
 	    echo "== test-upgrade: the test in mode $$mode took $$((SECONDS - t1))s"; \
 	  else status=1; fi; \
-	  cp -r $(HAMI_GO_STATE)/logs _output/upgrade-logs/$$mode || true; \
+	  rm -rf _output/e2e-logs/upgrade-$$mode; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/upgrade-$$mode || true; \
 	  hack/cluster/down.sh || status=1; \
 	  echo "== test-upgrade: mode $$mode took $$((SECONDS - t))s in all"; \
 	done; echo "== test-upgrade: $$((SECONDS - t0))s in all"; exit $$status
