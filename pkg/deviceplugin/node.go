@@ -107,18 +107,25 @@ func PublishNode(ctx context.Context, c kubernetes.Interface, inv device.Invento
 	return err == nil, err
 }
 
-// RenewLease creates or renews the Lease hami-go-<node> in namespace: holder = node, renew
-// time = now, duration 40 s.
-func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node string, clk clock.PassiveClock) error {
+// RenewLease creates or renews the Lease hami-go-<node> in namespace: renew time = now, duration
+// 40 s, and holder = node when hold (the kubelet has the plugin's devices: Plugin.Serving), else
+// the empty holder: released (device.LeaseReleased; case C45), so the extender places no GPU pod on the
+// node while its kubelet would fail it at admission. Taking the Lease (holder set where it was
+// not) sets the acquire time.
+func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node string, clk clock.PassiveClock, hold bool) error {
 	name := device.LeasePrefix + node
 	now := metav1.NewMicroTime(clk.Now())
+	holder := ptr.To("") // released (device.LeaseReleased)
+	if hold {
+		holder = ptr.To(node)
+	}
 	leases := c.CoordinationV1().Leases(namespace)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
+				HolderIdentity: holder, LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
 				AcquireTime: &now, RenewTime: &now,
 			},
 		}, metav1.CreateOptions{})
@@ -127,7 +134,10 @@ func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node str
 	if err != nil {
 		return err
 	}
-	l.Spec.HolderIdentity = ptr.To(node)
+	if hold && device.LeaseReleased(l) {
+		l.Spec.AcquireTime = &now
+	}
+	l.Spec.HolderIdentity = holder
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](leaseDurationSeconds)
 	l.Spec.RenewTime = &now
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})

@@ -33,10 +33,11 @@ import (
 )
 
 const (
-	// upgradeBurstMax is the most pods of the burst in flight through the upgrade: one every
-	// upgradeBurstEvery from just before `helm upgrade` until it returns (at least
-	// upgradeBurstMin of them).
-	upgradeBurstMax   = 40
+	// upgradeBurstMax is the most pods of a burst in flight through the upgrade (or the node
+	// agent's next rollout): one every upgradeBurstEvery from just before it until it is done
+	// (at least upgradeBurstMin of them). Two bursts, the old pods and the fill stay within
+	// the node's 80 slices.
+	upgradeBurstMax   = 30
 	upgradeBurstMin   = 10
 	upgradeBurstEvery = 750 * time.Millisecond
 	upgradeBurstMiB   = 1000
@@ -167,7 +168,12 @@ type oldPod struct {
 //   - every pod that ran before still runs the same container, never restarted, with its own
 //     limits, and its records (device-plugin mode: the planned and claimed allocation annotations;
 //     DRA mode: its claims' allocations) are those of before;
-//   - every pod of the burst runs with its own slice, charged what it asked;
+//   - every pod of the burst runs with its own slice, charged what it asked (a pod the kubelet
+//     failed at admission because the previous release's device plugin stopped without handing
+//     over is created again and counted; from a release that hands over, none may fail);
+//   - this release's node agent rolled again (what the next upgrade does) under a second burst:
+//     it hands over (its Lease released first; case C45), so no pod fails admission and every
+//     one runs with its own slice;
 //   - no GPU is over-committed;
 //   - the new release reads the old release's records: the records decode with this release's
 //     decoders (inventory, allocations); an old pod's container, restarted, gets its own limits
@@ -234,57 +240,56 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	var watchDone sync.WaitGroup
 	watchDone.Add(1)
 	go func() { defer watchDone.Done(); c.watchNodeRecords(ctx, dra, &gaps) }()
-	var upgrading, upgraded atomic.Bool
-	type burstResult struct {
-		created, during, refused int
-		err                      error
-	}
-	burstDone := make(chan burstResult, 1)
-	go func() {
-		var r burstResult
-		for i := 0; i < upgradeBurstMax; i++ {
-			if upgraded.Load() && i >= upgradeBurstMin {
-				break
-			}
-			if upgrading.Load() && !upgraded.Load() {
-				r.during++
-			}
-			n, err := c.createRetrying(gpuPod(nsBurst, fmt.Sprintf("burst-%02d", i), gpuLimits{count: 1, memMiB: upgradeBurstMiB}), 3*time.Minute)
-			r.refused += n
-			if err != nil {
-				r.err = err
-				break
-			}
-			r.created++
-			time.Sleep(upgradeBurstEvery)
-		}
-		burstDone <- r
-	}()
+	b := c.startBurst(nsBurst, "burst")
 	// helm upgrade once the burst's first pods are bound and while it goes on.
 	c.waitSomeBound(t, nsBurst, 2, time.Minute)
 	upStart := time.Now()
-	upgrading.Store(true)
+	b.during.Store(true)
 	c.runPreviousRelease(t, "upgrade")
-	upgraded.Store(true)
+	b.during.Store(false)
 	took := time.Since(upStart)
 	comps = c.waitChartImages(t, current, 3*time.Minute)
 	t.Logf("helm upgrade to this release (images %s) took %v; components %v", current, took.Round(time.Second), comps)
-	br := <-burstDone
+	br := b.wait(t)
 	stopWatch()
 	watchDone.Wait()
-	if br.err != nil {
-		t.Fatalf("the burst: %v", br.err)
-	}
-	t.Logf("burst: %d pods, %d of them created while helm upgrade ran, %d creations refused while the webhook was away and retried", br.created, br.during, br.refused)
-	if br.during < 2 {
-		t.Errorf("only %d pods of the burst were created while helm upgrade ran: the burst was not in flight", br.during)
+	t.Logf("burst: %d pods, %d of them created while helm upgrade ran, %d creations refused while the webhook was away and retried", br.created, br.whileDuring, br.refused)
+	if br.whileDuring < 2 {
+		t.Errorf("only %d pods of the burst were created while helm upgrade ran: the burst was not in flight", br.whileDuring)
 	}
 	gaps.report(t, dra)
 
-	// The burst: every pod runs with its own slice.
-	burst := c.waitAllRunning(t, nsBurst, br.created, 2*upgradeWait)
+	// The burst: every pod runs with its own slice. A device plugin of the previous release that
+	// does not hand over (it stops serving the kubelet without releasing its Lease first) lets
+	// its extender place pods the kubelet then fails at admission: those are created again, as
+	// their controller would, and counted; from a release that hands over, none may fail.
+	prevHandsOver := handsOver(t, prev)
+	burst := c.waitBurstRunning(t, nsBurst, br.created, !prevHandsOver)
 	for i := range burst {
 		c.checkSlice(t, &burst[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra)
+	}
+
+	// This release's own rollout of the node agent (what the next helm upgrade does), under a
+	// burst: the agent hands over (case C45), so no pod fails admission.
+	var nsNext string
+	if dra {
+		nsNext = draNamespace(t, c)
+	} else {
+		nsNext = e2eNamespace(t, c)
+	}
+	nb := c.startBurst(nsNext, "next")
+	c.waitSomeBound(t, nsNext, 2, time.Minute)
+	nb.during.Store(true)
+	agent := c.restartAgent(t, dra, 3*time.Minute)
+	nb.during.Store(false)
+	nr := nb.wait(t)
+	t.Logf("node agent %s rolled in %v under a burst of %d pods (%d created during the rollout)", agent.name, agent.took.Round(time.Second), nr.created, nr.whileDuring)
+	if nr.whileDuring < 2 {
+		t.Errorf("only %d pods of the burst were created while the node agent rolled: the burst was not in flight", nr.whileDuring)
+	}
+	next := c.waitBurstRunning(t, nsNext, nr.created, false)
+	for i := range next {
+		c.checkSlice(t, &next[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra)
 	}
 
 	// The pods of before: the same containers, never restarted, with their own limits and the
@@ -826,4 +831,181 @@ func (c *Cluster) dumpUpgradeLogs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// burst creates one-slice pods (upgradeBurstMiB) named <prefix>-<i> in a namespace, one every
+// upgradeBurstEvery, at least upgradeBurstMin and until during is false after having been true
+// (or upgradeBurstMax), through the webhook's outage (createRetrying).
+type burst struct {
+	during atomic.Bool // set while the event the burst is in flight for goes on
+	done   chan burstResult
+}
+
+// burstResult is what a burst did.
+type burstResult struct {
+	created, whileDuring, refused int
+	err                           error
+}
+
+func (c *Cluster) startBurst(ns, prefix string) *burst {
+	b := &burst{done: make(chan burstResult, 1)}
+	go func() {
+		var r burstResult
+		seen := false
+		for i := 0; i < upgradeBurstMax; i++ {
+			during := b.during.Load()
+			seen = seen || during
+			if seen && !during && i >= upgradeBurstMin {
+				break
+			}
+			if during {
+				r.whileDuring++
+			}
+			n, err := c.createRetrying(gpuPod(ns, fmt.Sprintf("%s-%02d", prefix, i), gpuLimits{count: 1, memMiB: upgradeBurstMiB}), 3*time.Minute)
+			r.refused += n
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.created++
+			time.Sleep(upgradeBurstEvery)
+		}
+		b.done <- r
+	}()
+	return b
+}
+
+// wait returns the burst's result once it ended; an error fails the test.
+func (b *burst) wait(t testing.TB) burstResult {
+	t.Helper()
+	r := <-b.done
+	if r.err != nil {
+		t.Fatalf("the burst: %v", r.err)
+	}
+	return r
+}
+
+// handsOver reports whether the previous release's device plugin hands over when it stops (it
+// releases the node's Lease first: pkg/deviceplugin handOver, case C45), read from its source.
+func handsOver(t testing.TB, prev previousRelease) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(prev.chart, "..", "..", "pkg", "deviceplugin", "run.go"))
+	if err != nil {
+		t.Fatalf("the previous release's source: %v", err)
+	}
+	return strings.Contains(string(b), "func (p *Plugin) handOver(")
+}
+
+// admissionFailed reports whether the kubelet failed p at admission because its device plugin
+// was away ("no healthy devices present"): the failure a node agent's hand-over prevents.
+func admissionFailed(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "UnexpectedAdmissionError" && strings.Contains(p.Status.Message, "no healthy devices")
+}
+
+// waitBurstRunning waits until the n pods of ns all run (every container started) and returns
+// them. A pod the kubelet failed at admission for want of its device plugin (admissionFailed) is
+// created again when recreate is true (counted and logged), and fails the test otherwise; any
+// other failed pod fails the test.
+func (c *Cluster) waitBurstRunning(t testing.TB, ns string, n int, recreate bool) []corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	var pods []corev1.Pod
+	var again []string
+	var notRunning []string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*upgradeWait, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pods, notRunning = l.Items, nil
+		for i := range pods {
+			p := &pods[i]
+			switch {
+			case admissionFailed(p) && recreate:
+				again = append(again, p.Name)
+				t.Logf("pod %s/%s failed at admission (%s): the previous release's agent stopped without handing over; created again", ns, p.Name, p.Status.Message)
+				c.deleteNow(t, ns, p.Name)
+				fresh := gpuPod(ns, p.Name, gpuLimits{count: 1, memMiB: upgradeBurstMiB})
+				if _, err := c.createRetrying(fresh, time.Minute); err != nil {
+					t.Fatalf("create %s again: %v", p.Name, err)
+				}
+				return false, nil
+			case p.Status.Phase == corev1.PodFailed:
+				t.Fatalf("pod %s/%s failed:\n%s", ns, p.Name, c.describe(ns, p.Name, p))
+			case !allStarted(p):
+				notRunning = append(notRunning, p.Name+"("+string(p.Status.Phase)+")")
+			}
+		}
+		return len(pods) == n && len(notRunning) == 0, nil
+	})
+	if err != nil {
+		sort.Strings(notRunning)
+		t.Fatalf("%d of %d pods in %s not Running after %v: %v", len(notRunning), n, ns, 2*upgradeWait, notRunning)
+	}
+	if len(again) > 0 {
+		t.Logf("%d pods of %s were failed at admission while the previous release's device plugin was away, and created again: %v", len(again), ns, again)
+	}
+	return pods
+}
+
+// agentRoll is a rollout of the node agent's DaemonSet.
+type agentRoll struct {
+	name string
+	took time.Duration
+}
+
+// restartAgent rolls the node agent's DaemonSet (device-plugin or dra-driver) as a helm upgrade
+// that changes its pod template does (kubectl rollout restart: a pod template annotation), and
+// waits until the new agent pod runs and, in device-plugin mode, holds the node's Lease again.
+func (c *Cluster) restartAgent(t testing.TB, dra bool, timeout time.Duration) agentRoll {
+	t.Helper()
+	ctx := context.Background()
+	comp := "device-plugin"
+	if dra {
+		comp = "dra-driver"
+	}
+	l, err := c.Client.AppsV1().DaemonSets(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=" + comp})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("the %s DaemonSet in %s: %v (%d found)", comp, chartNamespace, err, len(l.Items))
+	}
+	ds := l.Items[0]
+	old, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=" + comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldUIDs := map[types.UID]bool{}
+	for _, p := range old.Items {
+		oldUIDs[p.UID] = true
+	}
+	start := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, start.Format(time.RFC3339Nano))
+	if _, err := c.Client.AppsV1().DaemonSets(chartNamespace).Patch(ctx, ds.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("roll DaemonSet %s: %v", ds.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: labelComponent + "=" + comp})
+		if err != nil {
+			return false, nil
+		}
+		fresh := false
+		for i := range l.Items {
+			p := &l.Items[i]
+			if oldUIDs[p.UID] {
+				return false, nil // the old agent still there
+			}
+			fresh = fresh || (allStarted(p) && p.DeletionTimestamp == nil)
+		}
+		if !fresh {
+			return false, nil
+		}
+		if dra {
+			return true, nil
+		}
+		lease, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, device.LeasePrefix+c.NodeName, metav1.GetOptions{})
+		return err == nil && !device.LeaseReleased(lease), nil
+	})
+	if err != nil {
+		t.Fatalf("DaemonSet %s did not roll within %v (a new agent running and, in device-plugin mode, holding the node's Lease)", ds.Name, timeout)
+	}
+	return agentRoll{name: ds.Name, took: time.Since(start)}
 }
