@@ -78,6 +78,7 @@ func TestHandOverReleasesThenWaitsForAdmission(t *testing.T) {
 	client := fake.NewClientset(placed)
 	p, sync, ctx := startPodSync(t, client)
 	p.opts.Clock = clock.RealClock{}
+	p.addStream(1) // a kubelet has the devices
 	if err := RenewLease(ctx, client, p.cfg.LeaseNamespace, testNode, p.opts.Clock, true); err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +98,22 @@ func TestHandOverReleasesThenWaitsForAdmission(t *testing.T) {
 	}
 	if took < admitAfter || took > handOverMax {
 		t.Fatalf("handOver returned after %v; want once the pod was admitted (%v), before %v", took, admitAfter, handOverMax)
+	}
+}
+
+// Without a kubelet stream (the kubelet restarting) nothing can be admitted: the hand-over only
+// releases the Lease.
+func TestHandOverWithoutKubelet(t *testing.T) {
+	placed := testPod("placed", t0, testNode, ctr{name: "c", mem: 1000, gpus: []string{"GPU-A"}})
+	client := fake.NewClientset(placed)
+	p, sync, ctx := startPodSync(t, client)
+	p.opts.Clock = clock.RealClock{}
+	start := time.Now()
+	p.handOver(client, sync)
+	if took := time.Since(start); took >= handOverMin {
+		t.Fatalf("handOver took %v without a kubelet stream; want at once", took)
+	}
+	if l, err := client.CoordinationV1().Leases(p.cfg.LeaseNamespace).Get(ctx, "hami-go-"+testNode, metav1.GetOptions{}); err != nil || !device.LeaseReleased(l) {
+		t.Fatalf("Lease: %+v, %v; want released", l, err)
 	}
 }

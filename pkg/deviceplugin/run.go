@@ -198,8 +198,9 @@ const (
 )
 
 // handOver runs when the agent stops, before the kubelet-facing server does: it releases the
-// node's Lease (the extender then places no GPU pod there: device.LeaseReleased), then waits
-// while GPU pods already placed on the node have not been admitted by the kubelet
+// node's Lease (the extender then places no GPU pod there: device.LeaseReleased), then, while a
+// kubelet has its devices (Serving), waits while GPU pods already placed on the node have not
+// been admitted by the kubelet
 // (PodSync.AwaitingAdmission): the kubelet admits a pod only while a device plugin serves it the
 // devices, and fails it otherwise (UnexpectedAdmissionError, "no healthy devices present"). The
 // next agent takes the Lease once the kubelet has its devices (publishLoop).
@@ -212,7 +213,7 @@ func (p *Plugin) handOver(c kubernetes.Interface, s *PodSync) {
 		klog.ErrorS(err, "Releasing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace)
 	}
 	var waiting []string
-	for {
+	for p.Serving() { // no kubelet stream (a kubelet restart): no admission to wait for
 		waiting = s.AwaitingAdmission()
 		elapsed := clk.Since(start)
 		if (elapsed >= handOverMin && len(waiting) == 0) || elapsed >= handOverMax {
@@ -220,7 +221,7 @@ func (p *Plugin) handOver(c kubernetes.Interface, s *PodSync) {
 		}
 		<-clk.After(handOverPoll)
 	}
-	if len(waiting) > 0 {
+	if len(waiting) > 0 && p.Serving() {
 		klog.InfoS("Stopping with GPU pods the kubelet has not admitted yet (it may fail them)", "node", p.cfg.NodeName, "pods", waiting, "waited", handOverMax)
 	} else {
 		klog.InfoS("Node Lease released; stopping to serve the kubelet", "node", p.cfg.NodeName, "after", clk.Since(start))

@@ -40,6 +40,8 @@ const (
 	upgradeBurstMax   = 30
 	upgradeBurstMin   = 10
 	upgradeBurstEvery = 750 * time.Millisecond
+	// rolloutBurstEvery paces the burst through the node agent's rollout (a few seconds).
+	rolloutBurstEvery = 200 * time.Millisecond
 	upgradeBurstMiB   = 1000
 	// upgradeWait bounds the wait for one pod to run (a pod's start took over 2 minutes on the
 	// shared 2-core machine, with etcd timing out).
@@ -240,7 +242,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	var watchDone sync.WaitGroup
 	watchDone.Add(1)
 	go func() { defer watchDone.Done(); c.watchNodeRecords(ctx, dra, &gaps) }()
-	b := c.startBurst(nsBurst, "burst")
+	b := c.startBurst(nsBurst, "burst", upgradeBurstEvery)
 	// helm upgrade once the burst's first pods are bound and while it goes on.
 	c.waitSomeBound(t, nsBurst, 2, time.Minute)
 	upStart := time.Now()
@@ -277,7 +279,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	} else {
 		nsNext = e2eNamespace(t, c)
 	}
-	nb := c.startBurst(nsNext, "next")
+	nb := c.startBurst(nsNext, "next", rolloutBurstEvery)
 	c.waitSomeBound(t, nsNext, 2, time.Minute)
 	nb.during.Store(true)
 	agent := c.restartAgent(t, dra, 3*time.Minute)
@@ -288,6 +290,9 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 		t.Errorf("only %d pods of the burst were created while the node agent rolled: the burst was not in flight", nr.whileDuring)
 	}
 	next := c.waitBurstRunning(t, nsNext, nr.created, false)
+	if !dra {
+		t.Logf("pods of that burst the extender held back while the agent's Lease was released: %d", c.releasedRefusals(t, nsNext))
+	}
 	for i := range next {
 		c.checkSlice(t, &next[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra)
 	}
@@ -834,7 +839,7 @@ func (c *Cluster) dumpUpgradeLogs(t *testing.T) {
 }
 
 // burst creates one-slice pods (upgradeBurstMiB) named <prefix>-<i> in a namespace, one every
-// upgradeBurstEvery, at least upgradeBurstMin and until during is false after having been true
+// interval, at least upgradeBurstMin and until during is false after having been true
 // (or upgradeBurstMax), through the webhook's outage (createRetrying).
 type burst struct {
 	during atomic.Bool // set while the event the burst is in flight for goes on
@@ -847,7 +852,7 @@ type burstResult struct {
 	err                           error
 }
 
-func (c *Cluster) startBurst(ns, prefix string) *burst {
+func (c *Cluster) startBurst(ns, prefix string, every time.Duration) *burst {
 	b := &burst{done: make(chan burstResult, 1)}
 	go func() {
 		var r burstResult
@@ -868,7 +873,7 @@ func (c *Cluster) startBurst(ns, prefix string) *burst {
 				break
 			}
 			r.created++
-			time.Sleep(upgradeBurstEvery)
+			time.Sleep(every)
 		}
 		b.done <- r
 	}()
@@ -1008,4 +1013,21 @@ func (c *Cluster) restartAgent(t testing.TB, dra bool, timeout time.Duration) ag
 		t.Fatalf("DaemonSet %s did not roll within %v (a new agent running and, in device-plugin mode, holding the node's Lease)", ds.Name, timeout)
 	}
 	return agentRoll{name: ds.Name, took: time.Since(start)}
+}
+
+// releasedRefusals counts the pods of ns with a FailedScheduling event naming a released Lease
+// (the extender's refusal while the node's device plugin hands over).
+func (c *Cluster) releasedRefusals(t testing.TB, ns string) int {
+	t.Helper()
+	evs, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		t.Fatalf("events of %s: %v", ns, err)
+	}
+	pods := map[string]bool{}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Message, "released: starting or restarting") {
+			pods[e.InvolvedObject.Name] = true
+		}
+	}
+	return len(pods)
 }
