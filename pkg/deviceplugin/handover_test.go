@@ -79,7 +79,7 @@ func TestHandOverReleasesThenWaitsForAdmission(t *testing.T) {
 	p, sync, ctx := startPodSync(t, client)
 	p.opts.Clock = clock.RealClock{}
 	p.addStream(1) // a kubelet has the devices
-	if err := RenewLease(ctx, client, p.cfg.LeaseNamespace, testNode, p.opts.Clock, true); err != nil {
+	if err := RenewLease(ctx, client, p.cfg.LeaseNamespace, testNode, p.leaseHolder(), p.opts.Clock, true); err != nil {
 		t.Fatal(err)
 	}
 	admitAfter := 1500 * time.Millisecond
@@ -115,5 +115,27 @@ func TestHandOverWithoutKubelet(t *testing.T) {
 	}
 	if l, err := client.CoordinationV1().Leases(p.cfg.LeaseNamespace).Get(ctx, "hami-go-"+testNode, metav1.GetOptions{}); err != nil || !device.LeaseReleased(l) {
 		t.Fatalf("Lease: %+v, %v; want released", l, err)
+	}
+}
+
+// case C45: a stopping agent does not release a Lease the next agent holds already (started
+// while this one hands over, as after a force delete); its own, or one an agent before the
+// hand-over wrote (holder = the node's name), it releases.
+func TestReleaseLeaseOnlyOwn(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	clk := clock.RealClock{}
+	for _, tc := range []struct {
+		holder   string
+		released bool
+	}{{"agent-new", false}, {"agent-old", true}, {testNode, true}, {"", true}} {
+		if err := RenewLease(ctx, client, "kube-node-lease", testNode, tc.holder, clk, tc.holder != ""); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := ReleaseLease(ctx, client, "kube-node-lease", testNode, "agent-old", clk)
+		l, gerr := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "hami-go-"+testNode, metav1.GetOptions{})
+		if err != nil || gerr != nil || ok != tc.released || device.LeaseReleased(l) != tc.released {
+			t.Errorf("held by %q: ReleaseLease = %v, %v; Lease %+v; want released %v", tc.holder, ok, err, l.Spec, tc.released)
+		}
 	}
 }

@@ -97,12 +97,12 @@ func TestPublishNodeAndLease(t *testing.T) {
 	if changed, _ := PublishNode(ctx, client, p.Inventory(), gpuenv.EnforceHAMiCore); !changed {
 		t.Fatal("health change not published")
 	}
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk, true); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
 		t.Fatal(err)
 	}
 	acquired := clk.Now()
 	clk.Step(10 * time.Second)
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk, true); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
 		t.Fatal(err)
 	}
 	lease := func() *coordinationv1.Lease {
@@ -118,14 +118,14 @@ func TestPublishNodeAndLease(t *testing.T) {
 	// case C45: released while the kubelet does not have the devices (renewed all the same),
 	// taken again, with a new acquire time, once it has.
 	clk.Step(10 * time.Second)
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk, false); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, false); err != nil {
 		t.Fatal(err)
 	}
 	if l := lease(); !device.LeaseReleased(l) || !l.Spec.RenewTime.Time.Equal(clk.Now()) || !l.Spec.AcquireTime.Time.Equal(acquired) {
 		t.Fatalf("released lease = %+v", l)
 	}
 	clk.Step(time.Second)
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk, true); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
 		t.Fatal(err)
 	}
 	if l := lease(); device.LeaseReleased(l) || *l.Spec.HolderIdentity != testNode || !l.Spec.AcquireTime.Time.Equal(clk.Now()) {

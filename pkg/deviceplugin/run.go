@@ -167,7 +167,7 @@ func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
 			klog.ErrorS(err, "Publishing the node inventory failed", "node", p.cfg.NodeName)
 		}
 		hold := p.Serving()
-		if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.opts.Clock, hold); err != nil {
+		if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.leaseHolder(), p.opts.Clock, hold); err != nil {
 			klog.ErrorS(err, "Renewing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace, "hold", hold)
 		} else if hold != held {
 			held = hold
@@ -185,6 +185,15 @@ func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
 		case <-serving:
 		}
 	}
+}
+
+// leaseHolder is the agent's identity in the node's Lease: its pod's name (--pod-name), else the
+// node's name.
+func (p *Plugin) leaseHolder() string {
+	if p.cfg.PodName != "" {
+		return p.cfg.PodName
+	}
+	return p.cfg.NodeName
 }
 
 // Handover bounds (case C45): after the Lease is released the kubelet-facing server keeps
@@ -209,8 +218,10 @@ func (p *Plugin) handOver(c kubernetes.Interface, s *PodSync) {
 	start := clk.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), handOverMax)
 	defer cancel()
-	if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, clk, false); err != nil {
+	if ok, err := ReleaseLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.leaseHolder(), clk); err != nil {
 		klog.ErrorS(err, "Releasing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace)
+	} else if !ok {
+		klog.InfoS("Node Lease held by the next agent already; not releasing it", "node", p.cfg.NodeName)
 	}
 	var waiting []string
 	for p.Serving() { // no kubelet stream (a kubelet restart): no admission to wait for
