@@ -86,7 +86,7 @@ func LeaseHeartbeat(l *coordinationv1.Lease) time.Time {
 // LeaseReleased reports whether a liveness Lease was released: spec.holderIdentity is the empty
 // string (as client-go's leader election releases a Lease; unset reads as held, as every Lease
 // written before this rule or by other tools). A device plugin holds its node's Lease (holder =
-// the node's name) only while the
+// its pod's name) only while the
 // kubelet has its devices: it releases the Lease before it stops serving the kubelet (a restart,
 // a DaemonSet update) and acquires it once the kubelet has the devices again. In between, a pod
 // bound to the node would reach a kubelet that has marked the devices unhealthy, and the kubelet
