@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e test-upgrade lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check clean
+.PHONY: all build test test-unit test-e2e test-daytwo test-upgrade lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
 
 all: build
 
@@ -19,7 +19,7 @@ build: ## Build the three binaries and the kubectl plugin (bin/kubectl-hami_go) 
 	@mkdir -p bin
 	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES) $(PLUGINS))
 
-test: lint test-unit test-e2e test-upgrade ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster, the upgrade from the previous release.
+test: lint test-unit test-e2e test-daytwo test-upgrade ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster, then the day-two suite and the upgrade from the previous release.
 
 # Go modules of their own beside the library's (their tools' dependencies stay out of go.mod):
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
@@ -39,12 +39,31 @@ E2E_MODES ?= $(or $(HAMI_GO_MODE),deviceplugin dra)
 test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the end-to-end suite, tear it down (logs in _output/e2e-logs/<mode>).
 	set -o pipefail; status=0; rm -rf _output/e2e-logs; mkdir -p _output/e2e-logs; \
 	for mode in $(E2E_MODES); do \
-	  echo "== e2e in mode $$mode"; \
+	  echo "== e2e in mode $$mode"; t0=$$SECONDS; \
 	  if HAMI_GO_MODE=$$mode hack/cluster/up.sh; then \
 	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=1; \
 	  else status=1; fi; \
 	  cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/$$mode || true; \
 	  hack/cluster/down.sh || status=1; \
+	  echo "== e2e in mode $$mode took $$((SECONDS - t0))s"; \
+	done; exit $$status
+
+# The day-two suite (issue 28: scheduler and webhook failover, uninstall; test/e2e/daytwo_*_e2e_test.go,
+# build tag daytwo, so test-e2e never builds it): for each of E2E_MODES a fresh cluster, the
+# TestDayTwo* tests, teardown (logs in _output/e2e-logs/daytwo-<mode>). Mode dra runs the uninstall
+# test only (no hami-go scheduler there). Prints the time of each part.
+test-daytwo: ## The day-two end-to-end suite (failover, uninstall) on the local cluster, apart from test-e2e.
+	set -o pipefail; status=0; mkdir -p _output/e2e-logs; \
+	for mode in $(E2E_MODES); do \
+	  echo "== day-two e2e in mode $$mode"; t0=$$SECONDS; \
+	  if HAMI_GO_MODE=$$mode hack/cluster/up.sh; then \
+	    t1=$$SECONDS; echo "== day-two $$mode: cluster up in $$((t1 - t0))s"; \
+	    HAMI_GO_MODE=$$mode $(GO) test -tags 'e2e daytwo' -count=1 -timeout 25m -v -run '^TestDayTwo' ./test/e2e/ 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e-daytwo.log || status=1; \
+	    echo "== day-two $$mode: tests in $$((SECONDS - t1))s"; \
+	  else status=1; fi; \
+	  rm -rf _output/e2e-logs/daytwo-$$mode; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/daytwo-$$mode || true; \
+	  hack/cluster/down.sh || status=1; \
+	  echo "== day-two e2e in mode $$mode took $$((SECONDS - t0))s"; \
 	done; exit $$status
 
 # test-upgrade: the upgrade from the previous release (hack/cluster/previous-release.sh, which pins
@@ -70,10 +89,10 @@ test-upgrade: ## The upgrade from the previous release with pods running, in eac
 	  echo "== test-upgrade: mode $$mode took $$((SECONDS - t))s in all"; \
 	done; echo "== test-upgrade: $$((SECONDS - t0))s in all"; exit $$status
 
-lint: ## gofmt, go vet of every module and of the e2e tests (tags e2e,upgrade) (helm lint runs as a Go test of the chart).
+lint: ## gofmt, go vet of every module and of the e2e tests (tags e2e, daytwo, upgrade) (helm lint runs as a Go test of the chart).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags e2e,upgrade ./test/e2e/
+	$(GO) vet -tags e2e,daytwo,upgrade ./test/e2e/
 	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet ./...); done
 
 fuzz: ## Run each fuzzer for a short while.
@@ -119,6 +138,10 @@ prometheus-up: ## Start a Prometheus on 127.0.0.1:9090 scraping the local cluste
 
 prometheus-down: ## Stop the local cluster's Prometheus (down.sh stops it too).
 	hack/cluster/prometheus.sh down
+
+autoscaler-trial: ## Cluster Autoscaler's and Karpenter's KWOK providers on a private control plane (loopback ports, own etcd): GPU node groups with hami-go.io/gpu-memory, decisions in /tmp/hami-go-autoscaler-trial/results.txt (hack/autoscaler; long build; not part of test).
+	hack/autoscaler/build.sh
+	hack/autoscaler/trial.sh
 
 shell: ## A subshell on the local cluster: KUBECONFIG, kubectl v1.37.2 and bin/ first on PATH (exit to leave).
 	@eval "$$(hack/cluster/env.sh)" && echo "make shell: KUBECONFIG=$$KUBECONFIG, kubectl $$(command -v kubectl); exit to leave" && exec bash -i

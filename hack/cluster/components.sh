@@ -107,7 +107,13 @@ make_netns() {
   # reach) these blackholes refuse them instead of the host's default route sending them out.
   # Kept by down.sh on purpose.
   local net
-  for net in "$CLUSTER_NET" "$POD_SUBNET" "$SERVICE_CIDR"; do ip route replace blackhole "$net"; done
+  for net in "$CLUSTER_NET" "$SERVICE_CIDR"; do ip route replace blackhole "$net"; done
+  # The pod network is routed to the node (its bridge forwards to the pods), so the API server
+  # reaches a webhook Service's pods by their IPs (--enable-aggregator-routing); the blackhole,
+  # at a lower priority, takes over when the veth (and with it this route) is gone.
+  # The route replaces the blackhole of metric 0 that clusters brought up before had, in one step.
+  ip route replace blackhole "$POD_SUBNET" metric 4000
+  ip route replace "$POD_SUBNET" via "$NODE_IP" dev "$HOST_VETH" metric 0
 }
 
 start_etcd() {
@@ -118,6 +124,9 @@ start_etcd() {
   wait_for "etcd" 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2379'
 }
 
+# --enable-aggregator-routing: the API server calls a webhook given as a Service (webhook.url
+# empty, as the day-two tests install it with two replicas) at its endpoints' pod IPs, which the
+# host routes to the node (make_netns); nothing routes ClusterIPs here.
 start_apiserver() {
   start kube-apiserver "$PKI/tokens.csv" kube-apiserver \
     --etcd-servers=http://127.0.0.1:2379 \
@@ -129,6 +138,7 @@ start_apiserver() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range="$SERVICE_CIDR" --authorization-mode=RBAC \
     --allow-privileged=true --kubelet-preferred-address-types=InternalIP \
+    --enable-aggregator-routing=true \
     --feature-gates="$FEATURE_GATES" --v=1
   wait_for "kube-apiserver /readyz" 120 kubectl get --raw /readyz
 }
@@ -364,6 +374,7 @@ install_chart() {
   fi
   [[ -f $REPO_ROOT/charts/hami-go/values-local.yaml ]] ||
     die "charts/hami-go/values-local.yaml does not exist (set HAMI_GO_SKIP_CHART=1 to bring the cluster up without the chart)"
+  clear_undeployed_release
   log "installing charts/hami-go in mode $MODE (log: $LOGS/helm.log)"
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
     --set mode="$MODE" --set hamiCore.hostDir="$STATE/vgpu" \
@@ -378,6 +389,18 @@ install_chart() {
   else
     wait_for "nvidia.com/gpu allocatable on $NODE_NAME" 120 gpus_allocatable
   fi
+}
+
+# clear_undeployed_release: a release hami-go with no deployed revision (a first install that
+# failed, an uninstall cut short: status "uninstalling") cannot be upgraded ("has no deployed
+# releases"), so up.sh would fail on it for good: uninstall it first (its pre-delete hook again).
+clear_undeployed_release() {
+  local k=(-n hami-go-system --kubeconfig "$KUBECONFIG_FILE") history
+  history=$(helm history hami-go "${k[@]}" -o json 2>/dev/null) || return 0   # no release
+  [[ $history == *'"status":"deployed"'* ]] && return 0
+  log "release hami-go has no deployed revision: uninstalling it before the install"
+  helm uninstall hami-go "${k[@]}" --wait --timeout 5m >>"$LOGS/helm.log" 2>&1 ||
+    die "helm uninstall of the undeployed release hami-go failed (see $LOGS/helm.log)"
 }
 
 # gpus_allocatable: the node advertises at least one nvidia.com/gpu device (the device plugin

@@ -64,6 +64,9 @@ type booking struct {
 	// pod stays charged until it is gone.
 	priority    int32
 	terminating bool
+	// informed is set once the informer showed the pod bound (noteLifeLocked): before that,
+	// priority is not known, and preemption never takes the pod as a victim.
+	informed bool
 }
 
 // setCharge sets what b is charged: its own allocation, the planned one, or the claimed record

@@ -268,7 +268,8 @@ func TestOvercountBurstWithPluginRestarts(t *testing.T) {
 	restarted := 0
 	for seed := int64(1); seed <= 100; seed++ {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
-			restarted += burstWithRestarts(t, seed)
+			r, _ := burstWithRestarts(t, seed, false)
+			restarted += r
 		})
 	}
 	t.Logf("over 100 seeds: %d plugin restarts, no over-commit", restarted)
@@ -277,12 +278,54 @@ func TestOvercountBurstWithPluginRestarts(t *testing.T) {
 	}
 }
 
-// burstWithRestarts runs one seed of the burst and returns how often the plugin restarted.
-func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
+// Issue 28 item 3: the burst of TestOvercountBurstWithPluginRestarts with two extenders
+// (scheduler.replicas 2): the leader's and the standby's, which the same informer events feed
+// all along. The leader's binds may stay in flight (booked, their Binding not yet in the API)
+// across steps, and the leader may die (failover): each of its binds in flight then lands (the
+// standby's informer delivers it, nobody finishes it) or is lost (the pod is pending again), and
+// the standby serves from its informer state; a new standby starts from the API's pods. After
+// every event neither cache over-commits, and the leader's total is its booked pods.
+//
+// The binds settle before the new leader's first verb, as they do on a cluster: kube-scheduler's
+// standby leads only once the dead leader's Lease has expired (leaseDuration, 15 s by default,
+// after its last renewal, at most retryPeriod before it died), later than the dead extender's
+// Binding can land (its API timeout, 10 s). TestFailoverLateBindWouldOvercommit shows why that
+// order matters.
+func TestOvercountBurstWithSchedulerFailover(t *testing.T) {
+	failovers := 0
+	for seed := int64(1); seed <= 100; seed++ {
+		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
+			_, f := burstWithRestarts(t, seed, true)
+			failovers += f
+		})
+	}
+	t.Logf("over 100 seeds: %d scheduler failovers, no over-commit", failovers)
+	if failovers == 0 {
+		t.Fatal("no failover happened: the model no longer covers them")
+	}
+}
+
+// burstWithRestarts runs one seed of the burst and returns how often the plugin restarted and,
+// with failover (TestOvercountBurstWithSchedulerFailover), how often the scheduler failed over.
+func burstWithRestarts(t *testing.T, seed int64, failover bool) (restarted, failovers int) {
 	rng := rand.New(rand.NewSource(seed))
 	inv := testInventory("node-1", 4, 24576, 4)
-	c := memoCache(t, inv) // replaced at an extender restart
+	c := memoCache(t, inv) // the leader's; replaced at an extender restart or a failover
 	m := newPluginModel(inv)
+	// With failover: the standby's cache, fed the same informer events, and the leader's binds in
+	// flight (booked in c; their Binding, the pod bound with its plan, not yet in the API).
+	var standby *Cache
+	if failover {
+		standby = memoCache(t, inv)
+	}
+	inform := func(p *corev1.Pod) {
+		c.OnPod(p)
+		if standby != nil {
+			standby.OnPod(p)
+		}
+	}
+	type inFlight struct{ pending, bound *corev1.Pod }
+	var flying []inFlight
 	nodes := []string{"node-1"}
 	total := func() int {
 		s := 0
@@ -324,12 +367,52 @@ func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
 		t.Helper()
 		history = append(history, fmt.Sprintf("%s: sharers %v", what, sharersOf(c, "node-1")))
 		checkInvariants(t, c)
+		if standby != nil {
+			checkInvariants(t, standby)
+		}
 		if got := total(); got != live {
 			t.Fatalf("seed %d, %s: %d sharers on the node, want %d (live booked pods)", seed, what, got, live)
 		}
 	}
-	const n = 24 // more than the node's 16 slices: some wait for deletions
 	var pending []*corev1.Pod
+	// land: the leader's Binding of p (b: p bound with its plan) is committed; the informer and the
+	// leader's FinishBind follow in either order.
+	land := func(p, b *corev1.Pod) {
+		t.Helper()
+		b = m.stored(b)
+		if rng.Intn(2) == 0 {
+			NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
+			check("finish " + p.Name)
+			inform(b)
+		} else {
+			inform(b)
+			check("informer " + p.Name)
+			NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
+		}
+		m.bound(b)
+		check("bound " + p.Name)
+	}
+	// settle: the leader's extender died with binds in flight; each Binding was committed (the
+	// informer delivers it to the standby; nobody finishes it) or not (the pod is pending again).
+	// The caller then replaces c.
+	settle := func(what string) {
+		for _, f := range flying {
+			if rng.Intn(2) == 0 {
+				b := m.stored(f.bound)
+				if standby != nil {
+					standby.OnPod(b)
+				}
+				m.bound(b)
+				history = append(history, fmt.Sprintf("%s: the dead leader's bind of %s landed", what, f.pending.Name))
+			} else {
+				live--
+				pending = append(pending, f.pending)
+				history = append(history, fmt.Sprintf("%s: the dead leader's bind of %s was lost", what, f.pending.Name))
+			}
+		}
+		flying = nil
+	}
+	const n = 24 // more than the node's 16 slices: some wait for deletions
 	for i := 0; i < n; i++ {
 		pending = append(pending, podtest.Pending("burst", fmt.Sprintf("p-%02d", i), podtest.GPU("main", 1, "1000", 0)))
 	}
@@ -362,18 +445,16 @@ func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
 				t.Fatal(err)
 			}
 			b.Annotations[device.AnnoPlanned] = enc
-			b = m.stored(b)
-			if rng.Intn(2) == 0 {
-				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
-				check("finish " + p.Name)
-				c.OnPod(b)
-			} else {
-				c.OnPod(b)
-				check("informer " + p.Name)
-				NewScheduler(c).FinishBind(device.RefOf(p), "node-1", outcomeBound)
+			if failover && rng.Intn(2) == 0 {
+				flying = append(flying, inFlight{p, b})
+				continue
 			}
-			m.bound(b)
-			check("bound " + p.Name)
+			land(p, b)
+		case failover && r < 5 && len(flying) > 0: // one of the leader's binds in flight lands
+			i := rng.Intn(len(flying))
+			f := flying[i]
+			flying = append(flying[:i], flying[i+1:]...)
+			land(f.pending, f.bound)
 		case r < 6: // the kubelet admits a random bound pod
 			var waiting []string
 			for _, x := range m.names() {
@@ -404,14 +485,30 @@ func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
 			p := m.stored(m.api[x]) // the deletion's resourceVersion
 			m.remove(x)
 			c.OnPodDelete(p, nil)
+			if standby != nil {
+				standby.OnPodDelete(p, nil)
+			}
 			live--
 			check("delete " + x)
+		case failover && r == 9 && rng.Intn(2) == 0:
+			// Failover: the leading kube-scheduler and its extender die; their binds in flight
+			// settle before the standby, which leads now, gets its first verb (see
+			// TestOvercountBurstWithSchedulerFailover); a new standby starts from the API's pods.
+			settle("failover")
+			c, standby = standby, memoCache(t, inv)
+			for _, p := range m.list() {
+				standby.OnPod(p)
+			}
+			failovers++
+			check("failover")
 		case r == 9 && rng.Intn(2) == 0:
 			m.restart(t)
 			restarted++
 			history = append(history, fmt.Sprintf("plugin restart: records %v", m.claims()))
 		case r == 9 && rng.Intn(2) == 0:
-			// The extender restarts: a new cache from the API's pods, writes in flight or not.
+			// The extender restarts: a new cache from the API's pods, writes in flight or not
+			// (and, with failover, its binds in flight settled).
+			settle("extender restart")
 			c = memoCache(t, inv)
 			for _, p := range m.list() {
 				c.OnPod(p)
@@ -419,8 +516,12 @@ func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
 			check("restart")
 		}
 	}
-	// Quiescence: land every write; the cache, and one rebuilt from the API now, then charge
-	// what the plugin plans.
+	// Quiescence: land every bind and write; the cache, and one rebuilt from the API now, then
+	// charge what the plugin plans.
+	for _, f := range flying {
+		land(f.pending, f.bound)
+	}
+	flying = nil
 	for len(m.dirty) > 0 {
 		for x := range m.dirty {
 			c.OnPod(m.write(t, x))
@@ -445,5 +546,54 @@ func burstWithRestarts(t *testing.T, seed int64) (restarted int) {
 			}
 		}
 	}
-	return restarted
+	return restarted, failovers
+}
+
+// Why a failover must let the dead leader's binds settle before the new leader books (issue 28
+// item 3): on a GPU with one slot, the leader books pod y and dies with y's Binding in flight;
+// were the standby to serve at once, it would find the GPU free and bind pod x there, and y's
+// Binding landing afterwards would put two pods on one slot. kube-scheduler's leader election
+// orders it: the standby leads only leaseDuration (15 s) after the dead leader's last renewal,
+// later than a Binding of the dead extender can land (its API timeout, 10 s); so
+// scheduler.leaderElection.leaseDuration must stay above that (values.yaml).
+func TestFailoverLateBindWouldOvercommit(t *testing.T) {
+	inv := testInventory("node-1", 1, 24576, 1)
+	leader, standby := memoCache(t, inv), memoCache(t, inv)
+	bindPlan := func(c *Cache, p *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		if res := NewScheduler(c).Filter(p, []string{"node-1"}); len(*res.NodeNames) != 1 {
+			t.Fatalf("filter %s: %+v", p.Name, res)
+		}
+		req, _, err := c.ParseRequest(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _, err := NewScheduler(c).BookForBind(device.RefOf(p), req, "node-1")
+		if err != nil {
+			t.Fatalf("bind %s: %v", p.Name, err)
+		}
+		b := p.DeepCopy()
+		b.Spec.NodeName = "node-1"
+		enc, err := device.EncodeAllocation(*a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Annotations[device.AnnoPlanned] = enc
+		return b
+	}
+	y := bindPlan(leader, podtest.Pending("burst", "y", podtest.GPU("main", 1, "1000", 0))) // in flight when the leader dies
+	x := bindPlan(standby, podtest.Pending("burst", "x", podtest.GPU("main", 1, "1000", 0)))
+	standby.OnPod(withRV(x, 1))
+	standby.OnPod(withRV(y, 2)) // the dead leader's Binding lands late
+	if u := gpuUse(standby, "node-1", 0); u.Sharers != 2 {
+		t.Fatalf("the late Binding left %+v on the one-slot GPU; the model expects the over-commit it shows (2 sharers)", u)
+	}
+	// The order kube-scheduler's leader election gives: y lands, then the new leader filters.
+	standby = memoCache(t, inv)
+	standby.OnPod(withRV(y, 2))
+	x = podtest.Pending("burst", "x", podtest.GPU("main", 1, "1000", 0))
+	if res := NewScheduler(standby).Filter(x, []string{"node-1"}); len(*res.NodeNames) != 0 {
+		t.Fatalf("with y's Binding landed first the new leader still places x on the full GPU: %+v", res)
+	}
+	checkInvariants(t, standby)
 }

@@ -130,7 +130,7 @@ func (c *Cache) noteLifeLocked(k device.PodRef, p *corev1.Pod) {
 	if b == nil || b.node != p.Spec.NodeName {
 		return
 	}
-	b.priority = podPriority(p)
+	b.priority, b.informed = podPriority(p), true
 	if p.DeletionTimestamp != nil && !b.terminating {
 		b.terminating = true
 		c.refreshHoldsLocked(b.node)

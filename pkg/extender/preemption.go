@@ -170,13 +170,13 @@ func withoutLeaving(ns *nodeState, own *booking, prio int32) allocator.NodeUsage
 }
 
 // victimCandidatesLocked returns the pods on ns that preemption may evict for a pod of priority
-// prio, and their allocator.Victim: bound GPU pods (planned or claimed) of lower priority that
-// are not terminating, lowest priority first (then by key, for a stable order). Caller holds mu
-// and ns.mu.
+// prio, and their allocator.Victim: bound GPU pods (planned or claimed, and seen bound by the
+// informer, so that their priority is known) of lower priority that are not terminating, lowest
+// priority first (then by key, for a stable order). Caller holds mu and ns.mu.
 func victimCandidatesLocked(ns *nodeState, prio int32, violatesPDB func(device.PodRef) bool) ([]device.PodRef, []allocator.Victim) {
 	var bs []*booking
 	for _, b := range ns.members {
-		if b.charge != nil && !b.terminating && b.priority < prio && (b.stage == stagePlanned || b.stage == stageClaimed) {
+		if b.charge != nil && b.informed && !b.terminating && b.priority < prio && (b.stage == stagePlanned || b.stage == stageClaimed) {
 			bs = append(bs, b)
 		}
 	}

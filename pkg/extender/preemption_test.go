@@ -219,3 +219,38 @@ func TestOwnPreemptionNominatesAndEvicts(t *testing.T) {
 		t.Error("no DisruptionTarget condition (reason PreemptionByScheduler) patched onto the victim")
 	}
 }
+
+// case C43: a pod bound by this extender but not yet seen bound by the informer has no known
+// priority: it is never a victim (it may outrank the preemptor).
+func TestPreemptionSkipsPodsTheInformerHasNotShown(t *testing.T) {
+	inv := testInventory("node-1", 1, 24576, 10)
+	c := NewCache(DefaultConfig(), clocktesting.NewFakeClock(t0))
+	c.OnNode(testNode(t, inv))
+	c.OnLease(testLease("node-1", t0))
+	s := NewScheduler(c)
+	high := prioritized(podtest.Pending("v", "high", podtest.GPU("main", 1, "20000", 0)), 1000)
+	k := device.RefOf(high)
+	if _, _, err := s.BookForBind(k, mustReq(t, c, high), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	s.FinishBind(k, "node-1", outcomeBound)
+	want := podtest.Pending("p", "want", podtest.GPU("main", 1, "20000", 0))
+	if plan, ok := c.PlanPreemption(device.RefOf(want), mustReq(t, c, want), 100, []string{"node-1"}, nil); ok {
+		t.Fatalf("plan %+v evicts a pod whose priority the informer has not shown", plan)
+	}
+	bound := high.DeepCopy()
+	bound.Spec.NodeName = "node-1"
+	a := c.pods[k].planned
+	enc, err := device.EncodeAllocation(*a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound.Annotations[device.AnnoPlanned] = enc
+	c.OnPod(bound)
+	if plan, ok := c.PlanPreemption(device.RefOf(want), mustReq(t, c, want), 100, []string{"node-1"}, nil); ok {
+		t.Fatalf("plan %+v evicts a pod of priority 1000 for one of 100", plan)
+	}
+	if plan, ok := c.PlanPreemption(device.RefOf(want), mustReq(t, c, want), 2000, []string{"node-1"}, nil); !ok || len(plan.Victims) != 1 {
+		t.Fatalf("priority 2000: plan %+v ok=%v; want the bound pod as victim once the informer showed it", plan, ok)
+	}
+}

@@ -24,8 +24,13 @@ import (
 )
 
 // Main runs run with a context cancelled by SIGINT/SIGTERM, after parse succeeded; it exits 2
-// with "<name>: <error>" on a parse error and 1 (logging the error) when run fails.
+// with "<name>: <error>" on a parse error and 1 (logging the error) when run fails. With the
+// first argument "uninstall" it runs the chart's pre-delete hook instead (Uninstall).
 func Main[O any](name string, parse func([]string, func(string) string) (O, error), run func(context.Context, O) error) {
+	if len(os.Args) > 1 && os.Args[1] == UninstallCommand {
+		uninstallMain(name, os.Args[2:])
+		return
+	}
 	o, err := parse(os.Args[1:], os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)

@@ -32,6 +32,8 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
 		"ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
+		// helm uninstall's pre-delete hook (uninstall_test.go).
+		"Job/hami-go-uninstall", "Role/hami-go-system/hami-go-uninstall", "RoleBinding/hami-go-system/hami-go-uninstall", "ServiceAccount/hami-go-uninstall",
 	}
 	sort.Strings(want)
 	if got := r.keys(); strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -119,6 +119,24 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			}
 			return strings.Join(out, " ")
 		}, "0/1 0/1"},
+		// scheduler.hostNetwork and webhook.hostNetwork override the global hostNetwork for their
+		// Deployment: network, spread (required only on the node's network) and rollout.
+		{[]string{"hostNetwork=true", "scheduler.hostNetwork=false"}, func(t testing.TB, r rendered) string {
+			return words(daemonSet(t, r, dpDS).Spec.Template.Spec.HostNetwork, deployment(t, r, schedDep).Spec.Template.Spec.HostNetwork, deployment(t, r, webhookDep).Spec.Template.Spec.HostNetwork)
+		}, "true false true"},
+		{[]string{"hostNetwork=true", "scheduler.hostNetwork=false"}, func(t testing.TB, r rendered) string {
+			d := deployment(t, r, schedDep)
+			aa := d.Spec.Template.Spec.Affinity.PodAntiAffinity
+			wh := deployment(t, r, webhookDep).Spec.Template.Spec.Affinity.PodAntiAffinity
+			return words(len(aa.RequiredDuringSchedulingIgnoredDuringExecution), len(aa.PreferredDuringSchedulingIgnoredDuringExecution), d.Spec.Strategy.RollingUpdate == nil,
+				d.Spec.Template.Spec.DNSPolicy == "", len(wh.RequiredDuringSchedulingIgnoredDuringExecution))
+		}, "0 1 true true 1"},
+		{[]string{"webhook.hostNetwork=true"}, func(t testing.TB, r rendered) string {
+			d := deployment(t, r, webhookDep)
+			ru := d.Spec.Strategy.RollingUpdate
+			return words(daemonSet(t, r, dpDS).Spec.Template.Spec.HostNetwork, deployment(t, r, schedDep).Spec.Template.Spec.HostNetwork, d.Spec.Template.Spec.HostNetwork,
+				d.Spec.Template.Spec.DNSPolicy, d.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey, ru.MaxSurge.String()+"/"+ru.MaxUnavailable.String())
+		}, "false false true ClusterFirstWithHostNet kubernetes.io/hostname 0/1"},
 		{[]string{"apiServer.host=10.9.8.7", "apiServer.port=16443"}, func(t testing.TB, r rendered) string {
 			var out []string
 			for _, k := range []string{dpDS, schedDep, webhookDep} {

@@ -38,7 +38,9 @@ func (c *Cluster) e2ePriorityClasses(t *testing.T) (low, mid, high string) {
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("create PriorityClass %s: %v", n, err)
 		}
-		t.Cleanup(func() { _ = c.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = c.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), n, metav1.DeleteOptions{})
+		})
 	}
 	return "hami-e2e-low", "hami-e2e-mid", "hami-e2e-high"
 }

@@ -1,16 +1,17 @@
 {{/*
 Pod affinity of a multi-replica component: include "hami-go.spreadAffinity" (list $ "webhook" .Values.webhook.affinity).
-A user affinity wins. Otherwise replicas spread over nodes: required with hostNetwork (their ports
-would collide on one node), preferred without.
+A user affinity wins. Otherwise replicas spread over nodes: required when the component uses the
+node's network (hami-go.hostNetwork: their ports would collide on one node), preferred otherwise.
 */}}
 {{- define "hami-go.spreadAffinity" -}}
 {{- $ := index . 0 -}}
 {{- $component := index . 1 -}}
 {{- $user := index . 2 -}}
+{{- $hostNetwork := include "hami-go.hostNetwork" (list $ (index $.Values $component)) -}}
 {{- if $user -}}
 affinity:
   {{- toYaml $user | nindent 2 }}
-{{- else if $.Values.hostNetwork -}}
+{{- else if $hostNetwork -}}
 affinity:
   podAntiAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:

@@ -60,9 +60,30 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- end -}}
 
-{{/* Pod-level network settings (hostNetwork). */}}
+{{/* Pod-level network settings of the node agents (the global hostNetwork). */}}
 {{- define "hami-go.podNetwork" -}}
 {{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end -}}
+
+{{/*
+hami-go.hostNetwork: "true" when a Deployment's pods use the node's network: include
+"hami-go.hostNetwork" (list $ .Values.webhook). The component's own hostNetwork (scheduler.hostNetwork,
+webhook.hostNetwork) wins when it is a boolean; null (the default) follows the global hostNetwork.
+*/}}
+{{- define "hami-go.hostNetwork" -}}
+{{- $ := index . 0 -}}
+{{- $own := index . 1 -}}
+{{- $v := $.Values.hostNetwork -}}
+{{- if kindIs "bool" $own.hostNetwork }}{{ $v = $own.hostNetwork }}{{ end -}}
+{{- if $v }}true{{ end -}}
+{{- end -}}
+
+{{/* Pod-level network settings of a Deployment's pods: (list $ .Values.<component>). */}}
+{{- define "hami-go.podNetworkOf" -}}
+{{- if include "hami-go.hostNetwork" . }}
 hostNetwork: true
 dnsPolicy: ClusterFirstWithHostNet
 {{- end }}
@@ -216,10 +237,10 @@ seccompProfile:
 {{/*
 Deployment update strategy. With hostNetwork a new replica needs the host ports the old one holds,
 so a surge replica could never be placed on a node the old one uses: replace one at a time
-(maxSurge 0, maxUnavailable 1) instead of deadlocking the rollout.
+(maxSurge 0, maxUnavailable 1) instead of deadlocking the rollout. Called with (list $ .Values.<component>).
 */}}
 {{- define "hami-go.deploymentStrategy" -}}
-{{- if .Values.hostNetwork }}
+{{- if include "hami-go.hostNetwork" . }}
 strategy:
   type: RollingUpdate
   rollingUpdate:
