@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e test-daytwo lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
+.PHONY: all build test test-unit test-e2e test-daytwo test-upgrade lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
 
 all: build
 
@@ -19,7 +19,7 @@ build: ## Build the three binaries and the kubectl plugin (bin/kubectl-hami_go) 
 	@mkdir -p bin
 	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES) $(PLUGINS))
 
-test: lint test-unit test-e2e test-daytwo ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster, then the day-two suite.
+test: lint test-unit test-e2e test-daytwo test-upgrade ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster, then the day-two suite and the upgrade from the previous release.
 
 # Go modules of their own beside the library's (their tools' dependencies stay out of go.mod):
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
@@ -66,9 +66,33 @@ test-daytwo: ## The day-two end-to-end suite (failover, uninstall) on the local 
 	  echo "== day-two e2e in mode $$mode took $$((SECONDS - t0))s"; \
 	done; exit $$status
 
-lint: ## gofmt, go vet of every module (helm lint runs as a Go test of the chart).
+# test-upgrade: the upgrade from the previous release (hack/cluster/previous-release.sh, which pins
+# its commit) with pods running, apart from the main suite (build tag upgrade): the previous
+# release's images are built once (cached by commit), then for each of E2E_MODES a new cluster
+# without the chart (HAMI_GO_SKIP_CHART=1 up.sh builds and imports this checkout's images), the
+# test (it installs the previous release, then helm-upgrades to this one), teardown. Each part's
+# time is printed ("== test-upgrade: ..."); logs in _output/e2e-logs/upgrade-<mode>.
+test-upgrade: ## The upgrade from the previous release with pods running, in each of E2E_MODES (tears the local cluster down, as test-e2e).
+	set -o pipefail; status=0; mkdir -p _output/e2e-logs; t0=$$SECONDS; \
+	hack/cluster/previous-release.sh build >/dev/null || exit 1; \
+	echo "== test-upgrade: previous release's images ready in $$((SECONDS - t0))s"; \
+	for mode in $(E2E_MODES); do \
+	  t=$$SECONDS; echo "== test-upgrade in mode $$mode"; \
+	  hack/cluster/down.sh || status=1; \
+	  if HAMI_GO_MODE=$$mode HAMI_GO_SKIP_CHART=1 hack/cluster/up.sh; then \
+	    echo "== test-upgrade: cluster without the chart up in mode $$mode in $$((SECONDS - t))s"; t1=$$SECONDS; \
+	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e,upgrade -count=1 -timeout 20m -v -run '^TestUpgrade' ./test/e2e/ 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e-upgrade.log || status=1; \
+	    echo "== test-upgrade: the test in mode $$mode took $$((SECONDS - t1))s"; \
+	  else status=1; fi; \
+	  rm -rf _output/e2e-logs/upgrade-$$mode; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/upgrade-$$mode || true; \
+	  hack/cluster/down.sh || status=1; \
+	  echo "== test-upgrade: mode $$mode took $$((SECONDS - t))s in all"; \
+	done; echo "== test-upgrade: $$((SECONDS - t0))s in all"; exit $$status
+
+lint: ## gofmt, go vet of every module and of the e2e tests (tags e2e, daytwo, upgrade) (helm lint runs as a Go test of the chart).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e,daytwo,upgrade ./test/e2e/
 	set -e; for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet ./...); done
 
 fuzz: ## Run each fuzzer for a short while.

@@ -66,7 +66,7 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 	const leaseNS = "kube-node-lease"
 	publish := func(ctx context.Context, i int) error {
 		n := nodes[i].Name
-		if err := deviceplugin.RenewLease(ctx, cs, leaseNS, n, clock.RealClock{}); err != nil {
+		if err := deviceplugin.RenewLease(ctx, cs, leaseNS, n, n, clock.RealClock{}, true); err != nil {
 			return fmt.Errorf("lease of node %s: %w", n, err)
 		}
 		inv := device.Inventory{Node: n, SplitCount: splitCount, MemoryScaling: 1, GPUs: nodeGPUs(i)}
@@ -145,7 +145,7 @@ func renewLeases(ctx context.Context, cs kubernetes.Interface, ns string, nodes 
 		case <-t.C:
 		}
 		_ = parallel(ctx, len(nodes), func(ctx context.Context, i int) error {
-			if err := deviceplugin.RenewLease(ctx, cs, ns, nodes[i].Name, clock.RealClock{}); err != nil && ctx.Err() == nil {
+			if err := deviceplugin.RenewLease(ctx, cs, ns, nodes[i].Name, nodes[i].Name, clock.RealClock{}, true); err != nil && ctx.Err() == nil {
 				klog.V(2).InfoS("Renewing Lease", "node", nodes[i].Name, "err", err)
 			}
 			return nil

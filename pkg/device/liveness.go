@@ -38,6 +38,9 @@ const (
 	UnusableStale
 	// UnusableUnenforced: the node's enforcement is missing (Inventory.Unenforced).
 	UnusableUnenforced
+	// UnusableReleased: the Lease was released: no device plugin serves the kubelet there now
+	// (one stopping, or one started that has not registered yet; LeaseReleased).
+	UnusableReleased
 )
 
 // NodeInventory reads a node's inventory annotation (AnnoInventory): raw is its value and
@@ -80,6 +83,19 @@ func LeaseHeartbeat(l *coordinationv1.Lease) time.Time {
 	return time.Time{}
 }
 
+// LeaseReleased reports whether a liveness Lease was released: spec.holderIdentity is the empty
+// string (as client-go's leader election releases a Lease; unset reads as held, as every Lease
+// written before this rule or by other tools). A device plugin holds its node's Lease (holder =
+// its pod's name) only while the
+// kubelet has its devices: it releases the Lease before it stops serving the kubelet (a restart,
+// a DaemonSet update) and acquires it once the kubelet has the devices again. In between, a pod
+// bound to the node would reach a kubelet that has marked the devices unhealthy, and the kubelet
+// fails such a pod at admission (UnexpectedAdmissionError) instead of waiting: so no GPU pod is
+// placed there. Device plugins of before this rule never release: they hold the Lease throughout.
+func LeaseReleased(l *coordinationv1.Lease) bool {
+	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == ""
+}
+
 // NodeLiveness is what the node-usability rule reads of one node.
 type NodeLiveness struct {
 	// Node is the node's name; it names the Lease in the no-heartbeat reason.
@@ -93,6 +109,8 @@ type NodeLiveness struct {
 	HasLease bool
 	// Heartbeat is the Lease's LeaseHeartbeat (read only when HasLease).
 	Heartbeat time.Time
+	// Released is the Lease's LeaseReleased (read only when HasLease).
+	Released bool
 	// Unenforced is the inventory's Inventory.Unenforced reason: "" when its enforcement is
 	// present (or the agent predates the field).
 	Unenforced string
@@ -102,8 +120,10 @@ type NodeLiveness struct {
 // otherwise why, in this order: no or malformed inventory (n.InventoryReason), no Lease in
 // leaseNamespace ("no heartbeat from device plugin (Lease <ns>/hami-go-<node> not found)"), or a
 // heartbeat older than staleAfter ("inventory stale since <RFC 3339 UTC> (device plugin Lease
-// not renewed for <staleAfter>)"), or the node's enforcement missing (n.Unenforced: "enforcement
-// <mode> missing on the node: <what>"). The reason is "" exactly when the verdict is Usable.
+// not renewed for <staleAfter>)"), a released Lease ("device plugin not serving the kubelet
+// (Lease <ns>/hami-go-<node> released: starting or restarting)"), or the node's enforcement missing
+// (n.Unenforced: "enforcement <mode> missing on the node: <what>"). The reason is "" exactly
+// when the verdict is Usable.
 func NodeUsability(n NodeLiveness, leaseNamespace string, staleAfter time.Duration, now time.Time) (Usability, string) {
 	if !n.HasInventory {
 		if strings.HasPrefix(n.InventoryReason, ReasonMalformedInventory) {
@@ -116,6 +136,9 @@ func NodeUsability(n NodeLiveness, leaseNamespace string, staleAfter time.Durati
 	}
 	if now.Sub(n.Heartbeat) > staleAfter {
 		return UnusableStale, "inventory stale since " + n.Heartbeat.UTC().Format(time.RFC3339) + " (device plugin Lease not renewed for " + staleAfter.String() + ")"
+	}
+	if n.Released {
+		return UnusableReleased, "device plugin not serving the kubelet (Lease " + leaseNamespace + "/" + LeasePrefix + n.Node + " released: starting or restarting)"
 	}
 	if n.Unenforced != "" {
 		return UnusableUnenforced, n.Unenforced

@@ -93,6 +93,14 @@ func TestNodeUsability(t *testing.T) {
 		{"enforcement missing and stale (stale first)", func(n *NodeLiveness) {
 			n.Unenforced, n.Heartbeat = "enforcement mps missing on the node: x", now.Add(-2*time.Minute)
 		}, UnusableStale, "inventory stale since 2026-12-01T04:58:00Z (device plugin Lease not renewed for 1m0s)"},
+		{"released (case C45: the agent restarting)", func(n *NodeLiveness) { n.Released = true }, UnusableReleased,
+			"device plugin not serving the kubelet (Lease kube-node-lease/hami-go-n1 released: starting or restarting)"},
+		{"released and stale (stale first: the agent did not come back)", func(n *NodeLiveness) {
+			n.Released, n.Heartbeat = true, now.Add(-2*time.Minute)
+		}, UnusableStale, "inventory stale since 2026-12-01T04:58:00Z (device plugin Lease not renewed for 1m0s)"},
+		{"released and enforcement missing (released first)", func(n *NodeLiveness) {
+			n.Released, n.Unenforced = true, "enforcement mps missing on the node: x"
+		}, UnusableReleased, "device plugin not serving the kubelet (Lease kube-node-lease/hami-go-n1 released: starting or restarting)"},
 		{"no inventory and stale", func(n *NodeLiveness) {
 			n.HasInventory, n.InventoryReason, n.Heartbeat = false, ReasonNoInventory, now.Add(-time.Hour)
 		}, UnusableNoInventory, "no inventory from device plugin"},
@@ -105,5 +113,20 @@ func TestNodeUsability(t *testing.T) {
 				t.Fatalf("NodeUsability = %d %q, want %d %q", u, reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// A Lease whose holder is "" is released (case C45): the device plugin is not serving the
+// kubelet. One without a holder is not (written before the rule, or by another tool).
+func TestLeaseReleased(t *testing.T) {
+	empty, node := "", "n1"
+	for _, tc := range []struct {
+		holder *string
+		want   bool
+	}{{nil, false}, {&empty, true}, {&node, false}} {
+		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: tc.holder}}
+		if got := LeaseReleased(l); got != tc.want {
+			t.Errorf("holder %v: LeaseReleased = %v, want %v", tc.holder, got, tc.want)
+		}
 	}
 }

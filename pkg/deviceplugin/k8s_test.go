@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,16 +97,39 @@ func TestPublishNodeAndLease(t *testing.T) {
 	if changed, _ := PublishNode(ctx, client, p.Inventory(), gpuenv.EnforceHAMiCore); !changed {
 		t.Fatal("health change not published")
 	}
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
 		t.Fatal(err)
 	}
+	acquired := clk.Now()
 	clk.Step(10 * time.Second)
-	if err := RenewLease(ctx, client, "kube-node-lease", testNode, clk); err != nil {
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
 		t.Fatal(err)
 	}
-	l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "hami-go-node-1", metav1.GetOptions{})
-	if err != nil || *l.Spec.HolderIdentity != testNode || !l.Spec.RenewTime.Time.Equal(clk.Now()) || l.Spec.AcquireTime.Time.Equal(clk.Now()) {
-		t.Fatalf("lease = %+v, %v", l, err)
+	lease := func() *coordinationv1.Lease {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "hami-go-node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := lease(); *l.Spec.HolderIdentity != testNode || !l.Spec.RenewTime.Time.Equal(clk.Now()) || !l.Spec.AcquireTime.Time.Equal(acquired) {
+		t.Fatalf("lease = %+v", l)
+	}
+	// case C45: released while the kubelet does not have the devices (renewed all the same),
+	// taken again, with a new acquire time, once it has.
+	clk.Step(10 * time.Second)
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, false); err != nil {
+		t.Fatal(err)
+	}
+	if l := lease(); !device.LeaseReleased(l) || !l.Spec.RenewTime.Time.Equal(clk.Now()) || !l.Spec.AcquireTime.Time.Equal(acquired) {
+		t.Fatalf("released lease = %+v", l)
+	}
+	clk.Step(time.Second)
+	if err := RenewLease(ctx, client, "kube-node-lease", testNode, testNode, clk, true); err != nil {
+		t.Fatal(err)
+	}
+	if l := lease(); device.LeaseReleased(l) || *l.Spec.HolderIdentity != testNode || !l.Spec.AcquireTime.Time.Equal(clk.Now()) {
+		t.Fatalf("lease taken again = %+v", l)
 	}
 }
 

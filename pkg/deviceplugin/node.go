@@ -107,31 +107,59 @@ func PublishNode(ctx context.Context, c kubernetes.Interface, inv device.Invento
 	return err == nil, err
 }
 
-// RenewLease creates or renews the Lease hami-go-<node> in namespace: holder = node, renew
-// time = now, duration 40 s.
-func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node string, clk clock.PassiveClock) error {
+// RenewLease creates or renews the Lease hami-go-<node> in namespace: renew time = now, duration
+// 40 s, and holder = holder (the agent's identity: its pod's name, else the node's) when hold
+// (the kubelet has the plugin's devices: Plugin.Serving), else the empty holder: released
+// (device.LeaseReleased; case C45), so the extender places no GPU pod on the node while its
+// kubelet would fail it at admission. Taking the Lease (a holder set where it was released) sets
+// the acquire time.
+func RenewLease(ctx context.Context, c kubernetes.Interface, namespace, node, holder string, clk clock.PassiveClock, hold bool) error {
+	_, err := writeLease(ctx, c, namespace, node, holder, clk, hold, false)
+	return err
+}
+
+// ReleaseLease releases the Lease hami-go-<node> (holder "") for a stopping agent holder, unless
+// another agent holds it by now (the next agent on the node, started while this one hands over):
+// it returns false then.
+func ReleaseLease(ctx context.Context, c kubernetes.Interface, namespace, node, holder string, clk clock.PassiveClock) (bool, error) {
+	return writeLease(ctx, c, namespace, node, holder, clk, false, true)
+}
+
+// writeLease is RenewLease, and with onlyOwn ReleaseLease: a Lease held by another identity than
+// holder (or node, which agents before the hand-over wrote) is left alone.
+func writeLease(ctx context.Context, c kubernetes.Interface, namespace, node, holder string, clk clock.PassiveClock, hold, onlyOwn bool) (bool, error) {
 	name := device.LeasePrefix + node
 	now := metav1.NewMicroTime(clk.Now())
+	id := ptr.To("") // released (device.LeaseReleased)
+	if hold {
+		id = ptr.To(holder)
+	}
 	leases := c.CoordinationV1().Leases(namespace)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
+				HolderIdentity: id, LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
 				AcquireTime: &now, RenewTime: &now,
 			},
 		}, metav1.CreateOptions{})
-		return err
+		return err == nil, err
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	l.Spec.HolderIdentity = ptr.To(node)
+	if cur := ptr.Deref(l.Spec.HolderIdentity, ""); onlyOwn && cur != "" && cur != holder && cur != node {
+		return false, nil
+	}
+	if hold && device.LeaseReleased(l) {
+		l.Spec.AcquireTime = &now
+	}
+	l.Spec.HolderIdentity = id
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](leaseDurationSeconds)
 	l.Spec.RenewTime = &now
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-	return err
+	return err == nil, err
 }
 
 // WithdrawNode removes what PublishNode and RenewLease put on the node when the agent leaves it

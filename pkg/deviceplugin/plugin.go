@@ -70,8 +70,12 @@ type Plugin struct {
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
-	registered int           // successful registrations, for tests and logs
-	regFailed  int           // failed registration attempts, for tests and logs
+	// streams counts the kubelet's open ListAndWatch streams that have had the devices;
+	// streamsChanged is closed and replaced when that count changes (Serving).
+	streams        int
+	streamsChanged chan struct{}
+	registered     int // successful registrations, for tests and logs
+	regFailed      int // failed registration attempts, for tests and logs
 }
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
@@ -103,7 +107,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 			klog.InfoS("Reserving GPU memory used outside Kubernetes", "uuid", g.UUID, "index", g.Index, "reservedMiB", r, "offeredMiB", g.MemoryMiB)
 		}
 	}
-	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), started: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
+	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), streamsChanged: make(chan struct{}), started: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
 	var uuids []string
 	for _, g := range gpus {
 		if g.MIGEnabled {
@@ -192,6 +196,29 @@ func (p *Plugin) inventoryMiB(uuid string) (int64, bool) {
 	return 0, false
 }
 
+// Serving reports whether the kubelet has the plugin's devices now: a ListAndWatch stream has
+// sent them and is open. The plugin holds the node's Lease only then (publishLoop; case C45).
+func (p *Plugin) Serving() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.streams > 0
+}
+
+// ServingChanged returns a channel closed at the next change of the open streams (Serving).
+func (p *Plugin) ServingChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.streamsChanged
+}
+
+func (p *Plugin) addStream(d int) {
+	p.mu.Lock()
+	p.streams += d
+	close(p.streamsChanged)
+	p.streamsChanged = make(chan struct{})
+	p.mu.Unlock()
+}
+
 // HealthChanged returns a channel closed at the next health change.
 func (p *Plugin) HealthChanged() <-chan struct{} {
 	p.mu.Lock()
@@ -264,11 +291,22 @@ func pluginOptions() *pluginapi.DevicePluginOptions {
 }
 
 // ListAndWatch sends the device list, then again on every health change until the stream ends.
+// From its first send until it ends the kubelet has the devices (Serving).
 func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	sent := false
+	defer func() {
+		if sent {
+			p.addStream(-1)
+		}
+	}()
 	for {
 		changed := p.HealthChanged()
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
 			return err
+		}
+		if !sent {
+			sent = true
+			p.addStream(1)
 		}
 		select {
 		case <-changed:

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -61,6 +62,37 @@ func NewPodSync(client kubernetes.Interface, node, cacheDir string) *PodSync {
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[device.PodRef]()),
 		written: map[types.UID]*string{}, cacheDir: cacheDir,
 	}
+}
+
+// AwaitingAdmission lists the GPU pods placed on this node (a planned allocation) that the
+// kubelet has not admitted yet: Pending, not being deleted, and without any status the kubelet
+// writes once it has admitted (or refused) a pod (container statuses, a condition other than
+// PodScheduled). Empty before Start.
+func (s *PodSync) AwaitingAdmission() []string {
+	if s.ledger == nil {
+		return nil
+	}
+	pods, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods {
+		if _, ok := p.Annotations[device.AnnoPlanned]; !ok || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+			continue
+		}
+		if len(p.Status.ContainerStatuses) > 0 || len(p.Status.InitContainerStatuses) > 0 {
+			continue
+		}
+		admitted := false
+		for _, c := range p.Status.Conditions {
+			admitted = admitted || c.Type != corev1.PodScheduled
+		}
+		if !admitted {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	return out
 }
 
 // Dirty queues a pod's claimed record for writing.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -92,10 +93,22 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	go func() { nri.Run(agentCtx, cfg.NRISocket, g, nri.DefaultRetry); close(nriDone) }()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
-	go p.publishLoop(ctx, d.Client)
+	published := make(chan struct{})
+	go func() { p.publishLoop(ctx, d.Client); close(published) }()
 	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
 	go gm.Run(ctx)
-	err = p.Serve(ctx)
+	// The kubelet-facing server outlives ctx by the handover (case C45): the Lease released
+	// first, so that no GPU pod is placed on the node any more, and the pods placed before
+	// admitted while the kubelet still has the devices.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	go func() {
+		<-ctx.Done()
+		<-published
+		p.handOver(d.Client, sync)
+		stopServing()
+	}()
+	err = p.Serve(serveCtx)
 	if n := p.Drain(); n > 0 {
 		klog.InfoS("Stopping with containers let through PreStartContainer not yet created", "containers", n, "waited", cfg.PlanWait)
 	}
@@ -141,23 +154,88 @@ func (p *Plugin) probeLoop(ctx context.Context) {
 	gpuhealth.ProbeLoop(ctx, p.opts.Clock, p.cfg.ProbeInterval, p.ProbeUnhealthy)
 }
 
+// publishLoop publishes the inventory and renews the Lease every LeaseRenewInterval, at every
+// health change and whenever the kubelet gets or loses the devices (Serving): the Lease is held
+// only while it has them (RenewLease; case C45).
 func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
 	t := p.opts.Clock.NewTicker(LeaseRenewInterval)
 	defer t.Stop()
+	held := false
 	for {
-		changed := p.HealthChanged()
+		changed, serving := p.HealthChanged(), p.ServingChanged()
 		if _, err := PublishNode(ctx, c, p.Inventory(), p.cfg.Enforcement); err != nil {
 			klog.ErrorS(err, "Publishing the node inventory failed", "node", p.cfg.NodeName)
 		}
-		if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.opts.Clock); err != nil {
-			klog.ErrorS(err, "Renewing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace)
+		hold := p.Serving()
+		if err := RenewLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.leaseHolder(), p.opts.Clock, hold); err != nil {
+			klog.ErrorS(err, "Renewing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace, "hold", hold)
+		} else if hold != held {
+			held = hold
+			if hold {
+				klog.InfoS("Node Lease held: the kubelet has the devices", "node", p.cfg.NodeName)
+			} else {
+				klog.InfoS("Node Lease released: the kubelet does not have the devices", "node", p.cfg.NodeName)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		case <-changed:
+		case <-serving:
 		}
+	}
+}
+
+// leaseHolder is the agent's identity in the node's Lease: its pod's name (--pod-name), else the
+// node's name.
+func (p *Plugin) leaseHolder() string {
+	if p.cfg.PodName != "" {
+		return p.cfg.PodName
+	}
+	return p.cfg.NodeName
+}
+
+// Handover bounds (case C45): after the Lease is released the kubelet-facing server keeps
+// serving at least handOverMin (the extender's informer sees the release, and binds already
+// on their way reach the kubelet) and until no GPU pod placed on the node awaits the kubelet's
+// admission, at most handOverMax.
+const (
+	handOverMin  = time.Second
+	handOverMax  = 10 * time.Second
+	handOverPoll = 100 * time.Millisecond
+)
+
+// handOver runs when the agent stops, before the kubelet-facing server does: it releases the
+// node's Lease (the extender then places no GPU pod there: device.LeaseReleased), then, while a
+// kubelet has its devices (Serving), waits while GPU pods already placed on the node have not
+// been admitted by the kubelet
+// (PodSync.AwaitingAdmission): the kubelet admits a pod only while a device plugin serves it the
+// devices, and fails it otherwise (UnexpectedAdmissionError, "no healthy devices present"). The
+// next agent takes the Lease once the kubelet has its devices (publishLoop).
+func (p *Plugin) handOver(c kubernetes.Interface, s *PodSync) {
+	clk := p.opts.Clock
+	start := clk.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), handOverMax)
+	defer cancel()
+	if ok, err := ReleaseLease(ctx, c, p.cfg.LeaseNamespace, p.cfg.NodeName, p.leaseHolder(), clk); err != nil {
+		klog.ErrorS(err, "Releasing the node Lease failed", "node", p.cfg.NodeName, "namespace", p.cfg.LeaseNamespace)
+	} else if !ok {
+		klog.InfoS("Node Lease held by the next agent already; not releasing it", "node", p.cfg.NodeName)
+	}
+	var waiting []string
+	for p.Serving() { // no kubelet stream (a kubelet restart): no admission to wait for
+		waiting = s.AwaitingAdmission()
+		elapsed := clk.Since(start)
+		if (elapsed >= handOverMin && len(waiting) == 0) || elapsed >= handOverMax {
+			break
+		}
+		<-clk.After(handOverPoll)
+	}
+	if len(waiting) > 0 && p.Serving() {
+		klog.InfoS("Stopping with GPU pods the kubelet has not admitted yet (it may fail them)", "node", p.cfg.NodeName, "pods", waiting, "waited", handOverMax)
+	} else {
+		klog.InfoS("Node Lease released; stopping to serve the kubelet", "node", p.cfg.NodeName, "after", clk.Since(start))
 	}
 }
 

@@ -26,7 +26,7 @@ func TestWithdrawNode(t *testing.T) {
 	if _, err := PublishNode(ctx, c, inv, p.cfg.Enforcement); err != nil {
 		t.Fatal(err)
 	}
-	if err := RenewLease(ctx, c, "kube-node-lease", inv.Node, testclock.NewFakeClock(time.Now())); err != nil {
+	if err := RenewLease(ctx, c, "kube-node-lease", inv.Node, inv.Node, testclock.NewFakeClock(time.Now()), true); err != nil {
 		t.Fatal(err)
 	}
 	// NVIDIA's GPU Feature Discovery wrote its own product label meanwhile.

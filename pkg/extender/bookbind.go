@@ -38,6 +38,19 @@ func (s *Scheduler) BookForBind(k device.PodRef, req *device.PodRequest, node st
 		}
 		return b.planned, true, nil
 	}
+	if ns := c.node(node); ns != nil {
+		// A reservation Filter made before the node's device plugin released its Lease is not
+		// confirmed: the kubelet would fail the pod at admission (device.LeaseReleased).
+		ns.mu.Lock()
+		released := ns.released
+		ns.mu.Unlock()
+		if released {
+			if b != nil {
+				c.removeLocked(b)
+			}
+			return nil, false, refuse("node %s: %s", node, c.nodeUnusable(ns))
+		}
+	}
 	if b != nil && b.node == node && b.planned != nil {
 		c.setStageLocked(b, stageBinding)
 		klog.V(4).InfoS("Bind confirms the reservation", "pod", k.Exact(), "node", node)

@@ -92,6 +92,10 @@ type nodeState struct {
 	invErr    string
 	hasLease  bool
 	leaseTime time.Time
+	// released: the Lease has no holder (device.LeaseReleased): the node's device plugin is not
+	// serving the kubelet; releasedAt is when the extender saw it released.
+	released   bool
+	releasedAt time.Time
 	// used is the sum of the charges of members; recomputed on every change.
 	used    allocator.NodeUsage
 	members map[device.PodRef]*booking
@@ -106,12 +110,12 @@ type nodeState struct {
 	// gen counts changes of inv and used (starts at 1): a score computed at gen g is still
 	// right while gen is g (memo.go).
 	gen uint64
-	// _ makes nodeState a whole number of 64-byte cache lines (448 bytes: Go's size class of that
-	// size is 64-byte aligned), so that every node starts on a line of its own: Filter and
-	// Prioritize walk each node's mutex and view in turn, and at 416 bytes half the nodes began
-	// mid-line (BenchmarkExtenderScale/nodes=1000/prioritize 1.3-1.5x slower, side by side;
-	// TestNodeStateIsWholeCacheLines keeps it so).
-	_ [32]byte
+	// nodeState is a whole number of 64-byte cache lines (448 bytes, without padding since
+	// released and releasedAt: Go's size class of that size is 64-byte aligned), so that every
+	// node starts on a line of its own: Filter and Prioritize walk each node's mutex and view in
+	// turn, and at 416 bytes half the nodes began mid-line (BenchmarkExtenderScale/nodes=1000/
+	// prioritize 1.3-1.5x slower, side by side). TestNodeStateIsWholeCacheLines keeps it so: a
+	// field added pads it to the next line (a trailing _ [n]byte).
 }
 
 func (ns *nodeState) recompute() {

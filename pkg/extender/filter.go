@@ -71,6 +71,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	states, nodes := c.nodesOf(names)
 	scores := make([]int8, len(names)) // the score of each fitting node; -1 elsewhere
 	memo := c.memos.fresh(p.UID, p.ResourceVersion, nodes)
+	released := false // a node refused because its device plugin released its Lease
 	for i, n := range names {
 		scores[i] = -1
 		ns := states[i]
@@ -84,6 +85,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 		}
 		ns.mu.Lock()
 		if why := c.unusableLocked(ns, now); why != "" {
+			released = released || ns.released
 			ns.mu.Unlock()
 			fail(&unres, n, why)
 			continue
@@ -116,9 +118,11 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	// previous reservation is dropped all the same.
 	c.reserve(k, req, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
-	if len(fit) == 0 && len(failed) > 0 {
-		c.refusals.refused(k, now) // GPUs in use somewhere: a release may make it fit
-		if mayPreempt(p) {
+	if len(fit) == 0 && (len(failed) > 0 || released) {
+		// GPUs in use somewhere, or a device plugin restarting: a release, or its Lease held
+		// again, may make it fit.
+		c.refusals.refused(k, now)
+		if len(failed) > 0 && mayPreempt(p) {
 			c.offers.offer(k, slices.Collect(maps.Keys(failed))) // preemption.go
 		}
 	} else {

@@ -55,17 +55,32 @@ func (c *Cache) OnNodeDelete(obj any) {
 	ns.mu.Unlock()
 }
 
-// OnLease records a device plugin's heartbeat (spec.renewTime, else spec.acquireTime).
+// OnLease records a device plugin's heartbeat (spec.renewTime, else spec.acquireTime) and
+// whether it holds the Lease (device.LeaseReleased: not while it does not serve the kubelet, as
+// during its restart; Filter and Bind then refuse the node). When a released Lease is held
+// again, the pods Filter refused since the release are requeued (requeue.go).
 func (c *Cache) OnLease(l *coordinationv1.Lease) {
 	node := device.LeaseNode(l.Name)
 	if node == "" || l.Namespace != c.cfg.LeaseNamespace {
 		return
 	}
-	t := device.LeaseHeartbeat(l)
+	t, released := device.LeaseHeartbeat(l), device.LeaseReleased(l)
+	now := c.clock.Now()
 	ns := c.nodeOrNew(node)
 	ns.mu.Lock()
-	ns.hasLease, ns.leaseTime = true, t
+	was, since := ns.released, ns.releasedAt
+	ns.hasLease, ns.leaseTime, ns.released = true, t, released
+	if released && !was {
+		ns.releasedAt = now
+	}
 	ns.mu.Unlock()
+	switch {
+	case released && !was:
+		klog.InfoS("Node's device plugin released its Lease (not serving the kubelet): no GPU pod is placed there until it holds it again", "node", node)
+	case was && !released:
+		klog.InfoS("Node's device plugin holds its Lease again", "node", node, "released", now.Sub(since))
+		c.refusals.reopened(since, now)
+	}
 }
 
 // OnLeaseDelete forgets a heartbeat.
@@ -79,15 +94,22 @@ func (c *Cache) OnLeaseDelete(obj any) {
 	}
 	if ns := c.node(device.LeaseNode(l.Name)); ns != nil {
 		ns.mu.Lock()
-		ns.hasLease = false
+		ns.hasLease, ns.released = false, false
 		ns.mu.Unlock()
 	}
+}
+
+// nodeUnusable is unusableLocked taking ns.mu.
+func (c *Cache) nodeUnusable(ns *nodeState) string {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return c.unusableLocked(ns, c.clock.Now())
 }
 
 // unusableLocked returns why a node cannot take GPU pods at all now (device.NodeUsability: no
 // inventory, malformed, no heartbeat, stale, enforcement missing), or "". Caller holds ns.mu.
 func (c *Cache) unusableLocked(ns *nodeState, now time.Time) string {
-	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime}
+	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime, Released: ns.released}
 	if ns.inv != nil {
 		n.Unenforced = ns.inv.Unenforced()
 	}

@@ -31,6 +31,9 @@ type refusals struct {
 	at      map[device.PodRef]time.Time // pod -> when Filter last refused it everywhere
 	freed   time.Time                   // the latest release of GPUs
 	pending chan struct{}               // signalled (capacity 1) after a release
+	// reopen: a node's device plugin held its Lease again (reopened) at freed after releasing
+	// it at reopen: every pod refused since then is handed out, however long ago (zero: none).
+	reopen time.Time
 }
 
 func newRefusals() *refusals {
@@ -61,12 +64,29 @@ func (r *refusals) released(now time.Time) {
 	}
 }
 
+// reopened records that a node's device plugin held its Lease again at now, released since
+// since: a release whose window reaches back to since (the node was refused to every pod Filter
+// saw in between), and signals Released.
+func (r *refusals) reopened(since, now time.Time) {
+	r.mu.Lock()
+	r.freed = now
+	if r.reopen.IsZero() || since.Before(r.reopen) {
+		r.reopen = since
+	}
+	r.mu.Unlock()
+	select {
+	case r.pending <- struct{}{}:
+	default:
+	}
+}
+
 // Released is signalled after the cache released GPUs (deleted or ended pods, dropped
 // reservations); the extender then calls RefusedBeforeRelease.
 func (c *Cache) Released() <-chan struct{} { return c.refusals.pending }
 
 // RefusedBeforeRelease returns the pods Filter refused on every node within requeueWindow before
-// the latest release and not since, and forgets them (each is handed out once per refusal), and
+// the latest release (or, after a Lease held again, since the node's release: reopened) and not
+// since, and forgets them (each is handed out once per refusal), and
 // the release time. Refusals older than the window are forgotten too.
 func (c *Cache) RefusedBeforeRelease() ([]device.PodRef, time.Time) {
 	r := c.refusals
@@ -77,11 +97,12 @@ func (c *Cache) RefusedBeforeRelease() ([]device.PodRef, time.Time) {
 		switch {
 		case at.After(r.freed):
 			continue // filtered after the release: it saw the freed GPUs
-		case r.freed.Sub(at) <= requeueWindow:
+		case r.freed.Sub(at) <= requeueWindow, !r.reopen.IsZero() && !at.Before(r.reopen):
 			out = append(out, k)
 		}
 		delete(r.at, k)
 	}
+	r.reopen = time.Time{}
 	return out, r.freed
 }
 

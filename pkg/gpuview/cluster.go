@@ -29,6 +29,7 @@ type nodeState struct {
 	invErr   string // device.NodeInventory's reason, when inv is nil
 	hasLease bool
 	lease    time.Time
+	released bool // device.LeaseReleased
 	used     allocator.NodeUsage
 	slices   map[string][]Slice // by GPU UUID
 	errors   []string
@@ -98,7 +99,7 @@ func (c *cluster) onLease(l *coordinationv1.Lease) {
 		return
 	}
 	ns := c.node(node)
-	ns.hasLease, ns.lease = true, device.LeaseHeartbeat(l)
+	ns.hasLease, ns.lease, ns.released = true, device.LeaseHeartbeat(l), device.LeaseReleased(l)
 }
 
 // podAllocation returns the allocation the extender charges a bound pod with: the claimed
@@ -176,6 +177,8 @@ func statusOf(u device.Usability) NodeStatus {
 		return StatusStale
 	case device.UnusableUnenforced:
 		return StatusUnenforced
+	case device.UnusableReleased:
+		return StatusReleased
 	}
 	return StatusReady
 }
@@ -183,7 +186,7 @@ func statusOf(u device.Usability) NodeStatus {
 // unusable returns why the extender places no GPU pod on the node now, or StatusReady and ""
 // (device.NodeUsability, the rule the extender's Filter calls).
 func (ns *nodeState) unusable() (NodeStatus, string) {
-	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.lease}
+	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.lease, Released: ns.released}
 	if ns.inv != nil {
 		n.Unenforced = ns.inv.Unenforced()
 	}

@@ -44,6 +44,9 @@ const (
 	// StatusUnenforced: the node's enforcement (HAMi-core's library, the MPS daemon) is
 	// missing; the extender places no pod there (Problem says what is missing).
 	StatusUnenforced NodeStatus = "Unenforced"
+	// StatusReleased: the device plugin released its Lease (it does not serve the kubelet now:
+	// restarting, or started and not registered yet); the extender places no pod there.
+	StatusReleased NodeStatus = "Released"
 	// StatusNoInventory: no inventory annotation (no device plugin, or not yet).
 	StatusNoInventory NodeStatus = "NoInventory"
 	// StatusMalformed: the inventory annotation does not decode (Problem says why).

@@ -248,3 +248,15 @@ func TestViewEnforcement(t *testing.T) {
 		t.Errorf("ok: status %s, enforcement %+v; want Ready with the library's version and sha256", n.Status, n.Enforcement)
 	}
 }
+
+// case C45: a node whose device plugin released its Lease (restarting) shows as Released with
+// the extender's reason.
+func TestViewReleasedLease(t *testing.T) {
+	l := lease("n1", t0)
+	empty := ""
+	l.Spec.HolderIdentity = &empty
+	v := Build(Objects{Nodes: []corev1.Node{nodeObj(t, inventory("n1", 1, 10000, 4))}, Leases: leases(l)}, DefaultConfig(), t0)
+	if n := nodeOf(t, &v, "n1"); n.Status != StatusReleased || n.Problem != "device plugin not serving the kubelet (Lease kube-node-lease/hami-go-n1 released: starting or restarting)" {
+		t.Errorf("n1: status %s, problem %q; want Released with the extender's reason", n.Status, n.Problem)
+	}
+}

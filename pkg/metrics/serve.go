@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,10 +28,25 @@ func NewMux(reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
+// bindRetry is how long Serve retries an address in use: a node agent on the host network is
+// started while the one it replaces still hands over on the same port (case C45: a force-deleted
+// pod's replacement, the next agent after a crash).
+const bindRetry = 30 * time.Second
+
 // Serve listens on addr (TCP) and serves h in the background until the returned stop is
-// called; a serve error after the start is logged. Errors name --metrics-address and addr.
-func Serve(addr string, h http.Handler) (stop func(), err error) {
+// called; a serve error after the start is logged. An address in use is retried every 250 ms
+// for 30 s. Errors name --metrics-address and addr.
+func Serve(addr string, h http.Handler) (stop func(), err error) { return serve(addr, h, bindRetry) }
+
+func serve(addr string, h http.Handler, retry time.Duration) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		klog.InfoS("Metrics address in use (the agent this one replaces still stopping?); retrying", "address", addr, "for", retry)
+		for deadline := time.Now().Add(retry); errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline); {
+			time.Sleep(250 * time.Millisecond)
+			ln, err = net.Listen("tcp", addr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %s: %w", addr, err)
 	}

@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,6 +36,25 @@ func TestServeNamesTheFlag(t *testing.T) {
 	stop, err := Serve("127.0.0.1:0", http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)
+	}
+	stop()
+}
+
+// An address in use is retried (case C45: the agent being replaced still holds the port while it
+// hands over), and given up after the retry time with the flag's name.
+func TestServeRetriesAnAddressInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := held.Addr().String()
+	if _, err := serve(addr, http.NotFoundHandler(), 300*time.Millisecond); err == nil || !strings.HasPrefix(err.Error(), "--metrics-address "+addr+": ") {
+		t.Fatalf("address held throughout: err = %v, want the flag named", err)
+	}
+	go func() { time.Sleep(400 * time.Millisecond); held.Close() }()
+	stop, err := serve(addr, http.NotFoundHandler(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("address freed after 400 ms: %v", err)
 	}
 	stop()
 }

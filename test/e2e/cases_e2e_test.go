@@ -264,7 +264,7 @@ func TestC13DeletedBeforeAllocate(t *testing.T) {
 }
 
 // TestC13AdmissionRejectedFreesSlice is case C13 at kubelet admission: pod "early" (holding
-// memory on every usable GPU) is bound while the kubelet is stopped; then the node's device
+// memory on every usable GPU) is bound while the kubelet is frozen, which is then killed; then the node's device
 // plugin is kept away (its DaemonSet no longer selects the node, its process is stopped), so
 // when the kubelet starts it has no device plugin registered, reports 0 devices and rejects
 // early (phase Failed, reason UnexpectedAdmissionError; kubelet v1.37 does not wait for device
@@ -280,9 +280,20 @@ func TestC13AdmissionRejectedFreesSlice(t *testing.T) {
 	c.waitAllocatable(t, want, time.Minute)
 	ns := e2eNamespace(t, c)
 	holder, _ := fillPlan(t, c, inv)
-	start := stopKubelet(t, c)
+	// The kubelet frozen keeps its ListAndWatch stream with the device plugin open, so the plugin
+	// holds its Lease and the extender binds early (a stopped kubelet would end the stream, and
+	// the plugin, released, would be refused: case C45's hand-over); then the kubelet is killed.
+	pid := c.componentPid(t, "kubelet")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP kubelet (pid %d): %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) // gone by then unless the test failed early
 	c.CreatePod(t, gpuPod(ns, "early", holder))
 	c.waitBound(t, ns, "early", time.Minute)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL kubelet (pid %d): %v", pid, err)
+	}
+	start := stopKubelet(t, c) // the process is gone: restart.sh forgets it
 	restore := keepDevicePluginAway(t, c, start, want)
 
 	logPath := filepath.Join(c.State, "logs", "kubelet.log")
