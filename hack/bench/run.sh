@@ -2,7 +2,7 @@
 # make bench: hami-go's benchmarks and performance report (issue 8). Writes docs/bench/report.md,
 # its PNG plots and the raw outputs (docs/bench/go-bench.txt, docs/bench/e2esched.json).
 #   1. Go benchmarks, each repeated $HAMI_GO_BENCH_COUNT times (default 5): pkg/allocator
-#      (BenchmarkFilter and BenchmarkPick on one core, BenchmarkFilterScale, BenchmarkChooseVictims:
+#      (BenchmarkFilter, BenchmarkPick and BenchmarkFitSearch on one core, BenchmarkFilterScale, BenchmarkChooseVictims:
 #      preemption's victim choice on one core), pkg/deviceplugin
 #      BenchmarkAllocate (Allocate and the NRI guard's decision), pkg/nri BenchmarkCreateContainerThroughNRI
 #      (the NRI call through containerd's NRI adaptation), pkg/webhook BenchmarkAdmissionLatency
@@ -63,7 +63,7 @@ bench() { # bench <package> <go test args...>
   log "go test -bench $* $pkg"
   "$GO" test -run '^$' -benchmem -timeout 60m "$@" "$pkg" | tee -a "$OUT/go-bench.txt"
 }
-bench ./pkg/allocator -bench '^Benchmark(Filter|Pick)$' -cpu 1 -count "$COUNT"
+bench ./pkg/allocator -bench '^Benchmark(Filter|Pick|FitSearch)$' -cpu 1 -count "$COUNT"
 bench ./pkg/allocator -bench '^BenchmarkFilterScale$' -count "$COUNT"
 bench ./pkg/allocator -bench '^BenchmarkChooseVictims$' -cpu 1 -count "$COUNT"
 bench ./pkg/deviceplugin -bench '^BenchmarkAllocate$' -count "$COUNT"

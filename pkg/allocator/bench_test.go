@@ -94,3 +94,34 @@ func BenchmarkScore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFitSearch: one op is Fit of a pod that no placement fits, whose greedy orders both
+// fail, so that Fit's placement search runs to its end (or to placeSearchSteps): a sidecar of 2
+// GPUs and 3 app containers of 3 GPUs at 30000 MiB each, on a node of 8 or 16 GPUs of 81920 MiB
+// with 30000 MiB booked on each. This is the most a refused multi-container pod costs per node.
+func BenchmarkFitSearch(b *testing.B) {
+	for _, gpus := range []int{8, 16} {
+		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+			inv := &device.Inventory{Node: "n", SplitCount: 10, MemoryScaling: 1}
+			used := NodeUsage{}
+			for i := 0; i < gpus; i++ {
+				u := fmt.Sprintf("GPU-%d", i)
+				inv.GPUs = append(inv.GPUs, device.GPU{UUID: u, Index: i, MemoryMiB: 81920, NUMANode: i * 2 / gpus, Healthy: true})
+				used[u] = GPUUsage{MemoryMiB: 30000, Sharers: 1}
+			}
+			req := pod(ctr("side", 2, 30000, 0), ctr("a", 3, 30000, 0), ctr("b", 3, 30000, 0), ctr("c", 3, 30000, 0))
+			req.Containers[0].Kind = device.KindSidecar
+			req.Containers[1].Count = gpus/2 + 1
+			if Fit(inv, used, req) == nil {
+				b.Fatal("the pod should not fit")
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if Fit(inv, used, req) == nil {
+					b.Fatal("fits")
+				}
+			}
+		})
+	}
+}

@@ -369,8 +369,9 @@ func (st *state) placeOne(ci int, p device.Policy) bool {
 
 // place runs the placement: containers in request order under the pod's GPU policy; when that
 // fails for a pod with several GPU containers, once more with the largest containers first,
-// binpacked. It returns -1 on success, else the container that failed in the first attempt; the
-// state is then left as the first attempt left it, for the reason.
+// binpacked, and then by search (every GPU set of every container, bounded by placeSearchSteps). It
+// returns -1 on success, else the container that failed in the first attempt; the state is then
+// left as the first attempt left it, for the reason.
 func (st *state) place() int {
 	for i := range st.order {
 		st.order[i] = i
@@ -382,7 +383,7 @@ func (st *state) place() int {
 	}
 	st.reset()
 	st.sortLargestFirst()
-	if st.placeAll(st.order, device.Binpack) < 0 {
+	if st.placeAll(st.order, device.Binpack) < 0 || st.search() {
 		return -1
 	}
 	st.reset()

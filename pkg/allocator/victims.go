@@ -78,15 +78,15 @@ const (
 //
 // Exactness (VictimChoice.Exact): the per-GPU search is exact unless it exceeds gpuSteps (or a
 // GPU has more than 64 candidates), in practice never; the general search then runs. The
-// general search is exact unless it exceeds searchSteps; it then returns the best set found,
+// general search is exact unless it exceeds its searchSteps; it then returns the best set found,
 // made minimal, never worse than the greedy choice (a few ms; BenchmarkChooseVictims). On
 // fragmented nodes of split count 10 (BenchmarkChooseVictims) it is exact at 8 GPUs with
 // candidates on two GPUs under a 2-GPU container; at 16 GPUs with those, and for two GPU
 // containers at 8 or 16 GPUs, the budget runs out (the best found there matched the optimum).
-// Exactness is relative to Fit: for a pod of several GPU containers Fit's greedy placement is
-// not always monotone in usage (rarely, removing more pods makes it refuse the pod), and there
-// the cut by "removing every undecided candidate" can miss a cheaper set, and ok is false when
-// removing all candidates makes Fit refuse a pod that a smaller eviction would let in.
+// Exactness is relative to Fit, and the cut by "removing every undecided candidate" relies on
+// Fit being monotone in usage: it is, for pods of several GPU containers too, as far as Fit's
+// placement search reaches (placeSearchSteps; beyond it Fit may refuse a pod that fits, and the
+// cut may then miss a cheaper set).
 func ChooseVictims(inv *device.Inventory, used NodeUsage, cands []Victim, req *device.PodRequest) (VictimChoice, bool) {
 	none := VictimChoice{MaxPriority: math.MinInt32, Exact: true}
 	if fitsQuietly(inv, used, req) {

@@ -67,39 +67,12 @@ func bruteVictims(inv *device.Inventory, used NodeUsage, cands []Victim, req *de
 	return best, found
 }
 
-// nonMonotone reports whether Fit, on this node, refuses req after one more candidate is removed
-// from a set whose removal it accepted. Fit's greedy placement of several GPU containers can do
-// that (a pod needing 2 whole GPUs for a sidecar and 65% of 2 GPUs for an init container fits
-// after 3 evictions and not after 7: binpack puts the sidecar on the two GPUs the extra
-// evictions emptied); one GPU container's rule is per GPU and monotone.
-func nonMonotone(inv *device.Inventory, used NodeUsage, cands []Victim, req *device.PodRequest) bool {
-	fits := make([]bool, 1<<len(cands))
-	for mask := range fits {
-		var idx []int
-		for i := range cands {
-			if mask&(1<<i) != 0 {
-				idx = append(idx, i)
-			}
-		}
-		fits[mask] = Fit(inv, without(used, cands, idx), req) == nil
-	}
-	for mask, ok := range fits {
-		for i := range cands {
-			if ok && !fits[mask|1<<i] {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Property (issue 25): on random nodes with at most 12 candidates, ChooseVictims's choice costs
 // exactly the brute-force optimum under Better (PDB violations, highest priority, sum, count),
 // is exact, makes the pod fit, and is minimal (putting back any one victim makes the pod not
-// fit); ok is false exactly when removing every candidate does not make the pod fit. The one
-// tolerated difference: a pod of several GPU containers on a node where Fit is not monotone
-// (nonMonotone), where the search's pruning by "removing every remaining candidate does not
-// fit" is not sound, and an already fitting pod may not fit once every candidate is removed.
+// fit); ok is false exactly when removing every candidate does not make the pod fit. This rests
+// on Fit being monotone in usage (removing pods never makes a pod not fit), which its complete
+// search gives pods of several GPU containers (TestPropertyFitComplete).
 func TestPropertyChooseVictimsOptimal(t *testing.T) {
 	trials := 1500
 	if testing.Short() {
@@ -111,7 +84,7 @@ func TestPropertyChooseVictimsOptimal(t *testing.T) {
 // checkChooseVictims is the property over trials random nodes drawn from seed.
 func checkChooseVictims(t *testing.T, seed int64, trials int) {
 	rng := rand.New(rand.NewSource(seed))
-	var fits, impossible, preempted, multi, tolerated int
+	var fits, impossible, preempted, multi int
 	for n := 0; n < trials; n++ {
 		inv := randomInventory(rng, n)
 		used, cands := randomVictims(rng, inv, 1+rng.Intn(12))
@@ -129,13 +102,6 @@ func checkChooseVictims(t *testing.T, seed int64, trials int) {
 		optimal := ok == wantOK && (!ok || !got.Better(want) && !want.Better(got) && got.SumPriority == want.SumPriority && len(got.Victims) == len(want.Victims))
 		switch {
 		case optimal && ok == allFit:
-		case len(req.Containers) > 1 && nonMonotone(inv, used, cands, req):
-			t.Logf("trial %d: Fit is not monotone on this node; chose %+v (ok %v), brute force %+v (ok %v), all removed fits: %v", n, got, ok, want, wantOK, allFit)
-			tolerated++
-			if ok && Fit(inv, without(used, cands, got.Victims), req) != nil {
-				t.Fatalf("trial %d: does not fit after evicting %v", n, got.Victims)
-			}
-			continue
 		case ok != allFit:
 			t.Fatalf("trial %d: ok %v, removing every candidate fits: %v", n, ok, allFit)
 		default:
@@ -175,9 +141,6 @@ func checkChooseVictims(t *testing.T, seed int64, trials int) {
 		}
 	}
 	t.Logf("%d trials: %d fit already, %d impossible, %d preempted (%d multi-GPU or multi-container)", trials, fits, impossible, preempted, multi)
-	if tolerated > trials/100 {
-		t.Errorf("%d of %d trials differ from brute force on nodes where Fit is not monotone", tolerated, trials)
-	}
 	if preempted < trials/4 || impossible < trials/20 || multi < trials/20 {
 		t.Errorf("the generator should exercise every outcome: %d fit, %d impossible, %d preempted (%d multi)", fits, impossible, preempted, multi)
 	}

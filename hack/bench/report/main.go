@@ -320,6 +320,7 @@ func targets(w *bytes.Buffer, b Benchmarks) {
 	}
 	row("allocator BenchmarkFilter (Fit over 5,000 nodes, -cpu 1)", b.Get("allocator.Filter", "ns/op"), 1e6, "ms", 2)
 	row("allocator BenchmarkPick (8-GPU node, 2 containers)", b.Get("allocator.Pick", "ns/op"), 1e3, "µs", 20)
+	row("allocator BenchmarkFitSearch (a refused 4-container pod, placement search to its end, 16-GPU node)", b.Get("allocator.FitSearch/gpus=16", "ns/op"), 1e3, "µs", 100)
 	fmt.Fprintf(w, "\nThe prioritize reply lists only the nodes scored above 0 (a node left out adds 0 to its total in kube-scheduler, as a listed 0 does): "+
 		"with 20,000 pods on 5,000 nodes binpack scores nearly every node 0 and the reply lists %s host(s); with 160,000 pods every node scores and all 5,000 are listed.\n",
 		fmtStat(b.Get(k+"prioritize-http", "hosts-listed"), 1, 0))
