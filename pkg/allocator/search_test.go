@@ -246,4 +246,3 @@ func containsInt(list []int, x int) bool {
 	}
 	return false
 }
-
