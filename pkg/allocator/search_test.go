@@ -186,7 +186,7 @@ func feasible(inv *device.Inventory, used NodeUsage, req *device.PodRequest) boo
 }
 
 func placementValid(inv *device.Inventory, used NodeUsage, req *device.PodRequest, ranges []phaseRange, nph int, sets [][]int) bool {
-	for ci, set := range sets {
+	for _, set := range sets {
 		for _, gi := range set {
 			g := &inv.GPUs[gi]
 			if !g.Healthy || g.MIGEnabled || contains(req.AvoidUUIDs, g.UUID) ||
@@ -198,7 +198,6 @@ func placementValid(inv *device.Inventory, used NodeUsage, req *device.PodReques
 				return false
 			}
 		}
-		_ = ci
 	}
 	for gi := range inv.GPUs {
 		g := &inv.GPUs[gi]
