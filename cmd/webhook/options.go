@@ -30,6 +30,7 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 	fs.StringVar(&a.Ray.AcceleratorLabel, "ray-accelerator-label", a.Ray.AcceleratorLabel, "Ray node label carrying the GPU model (empty: none; Ray < 2.49 has no string --labels)")
 	mode := fs.String("mode", string(a.Mode), "deviceplugin (GPU limits stay extended resources for hami-go's device plugin and extender) or dra (GPU limits become ResourceClaims for the DeviceClass gpu.hami-go.io; docs/dra.md)")
 	fs.StringVar(&a.DRASchedulerName, "dra-scheduler-name", "", "--mode=dra: scheduler profile set on GPU pods that use default-scheduler, e.g. one scoring hami-go.io/gpu-memory with MostAllocated (docs/dra.md, \"Packing under concurrency\"); empty = keep the pod's scheduler")
+	fs.BoolVar(&a.GPUMemoryNodeAffinity, "gpu-memory-node-affinity", false, "--mode=deviceplugin: add to a GPU pod asking MiB per GPU a required node affinity nvidia.com/gpu.memory > MiB-1, so that autoscalers pick node groups whose cards can hold it (docs/design.md, \"GPU memory as a synthetic extended resource\")")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "path of a kubeconfig for the API client (ResourceQuotas in both modes; templates and ResourceSlices in --mode=dra); empty = in-cluster configuration")
 	cliflags.AddResourceNames(fs, &a.Names)
 	if err := cliflags.Parse(fs, args); err != nil {

@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 		a.SchedulerName != "hami-go-scheduler" || a.Privileged != webhook.PrivilegedDeny || a.ResourceAnnotations != webhook.AnnotationDeny || a.Namespace != "hami-go-system" ||
 		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "hami-go.io/accelerator-type" ||
 		!reflect.DeepEqual(a.Ray.GPUResources, []string{"nvidia.com/gpu", "nvidia.com/mig-*"}) || a.Names.Memory != "nvidia.com/gpumem" ||
-		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" || a.DRASchedulerName != "" {
+		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" || a.DRASchedulerName != "" || a.GPUMemoryNodeAffinity {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }
@@ -48,6 +48,17 @@ func TestEveryFlag(t *testing.T) {
 		a.Ray.GPUResources, a.Ray.MemoryResource, a.Ray.AcceleratorLabel, a.Names.Count, a.Names.Memory, a.Names.MemoryPercent, a.Names.Cores, a.Mode, cfg.Kubeconfig, a.DRASchedulerName}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
+
+// --gpu-memory-node-affinity reaches the admission config (mode deviceplugin; TestEveryFlag runs dra).
+func TestGPUMemoryNodeAffinityFlag(t *testing.T) {
+	cfg, err := parse([]string{"--gpu-memory-node-affinity"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Admission.GPUMemoryNodeAffinity {
+		t.Fatal("--gpu-memory-node-affinity: GPUMemoryNodeAffinity false")
 	}
 }
 
@@ -76,6 +87,7 @@ func TestBadFlags(t *testing.T) {
 		"--dra-scheduler-name=packed":            `dra scheduler name: "packed" is set with mode "deviceplugin"; it is for mode dra`,
 		"--mode=dra --dra-scheduler-name=Packed": `dra scheduler name: "Packed" is not a scheduler name`,
 		"--cert-dir=":                            "--cert-dir is empty",
+		"--mode=dra --gpu-memory-node-affinity":  `gpu memory node affinity: true with mode "dra"; it is for mode deviceplugin`,
 		"--ray-accelerator-label=bad/key/x":      "not a label key",
 		"extra":                                  "unexpected arguments",
 	} {

@@ -20,15 +20,6 @@ import (
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
-// GPU Feature Discovery label names (NVIDIA gpu-feature-discovery), so existing nodeSelectors work.
-const (
-	LabelGPUProduct         = "nvidia.com/gpu.product"
-	LabelGPUCount           = "nvidia.com/gpu.count"
-	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB
-	LabelGPUReplicas        = "nvidia.com/gpu.replicas"
-	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
-)
-
 // LeaseRenewInterval is how often the node's liveness Lease is renewed.
 const LeaseRenewInterval = 10 * time.Second
 
@@ -40,7 +31,7 @@ const leaseDurationSeconds = 40
 // count) and sharing strategy ("mps" under MPS, "time-slicing" when split > 1, else "none").
 func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
 	if len(inv.GPUs) == 0 {
-		return map[string]string{LabelGPUCount: "0"}
+		return map[string]string{device.LabelGPUCount: "0"}
 	}
 	strategy := "none"
 	if enforcement == gpuenv.EnforceMPS {
@@ -49,11 +40,11 @@ func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
 		strategy = "time-slicing"
 	}
 	return map[string]string{
-		LabelGPUProduct:         labelValue(inv.GPUs[0].Model),
-		LabelGPUCount:           strconv.Itoa(len(inv.GPUs)),
-		LabelGPUMemory:          strconv.FormatInt(inv.GPUs[0].MemoryMiB, 10),
-		LabelGPUReplicas:        strconv.Itoa(inv.SplitCount),
-		LabelGPUSharingStrategy: strategy,
+		device.LabelGPUProduct:         labelValue(inv.GPUs[0].Model),
+		device.LabelGPUCount:           strconv.Itoa(len(inv.GPUs)),
+		device.LabelGPUMemory:          strconv.FormatInt(inv.GPUs[0].MemoryMiB, 10),
+		device.LabelGPUReplicas:        strconv.Itoa(inv.SplitCount),
+		device.LabelGPUSharingStrategy: strategy,
 	}
 }
 

@@ -31,7 +31,7 @@ func TestWithdrawNode(t *testing.T) {
 	}
 	// NVIDIA's GPU Feature Discovery wrote its own product label meanwhile.
 	n, _ := c.CoreV1().Nodes().Get(ctx, inv.Node, metav1.GetOptions{})
-	n.Labels[LabelGPUProduct] = "NVIDIA-H100-GFD"
+	n.Labels[device.LabelGPUProduct] = "NVIDIA-H100-GFD"
 	if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +46,11 @@ func TestWithdrawNode(t *testing.T) {
 		t.Error("the inventory annotation is still there")
 	}
 	for k := range NodeLabels(&inv, p.cfg.Enforcement) {
-		if v, ok := n.Labels[k]; ok && k != LabelGPUProduct {
+		if v, ok := n.Labels[k]; ok && k != device.LabelGPUProduct {
 			t.Errorf("label %s=%s is still there", k, v)
 		}
 	}
-	if n.Labels[LabelGPUProduct] != "NVIDIA-H100-GFD" || n.Labels["kubernetes.io/hostname"] != inv.Node {
+	if n.Labels[device.LabelGPUProduct] != "NVIDIA-H100-GFD" || n.Labels["kubernetes.io/hostname"] != inv.Node {
 		t.Errorf("labels %v; want GFD's product and the hostname kept", n.Labels)
 	}
 	if _, err := c.CoordinationV1().Leases("kube-node-lease").Get(ctx, device.LeasePrefix+inv.Node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

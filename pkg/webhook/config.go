@@ -76,6 +76,11 @@ type Config struct {
 	// hami-go.io/gpu-memory (docs/dra.md, "Packing under concurrency"). Empty (default): the pod
 	// keeps its scheduler. Only for ModeDRA.
 	DRASchedulerName string
+	// GPUMemoryNodeAffinity, in device-plugin mode, adds to a GPU pod asking MiB per GPU a
+	// required node affinity on the GFD label nvidia.com/gpu.memory (gpuMemoryAffinity), so that
+	// Cluster Autoscaler and Karpenter pick a node group whose cards can hold it. Only for
+	// ModeDevicePlugin (DRA-mode nodes carry no GFD labels of hami-go's).
+	GPUMemoryNodeAffinity bool
 }
 
 // DefaultConfig returns the defaults of docs/components.md.
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != ModeDevicePlugin && c.Mode != ModeDRA {
 		return fmt.Errorf("mode: %q is not deviceplugin or dra", c.Mode)
+	}
+	if c.GPUMemoryNodeAffinity && c.Mode != ModeDevicePlugin {
+		return fmt.Errorf("gpu memory node affinity: true with mode %q; it is for mode deviceplugin (in mode dra the nodes carry no nvidia.com/gpu.memory label of hami-go's)", c.Mode)
 	}
 	if s := c.DRASchedulerName; s != "" {
 		if c.Mode != ModeDRA {

@@ -145,6 +145,11 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			}
 			n, w := h.routeToExtender(pod, spec)
 			notes, warnings = append(notes, n...), append(warnings, w...)
+			if h.cfg.GPUMemoryNodeAffinity {
+				if note := gpuMemoryAffinity(spec, &request); note != "" {
+					notes = append(notes, note)
+				}
+			}
 		}
 	}
 	// device.ResourceGPUMemory: the webhook is its only writer (removed from any pod that sets

@@ -17,6 +17,7 @@ const (
 	mpsDS      = "DaemonSet/hami-go-mps-control-daemon"
 	schedDep   = "Deployment/hami-go-scheduler"
 	schedCM    = "ConfigMap/hami-go-scheduler"
+	caCM       = "ConfigMap/hami-go-cluster-autoscaler-scheduler-config"
 	webhookDep = "Deployment/hami-go-webhook"
 	webhookMWC = "MutatingWebhookConfiguration/hami-go-webhook"
 	webhookSec = "Secret/hami-go-webhook-tls"

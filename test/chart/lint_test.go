@@ -60,6 +60,7 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 		{"webhook.failurePolicy=fail", `webhook.failurePolicy must be "Fail" or "Ignore", got "fail"`},
 		{"webhook.privileged=allow", `webhook.privileged must be "deny" or "ignore", got "allow"`},
 		{"webhook.draSchedulerName=packed", `webhook.draSchedulerName is for mode dra (mode deviceplugin sets scheduler.name on GPU pods), got "packed"`},
+		{"webhook.gpuMemoryNodeAffinity=true,mode=dra", `webhook.gpuMemoryNodeAffinity is for mode deviceplugin`},
 		{"webhook.certs.mode=vault", `webhook.certs.mode must be "generate", "certManager" or "secret", got "vault"`},
 		{"webhook.certs.mode=secret", `webhook.certs.mode "secret" needs webhook.certs.secretName and webhook.certs.caBundle`},
 		{"webhook.url=http://10.0.0.1:9443", `webhook.url must start with https://, got "http://10.0.0.1:9443"`},

@@ -104,3 +104,38 @@ func TestSchedulerConfigurationMatchesConfigFile(t *testing.T) {
 		t.Errorf("chart:\n%s\nconfig/scheduler/kube-scheduler-config.yaml:\n%s", gy, sy)
 	}
 }
+
+// clusterAutoscaler.schedulerConfig (issue 25): a KubeSchedulerConfiguration for Cluster
+// Autoscaler whose one profile's NodeResourcesFit ignores the per-GPU names (following
+// resourceNames), as the extender's managedResources make kube-scheduler do; not rendered by
+// default. make autoscaler-trial ran CA with this configuration (docs/autoscaler-trial.txt).
+func TestClusterAutoscalerSchedulerConfig(t *testing.T) {
+	if renderChart(t, nil).has(caCM) {
+		t.Errorf("%s rendered by default", caCM)
+	}
+	for _, tc := range []struct {
+		set  []string
+		want []string
+	}{
+		{[]string{"clusterAutoscaler.schedulerConfig=true"}, []string{"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}},
+		{[]string{"clusterAutoscaler.schedulerConfig=true", "resourceNames.memory=example.com/vmem", "resourceNames.memoryPercentage=example.com/vmem-pct", "resourceNames.cores=example.com/vcores"},
+			[]string{"example.com/vmem", "example.com/vmem-pct", "example.com/vcores"}},
+	} {
+		cm := typedAs[*corev1.ConfigMap](t, renderChart(t, sets(t, tc.set...)), caCM)
+		if cm.Namespace != releaseNamespace {
+			t.Errorf("namespace %q, want the release's %q", cm.Namespace, releaseNamespace)
+		}
+		c := decodeSchedulerConfig(t, []byte(cm.Data["config.yaml"]))
+		if len(c.Profiles) != 1 || c.Profiles[0].SchedulerName == nil || *c.Profiles[0].SchedulerName != "default-scheduler" || len(c.Profiles[0].PluginConfig) != 1 {
+			t.Fatalf("profiles %+v, want one default-scheduler profile with one plugin config", c.Profiles)
+		}
+		pc := c.Profiles[0].PluginConfig[0]
+		var args configv1.NodeResourcesFitArgs
+		if err := yaml.UnmarshalStrict(pc.Args.Raw, &args); err != nil {
+			t.Fatalf("NodeResourcesFit args do not decode: %v\n%s", err, pc.Args.Raw)
+		}
+		if pc.Name != "NodeResourcesFit" || !reflect.DeepEqual(args.IgnoredResources, tc.want) || len(args.IgnoredResourceGroups) != 0 {
+			t.Errorf("%v: plugin %s ignoredResources %q groups %q, want %q (never the nvidia.com group: the GPU count must stay counted)", tc.set, pc.Name, args.IgnoredResources, args.IgnoredResourceGroups, tc.want)
+		}
+	}
+}

@@ -355,6 +355,10 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"webhook.rayAcceleratorLabel=gpu-model"}, whFlag("--ray-accelerator-label"), "gpu-model"},
 		{[]string{"webhook.extraArgs[0]=--x=y"}, whFlag("--x"), "y"},
 		{[]string{"mode=dra", "webhook.draSchedulerName=hami-go-packed"}, whFlag("--dra-scheduler-name"), "hami-go-packed"},
+		{[]string{"webhook.gpuMemoryNodeAffinity=true"}, whFlag("--gpu-memory-node-affinity"), "true"},
+		{[]string{"clusterAutoscaler.schedulerConfig=true", "clusterAutoscaler.namespace=kube-system"}, func(t testing.TB, r rendered) string {
+			return typedAs[*corev1.ConfigMap](t, r, caCM).Namespace
+		}, "kube-system"},
 		{[]string{"webhook.nodeSelector.role=infra"}, func(t testing.TB, r rendered) string {
 			return deployment(t, r, webhookDep).Spec.Template.Spec.NodeSelector["role"]
 		}, "infra"},

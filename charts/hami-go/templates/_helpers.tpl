@@ -177,6 +177,9 @@ seccompProfile:
 {{- if and (eq .Values.mode "deviceplugin") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
 {{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI env guard adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
 {{- end -}}
+{{- if and .Values.webhook.gpuMemoryNodeAffinity (eq .Values.mode "dra") -}}
+{{- fail "webhook.gpuMemoryNodeAffinity is for mode deviceplugin (in mode dra the nodes carry no nvidia.com/gpu.memory label of hami-go's)" -}}
+{{- end -}}
 {{- if and .Values.webhook.draSchedulerName (ne .Values.mode "dra") -}}
 {{- fail (printf "webhook.draSchedulerName is for mode dra (mode %s sets scheduler.name on GPU pods), got %q" (toString .Values.mode) (toString .Values.webhook.draSchedulerName)) -}}
 {{- end -}}
