@@ -154,8 +154,39 @@ seccompProfile:
 {{- end -}}
 
 {{/* Checks of values the templates cannot express in their schema: fail with the value named. */}}
+{{/*
+A Go duration of whole units (h, m, s, ms; "15s", "1m30s", "500ms") in milliseconds, or "" when the
+value is not one: include "hami-go.ms" "1m30s" -> 90000.
+*/}}
+{{- define "hami-go.ms" -}}
+{{- $s := toString . -}}
+{{- if regexMatch "^([0-9]+(h|ms|m|s))+$" $s -}}
+{{- $ms := 0 -}}
+{{- range regexFindAll "[0-9]+(h|ms|m|s)" $s -1 -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $ms = add $ms (mul (atoi $n) (get (dict "h" 3600000 "m" 60000 "s" 1000 "ms" 1) (trimPrefix $n .))) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "hami-go.validate" -}}
 {{- $dp := .Values.devicePlugin -}}
+{{- $le := .Values.scheduler.leaderElection -}}
+{{- $ms := dict -}}
+{{- range $k, $def := dict "leaseDuration" "15s" "renewDeadline" "10s" "retryPeriod" "2s" -}}
+{{- $v := include "hami-go.ms" (index $le $k | default $def) -}}
+{{- if not $v -}}
+{{- fail (printf "scheduler.leaderElection.%s must be a Go duration of whole units such as 15s or 1m30s, got %q" $k (toString (index $le $k))) -}}
+{{- end -}}
+{{- $_ := set $ms $k (atoi $v) -}}
+{{- end -}}
+{{- if le $ms.leaseDuration (add 10000 $ms.retryPeriod) -}}
+{{- fail (printf "scheduler.leaderElection.leaseDuration must exceed the extender's bind API timeout (10s) plus retryPeriod (%dms), got %dms: a standby would take over while a Binding of the dead leader can still land, and place a pod beside it on the same GPU share" $ms.retryPeriod $ms.leaseDuration) -}}
+{{- end -}}
+{{- if ge $ms.renewDeadline $ms.leaseDuration -}}
+{{- fail (printf "scheduler.leaderElection.renewDeadline (%dms) must be less than leaseDuration (%dms), as kube-scheduler requires" $ms.renewDeadline $ms.leaseDuration) -}}
+{{- end -}}
 {{- if not (has .Values.mode (list "deviceplugin" "dra")) -}}
 {{- fail (printf "mode must be \"deviceplugin\" or \"dra\", got %q" (toString .Values.mode)) -}}
 {{- end -}}
