@@ -12,7 +12,7 @@ const placeSearchSteps = 4096
 // check (sameForFit) are interchangeable, so it tries one set per choice of how many GPUs to take
 // from each group of alike GPUs. It finds a placement whenever one exists within
 // placeSearchSteps, so that Fit refuses such a pod only when no placement exists (greedy
-// placement is not complete: TestSearchFindsWhatGreedyMisses). It reports whether it found one;
+// placement is not complete: TestC03SearchFindsWhatGreedyMisses). It reports whether it found one;
 // the state then holds it, else the state is reset.
 func (st *state) search() bool {
 	st.reset()

@@ -8,12 +8,13 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Property: Fit is complete for pods of several GPU containers: on random small nodes with
+// Cases C01 and C03 (several GPU containers; init, sidecar and app phases). Property: Fit is
+// complete for pods of several GPU containers: on random small nodes with
 // random bookings it accepts a pod exactly when some placement exists, as found by enumerating
 // every GPU set of every container (feasible, written from the rules, not from Fit's state);
 // Pick's allocation of an accepted pod stays within capacity. Trials where both greedy orders
 // fail and only the search finds the placement must occur (before the search, Fit refused them).
-func TestPropertyFitComplete(t *testing.T) {
+func TestC03FitCompleteProperty(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	trials := 3000
 	if testing.Short() {
@@ -57,12 +58,12 @@ func TestPropertyFitComplete(t *testing.T) {
 	}
 }
 
-// TestSearchFindsWhatGreedyMisses is a pod both greedy orders refuse on an empty node although
-// it fits (found by TestPropertyFitComplete, seed 7): an init container, two sidecars (3 GPUs
+// TestC03SearchFindsWhatGreedyMisses is a pod both greedy orders refuse on an empty node although
+// it fits (found by TestC03FitCompleteProperty, seed 7): an init container, two sidecars (3 GPUs
 // at 30% cores; 2 GPUs at 33% memory, 30% cores) and an app container of 3 whole GPUs at 30%
 // cores, on 4 GPUs of 40, 24, 80 and 80 GiB with NVLink pairs: the topology preference of both
 // greedy orders leads them astray. Fit refused it before the search.
-func TestSearchFindsWhatGreedyMisses(t *testing.T) {
+func TestC03SearchFindsWhatGreedyMisses(t *testing.T) {
 	inv := &device.Inventory{Node: "n", SplitCount: 6, MemoryScaling: 2}
 	numa := []int{1, 1, 0, 1}
 	for i, mib := range []int64{40960, 24576, 81920, 81920} {

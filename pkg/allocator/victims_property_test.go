@@ -72,7 +72,7 @@ func bruteVictims(inv *device.Inventory, used NodeUsage, cands []Victim, req *de
 // is exact, makes the pod fit, and is minimal (putting back any one victim makes the pod not
 // fit); ok is false exactly when removing every candidate does not make the pod fit. This rests
 // on Fit being monotone in usage (removing pods never makes a pod not fit), which its complete
-// search gives pods of several GPU containers (TestPropertyFitComplete).
+// search gives pods of several GPU containers (TestC03FitCompleteProperty).
 func TestPropertyChooseVictimsOptimal(t *testing.T) {
 	trials := 1500
 	if testing.Short() {
