@@ -2,7 +2,7 @@ package allocator
 
 // placeSearchSteps bounds search, place's last attempt: the GPU sets it books over all containers of
 // one pod on one node. Small nodes and pods never reach it (4 GPUs and 4 containers of up to 3
-// GPUs each take at most 4^4 = 256 sets); it bounds the cost of a refused pod of many
+// GPUs each take at most 6^4 = 1296 sets, C(4,2) per container); it bounds the cost of a refused pod of many
 // multi-GPU containers on a large node (BenchmarkFitSearch).
 const placeSearchSteps = 4096
 
