@@ -88,24 +88,62 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	g.OnUnplanned(unplannedStopper{p: p, client: d.Client, recorder: recorder}.stop)
 	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
 		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}
+	// A mode switch (issue 28): the node's GPUs are the DRA driver's until its pods and claims
+	// are gone; only then does this agent connect its NRI plugin (it stops containers running
+	// without a plan), take the Lease and publish. A restart or a first start does not wait.
+	arrived := make(chan struct{})
+	go func() {
+		if cfg.WaitOldModeGone(ctx, d.Client, nodeagent.ComponentDevicePlugin, p.enf, p.opts.Clock) == nil {
+			close(arrived)
+		}
+	}()
 	go pf.Run(ctx, p.SetPreflight)
 	nriDone := make(chan struct{})
-	go func() { nri.Run(agentCtx, cfg.NRISocket, g, nri.DefaultRetry); close(nriDone) }()
+	go func() {
+		select {
+		case <-arrived:
+			nri.Run(agentCtx, cfg.NRISocket, g, nri.DefaultRetry)
+		case <-ctx.Done():
+		}
+		close(nriDone)
+	}()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
 	published := make(chan struct{})
-	go func() { p.publishLoop(ctx, d.Client); close(published) }()
+	go func() {
+		select {
+		case <-arrived:
+			p.publishLoop(ctx, d.Client)
+		case <-ctx.Done():
+		}
+		close(published)
+	}()
 	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
-	go gm.Run(ctx)
+	go func() {
+		select {
+		case <-arrived:
+			gm.Run(ctx)
+		case <-ctx.Done():
+		}
+	}()
 	// The kubelet-facing server outlives ctx by the handover (case C45): the Lease released
 	// first, so that no GPU pod is placed on the node any more, and the pods placed before
-	// admitted while the kubelet still has the devices.
+	// admitted while the kubelet still has the devices; then, when the agent leaves the node
+	// for a mode switch (Removal.Drain), by the drain: the pods that hold its slices keep their
+	// kubelet (container restarts) and NRI plugin until they end.
+	var removal nodeagent.Removal
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
+	decided := make(chan struct{})
 	go func() {
 		<-ctx.Done()
 		<-published
+		removal = cfg.LeavingForGood(ctx, d.Client)
+		close(decided)
 		p.handOver(d.Client, sync)
+		if removal.Drain {
+			cfg.Drain("the pods holding this device plugin's slices to end", p.Ledger().Holders, p.opts.Clock)
+		}
 		stopServing()
 	}()
 	err = p.Serve(serveCtx)
@@ -117,11 +155,15 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	stopAgent()
 	<-nriDone
-	r, wctx, cancel := cfg.LeavingForGood(ctx, d.Client)
-	if r.ForGood {
-		p.withdraw(wctx, d.Client)
+	if ctx.Err() == nil {
+		return err // Serve failed without a stop: a crash, which the DaemonSet restarts
 	}
-	cancel()
+	<-decided
+	if removal.ForGood {
+		wctx, cancel := nodeagent.WithdrawContext(ctx)
+		p.withdraw(wctx, d.Client)
+		cancel()
+	}
 	return err
 }
 

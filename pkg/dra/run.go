@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -58,7 +60,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	defer stopMetrics()
 
-	helper, err := kubeletplugin.Start(ctx, d,
+	// The kubelet plugin and the NRI plugin outlive ctx by the drain of a mode switch
+	// (Removal.Drain): the kubelet needs the driver to unprepare the claims it prepared.
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
+	helper, err := kubeletplugin.Start(agentCtx, d,
 		kubeletplugin.DriverName(draapi.DriverName),
 		kubeletplugin.KubeClient(deps.Client),
 		kubeletplugin.NodeName(cfg.NodeName),
@@ -73,18 +79,28 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	defer helper.Stop()
 	reg.Set(helper)
+	// case C37: the NRI plugin answers from the prepared claims (restored from the checkpoint).
+	g := nri.NewPlugin(d, cfg.NRIExemptNamespaces...)
+	pf := &nodeagent.Preflight{Client: deps.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
+		Input: func() preflight.Input { return d.PreflightInput(g) }, Changed: g.Changed, Clock: d.opts.Clock}
+	go pf.Run(ctx, d.SetPreflight)
+	// A mode switch (issue 28): the node's GPUs are the device plugin's until the pods it placed
+	// and the plugin itself are gone; only then are devices published and the NRI plugin
+	// connected. A restart or a first start does not wait.
+	if err := cfg.WaitOldModeGone(ctx, deps.Client, nodeagent.ComponentDRADriver, d.enf, d.opts.Clock); err != nil {
+		return nil // stopped while waiting: nothing was published
+	}
 	d.SetPublisher(helper)
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the ResourceSlice: %w", err)
 	}
-	// case C37: the NRI plugin answers from the prepared claims (restored from the checkpoint).
-	g := nri.NewPlugin(d, cfg.NRIExemptNamespaces...)
-	if cfg.NRISocket != "" {
-		go nri.Run(ctx, cfg.NRISocket, g, nri.DefaultRetry)
-	}
-	pf := &nodeagent.Preflight{Client: deps.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
-		Input: func() preflight.Input { return d.PreflightInput(g) }, Changed: g.Changed, Clock: d.opts.Clock}
-	go pf.Run(ctx, d.SetPreflight)
+	nriDone := make(chan struct{})
+	go func() {
+		if cfg.NRISocket != "" {
+			nri.Run(agentCtx, cfg.NRISocket, g, nri.DefaultRetry)
+		}
+		close(nriDone)
+	}()
 	klog.InfoS("DRA driver started", "driver", draapi.DriverName, "node", cfg.NodeName, "gpus", len(d.gpus))
 	uuids := make([]string, 0, len(d.gpus))
 	for _, g := range d.gpus {
@@ -96,22 +112,51 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	<-ctx.Done()
-	r, wctx, stop := cfg.LeavingForGood(ctx, deps.Client)
-	if r.ForGood {
-		d.withdraw(wctx, deps.Client)
+	r := cfg.LeavingForGood(ctx, deps.Client)
+	if r.Drain && len(d.Prepared()) > 0 {
+		d.drain(helper)
 	}
-	stop()
+	stopAgent()
+	<-nriDone
+	if r.ForGood {
+		wctx, cancel := nodeagent.WithdrawContext(ctx)
+		d.withdraw(wctx, deps.Client)
+		cancel()
+	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
 
+// drain keeps the kubelet plugin and the NRI plugin serving the claims the driver prepared until
+// the kubelet has unprepared them all (their pods ended) or Config.DrainTimeout passes, when
+// the driver leaves its node for a mode switch (Removal.Drain). It first publishes no device,
+// so DRA's allocator places no new claim on the node.
+func (d *Driver) drain(p Publisher) {
+	ctx, cancel := nodeagent.WithdrawContext(context.Background())
+	if err := p.PublishResources(ctx, resourceslice.DriverResources{}); err != nil {
+		klog.ErrorS(err, "Withdrawing the ResourceSlices before the drain failed", "node", d.cfg.NodeName)
+	}
+	cancel()
+	d.cfg.Drain("the kubelet to unprepare the claims this DRA driver prepared", d.preparedNames, d.opts.Clock)
+}
+
+// preparedNames are the prepared claims as "namespace/name", sorted.
+func (d *Driver) preparedNames() []string {
+	var out []string
+	for _, p := range d.Prepared() {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // withdraw removes the preflight condition and the node's GPU memory (device.ResourceGPUMemory)
 // when the driver leaves the node for good (issue 28);
-// the kubelet removes its ResourceSlices 30 s after it unregisters. Prepared claims are kept
-// (their CDI specs and checkpoint): the kubelet needs a driver on the node to unprepare them,
-// which the log says.
+// the kubelet removes its ResourceSlices 30 s after it unregisters. Claims still prepared (a
+// drain cut by --drain-timeout, or helm uninstall) are kept (their CDI specs and checkpoint):
+// the kubelet needs a driver on the node to unprepare them, which the log says.
 func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if n := len(d.Prepared()); n > 0 {
 		klog.ErrorS(nil, "Leaving the node for good with prepared claims: their pods cannot release them until a DRA driver runs on the node again", "node", d.cfg.NodeName, "claims", n)

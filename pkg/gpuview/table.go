@@ -43,6 +43,9 @@ func WriteTable(w io.Writer, v *View) error {
 		if n.Problem != "" {
 			notes = append(notes, n.Name+": "+n.Problem)
 		}
+		if n.ModeSwitch != "" {
+			notes = append(notes, n.Name+": mode switch: "+n.ModeSwitch)
+		}
 		for _, e := range n.Errors {
 			notes = append(notes, n.Name+": "+e)
 		}

@@ -91,6 +91,10 @@ type Node struct {
 	// Enforcement is the node's slice enforcement as its agent published it (mode, ready, the
 	// library's version and sha256, the fail-open window); absent from agents that predate it.
 	Enforcement *device.Enforcement `json:"enforcement,omitempty"`
+	// ModeSwitch, during a mode switch (issue 28), is what the node's arriving agent waits for
+	// before it serves the node's GPUs: its preflight condition's message (reason
+	// preflight.FindingOldModeInUse). New GPU pods wait meanwhile.
+	ModeSwitch string `json:"modeSwitch,omitempty"`
 	// GPUs in inventory (NVML index) order.
 	GPUs []GPU `json:"gpus"`
 	// Errors are what could not be read on this node: a pod's malformed allocation annotation,
@@ -162,5 +166,9 @@ func Build(objs Objects, cfg Config, now time.Time) View {
 		v.Nodes = append(v.Nodes, *d)
 	}
 	sort.SliceStable(v.Nodes, func(i, j int) bool { return v.Nodes[i].Name < v.Nodes[j].Name })
+	switching := modeSwitches(objs.Nodes)
+	for i := range v.Nodes {
+		v.Nodes[i].ModeSwitch = switching[v.Nodes[i].Name]
+	}
 	return v
 }

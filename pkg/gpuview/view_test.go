@@ -10,6 +10,7 @@ import (
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 const (
@@ -258,5 +259,30 @@ func TestViewReleasedLease(t *testing.T) {
 	v := Build(Objects{Nodes: []corev1.Node{nodeObj(t, inventory("n1", 1, 10000, 4))}, Leases: leases(l)}, DefaultConfig(), t0)
 	if n := nodeOf(t, &v, "n1"); n.Status != StatusReleased || n.Problem != "device plugin not serving the kubelet (Lease kube-node-lease/hami-go-n1 released: starting or restarting)" {
 		t.Errorf("n1: status %s, problem %q; want Released with the extender's reason", n.Status, n.Problem)
+	}
+}
+
+// issue 28: during a mode switch the node shows what its arriving agent waits for (the
+// preflight condition's OldModeInUse message), in the table's notes too; another reason shows
+// nothing.
+func TestViewModeSwitch(t *testing.T) {
+	waiting := nodeObj(t, inventory("n1", 1, 10000, 4))
+	msg := "OldModeInUse: mode switch: GPU pods wait until the other mode has left the node: waiting for the DRA mode's GPU pods and node agent to leave the node (1: ml/a (holds claim c))"
+	waiting.Status.Conditions = []corev1.NodeCondition{{Type: preflight.ConditionType, Status: corev1.ConditionFalse, Reason: preflight.FindingOldModeInUse, Message: msg}}
+	other := nodeObj(t, inventory("n2", 1, 10000, 4))
+	other.Status.Conditions = []corev1.NodeCondition{{Type: preflight.ConditionType, Status: corev1.ConditionFalse, Reason: preflight.FindingNRIConnected, Message: "x"}}
+	v := Build(Objects{Nodes: []corev1.Node{waiting, other}, Leases: leases(lease("n1", t0), lease("n2", t0))}, DefaultConfig(), t0)
+	if n := nodeOf(t, &v, "n1"); n.ModeSwitch != msg {
+		t.Errorf("n1: modeSwitch %q, want the condition's message", n.ModeSwitch)
+	}
+	if n := nodeOf(t, &v, "n2"); n.ModeSwitch != "" {
+		t.Errorf("n2: modeSwitch %q, want none", n.ModeSwitch)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "! n1: mode switch: "+msg+"\n") {
+		t.Errorf("table lacks the mode switch note:\n%s", b.String())
 	}
 }

@@ -1,7 +1,12 @@
 package ledger
 
 import (
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -43,5 +48,42 @@ func TestLedgerClaimAndPlan(t *testing.T) {
 	}
 	if _, ok := l.Plan("no-such-uid"); ok {
 		t.Fatal("Plan of an unknown pod is ok")
+	}
+}
+
+// Holders (what a device plugin leaving for a mode switch drains) are the pods the ledger
+// charges: placed, running or terminating, until they finish or are gone.
+func TestLedgerHolders(t *testing.T) {
+	l := New(Config{Node: "node-1", Names: device.DefaultResourceNames(), GPUMemory: func(string) (int64, bool) { return 24576, true }})
+	enc, err := device.EncodeAllocation(device.Allocation{Node: "node-1", Containers: []device.ContainerAllocation{{
+		Name: "main", Kind: device.KindApp, Devices: []device.DeviceGrant{{UUID: "GPU-A", MemoryMiB: 1000}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string) *corev1.Pod {
+		p := podtest.Pending("ns", name, podtest.GPU("main", 1, "1000", 0))
+		p.UID = types.UID(name)
+		p.Spec.NodeName = "node-1"
+		p.Annotations[device.AnnoPlanned] = enc
+		return p
+	}
+	b, a, cpu := pod("b"), pod("a"), podtest.Pending("ns", "cpu")
+	for _, p := range []*corev1.Pod{b, a, cpu} {
+		l.UpsertPod(p)
+	}
+	if got := strings.Join(l.Holders(), " "); got != "ns/a ns/b" {
+		t.Fatalf("Holders = %q, want ns/a ns/b", got)
+	}
+	now := metav1.Now()
+	a.DeletionTimestamp = &now
+	l.UpsertPod(a)
+	if got := strings.Join(l.Holders(), " "); got != "ns/a ns/b" {
+		t.Errorf("a terminating: Holders = %q, want it still held", got)
+	}
+	a.Status.Phase = corev1.PodSucceeded
+	l.UpsertPod(a)
+	l.DeletePod(b.UID)
+	if got := l.Holders(); len(got) != 0 {
+		t.Errorf("a finished, b gone: Holders = %q, want none", got)
 	}
 }

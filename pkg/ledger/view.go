@@ -89,3 +89,17 @@ type SliceOwner struct {
 	Pod       device.PodRef
 	Container string
 }
+
+// Holders returns the pods that hold GPUs of this node, as Charged counts them (placed, running
+// or terminating, until they finish or are gone), as "namespace/name", sorted: what a device
+// plugin leaving the node for a mode switch serves until they end (nodeagent.ModeSwitchWait).
+func (l *Ledger) Holders() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.allLocked() {
+		out = append(out, e.ref.String())
+	}
+	sort.Strings(out)
+	return out
+}

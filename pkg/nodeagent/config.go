@@ -55,6 +55,10 @@ type Config struct {
 	RecoveryProbes int
 	// ProbeInterval is the probe period for unhealthy GPUs, > 0 (--probe-interval).
 	ProbeInterval time.Duration
+	// DrainTimeout bounds how long an agent leaving its node for a mode switch (Removal.Drain)
+	// keeps serving the pods that hold its GPUs, >= 0 seconds (--drain-timeout; 0: it leaves at
+	// once). The pod's terminationGracePeriodSeconds must exceed it (the chart adds 30 s).
+	DrainTimeout time.Duration
 	// MetricsAddress is the listen address of /metrics and /healthz (--metrics-address).
 	MetricsAddress string
 	// NRISocket is the container runtime's NRI socket the env guard (pkg/nri, case C37)
@@ -79,6 +83,7 @@ func Defaults() Config {
 		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:  3,
 		ProbeInterval:   5 * time.Second,
+		DrainTimeout:    time.Hour,
 		MetricsAddress:  ":9400",
 		NRISocket:       nri.DefaultSocket,
 	}
@@ -109,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProbeInterval <= 0 {
 		return fmt.Errorf("--probe-interval: %s is not positive", c.ProbeInterval)
+	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout: %s is negative", c.DrainTimeout)
 	}
 	if c.MetricsAddress == "" {
 		return fmt.Errorf("--metrics-address is empty")

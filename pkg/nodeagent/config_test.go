@@ -36,6 +36,7 @@ func TestValidateNamesFlagAndValue(t *testing.T) {
 		"--mps-pipe-dir is empty but --enforcement is mps":    func(c *Config) { c.Enforcement, c.MPSPipeDir = gpuenv.EnforceMPS, "" },
 		"--recovery-probes: 0 is below 1":                     func(c *Config) { c.RecoveryProbes = 0 },
 		"--probe-interval: 0s is not positive":                func(c *Config) { c.ProbeInterval = 0 },
+		"--drain-timeout: -1s is negative":                    func(c *Config) { c.DrainTimeout = -time.Second },
 		"--metrics-address is empty":                          func(c *Config) { c.MetricsAddress = "" },
 	} {
 		c := Defaults()

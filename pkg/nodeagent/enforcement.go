@@ -22,6 +22,15 @@ type Enforcement struct {
 	mu        sync.Mutex
 	installed hamicore.Installed
 	last      preflight.Report
+	oldMode   string
+}
+
+// SetOldModeInUse records what the agent waits for during a mode switch ("" once over;
+// ModeSwitchWait.Report), for the preflight condition (preflight.Input.OldModeInUse).
+func (e *Enforcement) SetOldModeInUse(msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.oldMode = msg
 }
 
 // NewEnforcement returns the enforcement of an agent whose env config env returns, on backend
@@ -64,10 +73,15 @@ func (e *Enforcement) SetPreflight(r preflight.Report) (changed bool) {
 
 // PreflightInput is what the node's preflight checks that only the agent knows: the runtime and
 // connection of its NRI plugin g, its device-list strategy (preflight.StrategyCDI or
-// StrategyEnvvar) and CDI spec directory ("" skips that check), and the enforcement found.
+// StrategyEnvvar) and CDI spec directory ("" skips that check), the enforcement found and,
+// during a mode switch, what the agent waits for (SetOldModeInUse).
 func (e *Enforcement) PreflightInput(g *nri.Plugin, strategy, cdiSpecDir string) preflight.Input {
 	name, version, connected := g.Runtime()
 	s := gpuenv.CheckEnforcement(e.env(), e.backend.Name() == BackendFake, e.exists)
+	e.mu.Lock()
+	oldMode := e.oldMode
+	e.mu.Unlock()
 	return preflight.Input{RuntimeName: name, RuntimeVersion: version, NRIConnected: connected, Backend: e.backend.Name(),
-		DeviceListStrategy: strategy, CDISpecDir: cdiSpecDir, Enforcement: s.Mode, EnforcementPresent: s.Ready, EnforcementDetail: s.Reason}
+		DeviceListStrategy: strategy, CDISpecDir: cdiSpecDir, Enforcement: s.Mode, EnforcementPresent: s.Ready, EnforcementDetail: s.Reason,
+		OldModeInUse: oldMode}
 }

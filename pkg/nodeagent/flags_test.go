@@ -50,7 +50,7 @@ func TestAddFlagsBindsEveryField(t *testing.T) {
 		"--kubeconfig=/k", "--node-name=n2", "--backend=fake", "--fake-profile=2x24576:NVIDIA A10", "--fake-profile-label=x/y",
 		"--split-count=4", "--memory-scaling=1.5", "--reserved-memory=2048,GPU-a=1Gi,3=0", "--enforcement=mps",
 		"--hami-core-library=/l.so", "--mps-pipe-dir=/m", "--application-xids=13, 79", "--recovery-probes=5",
-		"--probe-interval=2s", "--metrics-address=:1", "--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system",
+		"--probe-interval=2s", "--drain-timeout=90s", "--metrics-address=:1", "--nri-socket=/n.sock", "--nri-exempt-namespaces=sys,kube-system",
 		"--hami-core-install-from=/img", "--hami-core-install-glob=lib/libvgpu.so*", "--hami-core-host-dir=/h", "--hami-core-cache-dir=/h/containers",
 	}
 	f, c, err := parse(args, map[string]string{"NODE_NAME": "ignored"})
@@ -59,10 +59,10 @@ func TestAddFlagsBindsEveryField(t *testing.T) {
 	}
 	got := []any{f.Kubeconfig, c.NodeName, f.Backend, f.FakeProfile, f.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, cliflags.JoinXIDs(c.ApplicationXIDs),
-		c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","),
+		c.RecoveryProbes, c.ProbeInterval, c.DrainTimeout, c.MetricsAddress, c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","),
 		c.HAMiCore.SourceDir, c.HAMiCore.SourceGlob, c.HAMiCore.HostDir, c.HAMiCacheDir}
 	want := []any{"/k", "n2", "fake", "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=1024", "mps", "/l.so", "/m", "13,79",
-		5, 2 * time.Second, ":1", "/n.sock", "sys,kube-system", "/img", "lib/libvgpu.so*", "/h", "/h/containers"}
+		5, 2 * time.Second, 90 * time.Second, ":1", "/n.sock", "sys,kube-system", "/img", "lib/libvgpu.so*", "/h", "/h/containers"}
 	flagtest.Fields(t, got, want)
 }
 

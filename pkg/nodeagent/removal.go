@@ -22,6 +22,12 @@ type Removal struct {
 	// restart (rolling update, crash, pod deleted), when the next agent takes over what this
 	// one published.
 	ForGood bool
+	// Drain is true when ForGood is and another agent is to take the node over (a mode
+	// switch: the DaemonSet gone, as a chart mode change deletes it, or no longer selecting the
+	// node): the agent first keeps serving the pods that hold its GPUs, up to
+	// Config.DrainTimeout. False for a DaemonSet being deleted (helm uninstall's pre-delete hook
+	// deletes it in the foreground and waits) or a node gone.
+	Drain bool
 	// Why is the reason, for the log.
 	Why string
 }
@@ -32,7 +38,7 @@ type Removal struct {
 func RemovalOf(ds *appsv1.DaemonSet, node *corev1.Node) Removal {
 	switch {
 	case ds == nil:
-		return Removal{ForGood: true, Why: "its DaemonSet is gone"}
+		return Removal{ForGood: true, Drain: true, Why: "its DaemonSet is gone"}
 	case ds.DeletionTimestamp != nil:
 		return Removal{ForGood: true, Why: fmt.Sprintf("its DaemonSet %s/%s is being deleted", ds.Namespace, ds.Name)}
 	case node == nil:
@@ -43,7 +49,7 @@ func RemovalOf(ds *appsv1.DaemonSet, node *corev1.Node) Removal {
 	case err != nil:
 		return Removal{Why: fmt.Sprintf("the node selection of DaemonSet %s/%s does not evaluate (%v); taken for a restart", ds.Namespace, ds.Name, err)}
 	case !match:
-		return Removal{ForGood: true, Why: fmt.Sprintf("node %s no longer matches the node selection of DaemonSet %s/%s (for example its hami-go.io/mode label changed)", node.Name, ds.Namespace, ds.Name)}
+		return Removal{ForGood: true, Drain: true, Why: fmt.Sprintf("node %s no longer matches the node selection of DaemonSet %s/%s (for example its hami-go.io/mode label changed)", node.Name, ds.Namespace, ds.Name)}
 	}
 	return Removal{Why: "a restart: the DaemonSet still selects the node"}
 }
@@ -84,20 +90,26 @@ const removalCheckTimeout = 5 * time.Second
 
 // LeavingForGood is CheckRemoval for a stopping agent, under a timeout of its own (ctx, ended by
 // the stop, is only the parent of values): an unknown pod (PodName empty) or an error counts as
-// a restart, logged. The returned context, for the withdrawal's calls, ends with the same
-// timeout; call cancel when done.
-func (c *Config) LeavingForGood(ctx context.Context, client kubernetes.Interface) (Removal, context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removalCheckTimeout)
+// a restart, logged.
+func (c *Config) LeavingForGood(ctx context.Context, client kubernetes.Interface) Removal {
+	cctx, cancel := WithdrawContext(ctx)
+	defer cancel()
 	if c.PodName == "" || c.PodNamespace == "" {
-		return Removal{Why: "the agent's pod is unknown (--pod-name, --pod-namespace)"}, wctx, cancel
+		return Removal{Why: "the agent's pod is unknown (--pod-name, --pod-namespace)"}
 	}
-	r, err := CheckRemoval(wctx, client, c.PodNamespace, c.PodName, c.NodeName)
+	r, err := CheckRemoval(cctx, client, c.PodNamespace, c.PodName, c.NodeName)
 	if err != nil {
 		klog.ErrorS(err, "Could not tell whether the agent leaves the node for good; taking the stop for a restart", "node", c.NodeName)
-		return Removal{Why: err.Error()}, wctx, cancel
+		return Removal{Why: err.Error()}
 	}
-	klog.InfoS("Stopping", "node", c.NodeName, "forGood", r.ForGood, "why", r.Why)
-	return r, wctx, cancel
+	klog.InfoS("Stopping", "node", c.NodeName, "forGood", r.ForGood, "drain", r.Drain, "why", r.Why)
+	return r
+}
+
+// WithdrawContext is the context of a stopping agent's withdrawal calls: not ended by ctx's end
+// (the stop), bounded by a timeout of its own. Call cancel when done.
+func WithdrawContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), removalCheckTimeout)
 }
 
 // Withdraw removes what both node agents publish on their node, for one that leaves it for good:

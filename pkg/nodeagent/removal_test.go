@@ -44,20 +44,21 @@ func TestRemovalOf(t *testing.T) {
 		ds      *appsv1.DaemonSet
 		node    *corev1.Node
 		forGood bool
+		drain   bool
 		why     string
 	}{
-		{"restart: the DaemonSet still selects the node", agentDaemonSet(nil), labelledNode(nil), false, "a restart"},
-		{"restart: mode label deviceplugin", agentDaemonSet(gpuNodes), labelledNode(map[string]string{"hami-go.io/mode": "deviceplugin", "hami-go.io/device-plugin": "true"}), false, "a restart"},
-		{"node switched to DRA mode", agentDaemonSet(nil), labelledNode(map[string]string{"hami-go.io/mode": "dra"}), true, "no longer matches the node selection of DaemonSet hami-go-system/hami-go-device-plugin"},
-		{"node lost the nodeSelector's label", agentDaemonSet(gpuNodes), labelledNode(nil), true, "no longer matches"},
-		{"helm uninstall: DaemonSet deleting", deleting, labelledNode(nil), true, "is being deleted"},
-		{"DaemonSet gone", nil, labelledNode(nil), true, "its DaemonSet is gone"},
-		{"node gone", agentDaemonSet(nil), nil, true, "its node is gone"},
+		{"restart: the DaemonSet still selects the node", agentDaemonSet(nil), labelledNode(nil), false, false, "a restart"},
+		{"restart: mode label deviceplugin", agentDaemonSet(gpuNodes), labelledNode(map[string]string{"hami-go.io/mode": "deviceplugin", "hami-go.io/device-plugin": "true"}), false, false, "a restart"},
+		{"node switched to DRA mode", agentDaemonSet(nil), labelledNode(map[string]string{"hami-go.io/mode": "dra"}), true, true, "no longer matches the node selection of DaemonSet hami-go-system/hami-go-device-plugin"},
+		{"node lost the nodeSelector's label", agentDaemonSet(gpuNodes), labelledNode(nil), true, true, "no longer matches"},
+		{"helm uninstall: DaemonSet deleting", deleting, labelledNode(nil), true, false, "is being deleted"},
+		{"chart mode changed: DaemonSet gone", nil, labelledNode(nil), true, true, "its DaemonSet is gone"},
+		{"node gone", agentDaemonSet(nil), nil, true, false, "its node is gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := RemovalOf(tc.ds, tc.node)
-			if r.ForGood != tc.forGood || !strings.Contains(r.Why, tc.why) {
-				t.Errorf("RemovalOf = %+v, want forGood %v with %q", r, tc.forGood, tc.why)
+			if r.ForGood != tc.forGood || r.Drain != tc.drain || !strings.Contains(r.Why, tc.why) {
+				t.Errorf("RemovalOf = %+v, want forGood %v, drain %v with %q", r, tc.forGood, tc.drain, tc.why)
 			}
 		})
 	}
@@ -88,9 +89,7 @@ func TestCheckRemoval(t *testing.T) {
 		t.Errorf("own pod missing: %v; want an error (the caller takes it for a restart)", err)
 	}
 	cfg := Config{NodeName: "node-1"}
-	r, _, cancel := cfg.LeavingForGood(ctx, c)
-	cancel()
-	if r.ForGood {
+	if r := cfg.LeavingForGood(ctx, c); r.ForGood {
 		t.Errorf("without --pod-name: %+v; want a restart", r)
 	}
 }

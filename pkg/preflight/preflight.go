@@ -76,6 +76,10 @@ type Input struct {
 	Toolkit ToolkitConfig
 	// Containerd is containerd's config (ReadContainerdConfig); ignored on CRI-O.
 	Containerd ContainerdConfig
+	// OldModeInUse, when not empty, says what the agent waits for before it serves the node's
+	// GPUs after a mode switch (nodeagent.ModeSwitchWait); it adds the error finding
+	// FindingOldModeInUse.
+	OldModeInUse string
 }
 
 // Severity ranks a Finding: SeverityInfo for a check that holds (or does not apply),
@@ -112,6 +116,10 @@ const (
 	FindingToolkitVolumeMounts           = "ToolkitVolumeMounts"
 	FindingEnforcementPresent            = "EnforcementPresent"
 	FindingFailOpenWindow                = "FailOpenWindow"
+	// FindingOldModeInUse is reported only during a mode switch (issue 28), while the node
+	// agent arriving waits for the other mode's pods and agent to leave the node; it is then the
+	// condition's reason.
+	FindingOldModeInUse = "OldModeInUse"
 )
 
 // Finding is one check's outcome.
@@ -190,7 +198,8 @@ type Condition struct {
 	// Status is "True" when every check holds, else "False".
 	Status string
 	// Reason is ConditionReasonPassed, or the Name of the most severe missing finding
-	// (FindingFailOpenWindow first when the window is open).
+	// (FindingOldModeInUse first during a mode switch, then FindingFailOpenWindow when the
+	// window is open).
 	Reason string
 	// Message lists the missing findings as "Name: message", most severe first, joined by
 	// "; " and cut to MaxConditionMessage bytes; "all N checks passed" when none is missing.
@@ -207,6 +216,9 @@ func (r Report) Condition() Condition {
 	reason := missing[0].Name
 	if f, ok := r.Finding(FindingFailOpenWindow); ok && !f.OK {
 		reason = f.Name
+	}
+	if f, ok := r.Finding(FindingOldModeInUse); ok && !f.OK {
+		reason = f.Name // what the rest (NRI not connected yet) follows from
 	}
 	parts := make([]string, len(missing))
 	for i, f := range missing {
@@ -259,6 +271,9 @@ func Evaluate(in Input) Report {
 	rt := runtimeKind(in.RuntimeName)
 	var r Report
 	add := func(f Finding) { r.Findings = append(r.Findings, f) }
+	if in.OldModeInUse != "" {
+		add(miss(FindingOldModeInUse, SeverityError, "mode switch: GPU pods wait until the other mode has left the node: "+in.OldModeInUse))
+	}
 	add(checkRuntime(in, rt))
 	add(checkNRI(in, rt))
 	add(checkCDI(in, rt))

@@ -21,6 +21,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 	want := []string{
 		"ClusterRole/hami-go-device-plugin", "ClusterRole/hami-go-scheduler-extender", "ClusterRole/hami-go-webhook",
 		"ClusterRoleBinding/hami-go-device-plugin", "ClusterRoleBinding/hami-go-scheduler-extender", "ClusterRoleBinding/hami-go-webhook",
+		"ClusterRole/hami-go-dra-driver", "ClusterRoleBinding/hami-go-dra-driver", "ServiceAccount/hami-go-dra-driver",
 		"ClusterRoleBinding/hami-go-scheduler-kube-scheduler", "ClusterRoleBinding/hami-go-scheduler-volume-scheduler",
 		"ConfigMap/hami-go-dashboard", schedCM, dpDS, schedDep, webhookDep, webhookMWC,
 		"PodDisruptionBudget/hami-go-webhook",
@@ -69,7 +70,7 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--hami-core-install-from": "/hami-core-image", "--hami-core-install-glob": "k8s-vgpu/lib/nvidia/libvgpu.so*",
 		"--hami-core-host-dir": "/usr/local/vgpu", "--hami-core-cache-dir": "/usr/local/vgpu/containers", "--mps-pipe-dir": "/tmp/nvidia-mps",
 		"--application-xids": "13,31,43,45,68,109", "--recovery-probes": "3", "--probe-interval": "5s",
-		"--plan-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins",
+		"--plan-wait": "5s", "--device-plugin-dir": "/var/lib/kubelet/device-plugins", "--drain-timeout": "3600s",
 		"--lease-namespace": "kube-node-lease",
 		"--metrics-address": ":9400", "--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
@@ -648,7 +649,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
 			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch",
-			"apps|daemonsets|get")},
+			"apps|daemonsets|get", "resource.k8s.io|resourceclaims|get")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
 			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update", "coordination.k8s.io|leases|delete")},
 		{"extender ClusterRole", cr("ClusterRole/hami-go-scheduler-extender"), set(

@@ -28,10 +28,15 @@ func TestModeDevicePluginIsTheDefault(t *testing.T) {
 	if !r.has(dpDS) || !r.has("Service/hami-go-device-plugin") || !r.has("ClusterRole/hami-go-device-plugin") {
 		t.Fatalf("device plugin missing: %v", r.keys())
 	}
-	for _, k := range []string{draDS, draDC, draSvc, draCR, "ServiceAccount/hami-go-dra-driver"} {
+	for _, k := range []string{draDS, draDC, draSvc} {
 		if r.has(k) {
 			t.Errorf("%s rendered in deviceplugin mode", k)
 		}
+	}
+	// Both agents' RBAC in both modes: after a chart mode change the leaving agent drains and
+	// withdraws with it (issue 28).
+	if !r.has(draCR) || !r.has("ServiceAccount/hami-go-dra-driver") {
+		t.Errorf("the DRA driver's RBAC is missing in deviceplugin mode")
 	}
 }
 
@@ -59,10 +64,13 @@ func TestModeDRA(t *testing.T) {
 		"devicePlugin.splitCount=4", "devicePlugin.memoryScaling=1.5", "devicePlugin.reservedMemory=2048\\,GPU-a=4Gi\\,3=0",
 		"draDriver.cdiDir=/etc/cdi", "devicePlugin.kubeletDir=/k", "devicePlugin.nodeSelector.gpu=yes",
 		"draDriver.image.repository=example.com/dra", "draDriver.image.tag=t1", "devicePlugin.nriSocket=/run/nri/x.sock"))
-	for _, k := range []string{dpDS, "Service/hami-go-device-plugin", "ClusterRole/hami-go-device-plugin", "ServiceAccount/hami-go-device-plugin"} {
+	for _, k := range []string{dpDS, "Service/hami-go-device-plugin"} {
 		if r.has(k) {
 			t.Errorf("%s rendered in dra mode", k)
 		}
+	}
+	if !r.has("ClusterRole/hami-go-device-plugin") || !r.has("ServiceAccount/hami-go-device-plugin") {
+		t.Errorf("the device plugin's RBAC is missing in dra mode (a leaving agent needs it)")
 	}
 	ds := daemonSet(t, r, draDS)
 	spec := ds.Spec.Template.Spec
@@ -142,7 +150,7 @@ func TestModeDRARBAC(t *testing.T) {
 		"resource.k8s.io|resourceslices|delete", "resource.k8s.io|resourceslices|deletecollection",
 		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes/status|patch",
 		// At a stop: its own pod and DaemonSet, to tell a removal for good from a restart.
-		"|pods|get", "apps|daemonsets|get",
+		"|pods|get", "|pods|list", "apps|daemonsets|get",
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules = %v, want %v", got, want)

@@ -188,6 +188,19 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{`devicePlugin.applicationXids=13\,31`}, dpFlag("--application-xids"), "13,31"},
 		{[]string{"devicePlugin.recoveryProbes=5"}, dpFlag("--recovery-probes"), "5"},
 		{[]string{"devicePlugin.probeInterval=9s"}, dpFlag("--probe-interval"), "9s"},
+		// A mode switch's drain runs inside the agents' termination grace period (issue 28).
+		{[]string{"devicePlugin.drainTimeout=600"}, func(t testing.TB, r rendered) string {
+			return dpFlag("--drain-timeout")(t, r) + " " + words(*daemonSet(t, r, dpDS).Spec.Template.Spec.TerminationGracePeriodSeconds)
+		}, "600s 630"},
+		{[]string{"mode=dra", "devicePlugin.drainTimeout=0"}, func(t testing.TB, r rendered) string {
+			return draFlag("--drain-timeout")(t, r) + " " + words(*daemonSet(t, r, draDS).Spec.Template.Spec.TerminationGracePeriodSeconds)
+		}, "0s 30"},
+		// Its own port, for both agents on one node's network during a mode switch; null follows
+		// devicePlugin.metricsPort.
+		{[]string{"mode=dra", "draDriver.metricsPort=9401"}, func(t testing.TB, r rendered) string {
+			return draFlag("--metrics-address")(t, r) + " " + words(namedPort(container(t, daemonSet(t, r, draDS).Spec.Template.Spec, "dra-driver"), "metrics"))
+		}, ":9401 9401"},
+		{[]string{"mode=dra", "devicePlugin.metricsPort=9500"}, draFlag("--metrics-address"), ":9500"},
 		{[]string{"devicePlugin.planWait=3s"}, dpFlag("--plan-wait"), "3s"},
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-plugin-dir")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]

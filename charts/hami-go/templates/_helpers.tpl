@@ -401,3 +401,14 @@ bring-your-own library's directory read-only.
     type: DirectoryOrCreate
 {{- end -}}
 {{- end -}}
+
+{{/* hami-go.drainTimeout: devicePlugin.drainTimeout, checked to be a whole number of seconds >= 0. */}}
+{{- define "hami-go.drainTimeout" -}}
+{{- $v := .Values.devicePlugin.drainTimeout -}}
+{{- if not (or (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v)) -}}
+{{- fail (printf "devicePlugin.drainTimeout must be a whole number of seconds >= 0, got %v" $v) -}}
+{{- else if or (lt (float64 $v) 0.0) (ne (float64 $v) (float64 (int64 $v))) -}}
+{{- fail (printf "devicePlugin.drainTimeout must be a whole number of seconds >= 0, got %v" $v) -}}
+{{- end -}}
+{{- int64 $v -}}
+{{- end -}}

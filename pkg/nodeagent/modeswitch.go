@@ -1,0 +1,283 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/dra/draapi"
+)
+
+// A mode switch moves a node from one node agent to the other (issue 28): the node relabelled
+// (hami-go.io/mode) or the chart's mode changed. Neither mode's scheduler counts what the other
+// handed out (the extender charges plans, DRA's allocator claims), so the two agents never serve
+// GPUs on the node at once: the leaving agent stops offering capacity and keeps serving the pods
+// that hold its GPUs (Drain), and the arriving agent offers nothing until they are gone and the
+// leaving agent has stopped (WaitOldMode). Pods keep their slices across the switch; new GPU pods
+// wait for the node, and the node's preflight condition says why (FindingOldModeInUse).
+
+// Components of the node agents' pods (the chart's app.kubernetes.io/component label).
+const (
+	ComponentDevicePlugin = "device-plugin"
+	ComponentDRADriver    = "dra-driver"
+	labelComponent        = "app.kubernetes.io/component"
+	labelName             = "app.kubernetes.io/name"
+)
+
+// ModeSwitchPoll is the period of the mode switch's waits (Drain, WaitOldMode).
+const ModeSwitchPoll = 2 * time.Second
+
+// modeSwitchLogEvery is how often a wait that has not changed logs again what it waits for.
+const modeSwitchLogEvery = time.Minute
+
+// DevicePluginHolders lists, of the pods on node, those an arriving DRA driver must wait out:
+// GPU pods the device plugin placed there (a planned allocation, device.AnnoPlanned) that have
+// not finished, terminating ones included, and the device plugin's own pods still on the node
+// (its NRI plugin answers container creations until it stops). Each entry is "namespace/name
+// (why)", sorted. chart is the app.kubernetes.io/name of hami-go's pods ("" matches any).
+func DevicePluginHolders(node, chart string, pods []corev1.Pod) []string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != node || device.PodFinished(p) {
+			continue
+		}
+		switch {
+		case isAgent(p, chart, ComponentDevicePlugin):
+			out = append(out, p.Namespace+"/"+p.Name+" (the device plugin, stopping)")
+		case p.Annotations[device.AnnoPlanned] != "":
+			out = append(out, p.Namespace+"/"+p.Name+" (holds device-plugin slices)")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DRAHolders lists, of the pods on node, those an arriving device plugin must wait out: pods
+// with a ResourceClaim that hami-go's DRA driver (draapi.DriverName) was allocated, until they
+// have finished, terminating ones included (the kubelet still needs the driver to unprepare
+// their claims), and the DRA driver's own pods still on the node. claim returns a pod's claim by
+// namespace and name (nil: gone). Entries as DevicePluginHolders'.
+func DRAHolders(node, chart string, pods []corev1.Pod, claim func(namespace, name string) *resourceapi.ResourceClaim) []string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != node || device.PodFinished(p) {
+			continue
+		}
+		if isAgent(p, chart, ComponentDRADriver) {
+			out = append(out, p.Namespace+"/"+p.Name+" (the DRA driver, stopping)")
+			continue
+		}
+		for _, name := range podClaimNames(p) {
+			if c := claim(p.Namespace, name); c != nil && allocatedByHAMiGo(c) {
+				out = append(out, p.Namespace+"/"+p.Name+" (holds claim "+name+")")
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// isAgent reports whether p is a hami-go node agent pod of component (labels of the chart).
+func isAgent(p *corev1.Pod, chart, component string) bool {
+	return p.Labels[labelComponent] == component && (chart == "" || p.Labels[labelName] == chart)
+}
+
+// podClaimNames are the names of p's ResourceClaims: those it names (spec.resourceClaims
+// resourceClaimName) and those made from its templates (status.resourceClaimStatuses).
+func podClaimNames(p *corev1.Pod) []string {
+	var out []string
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil && *rc.ResourceClaimName != "" {
+			out = append(out, *rc.ResourceClaimName)
+		}
+	}
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil && *st.ResourceClaimName != "" {
+			out = append(out, *st.ResourceClaimName)
+		}
+	}
+	return out
+}
+
+func allocatedByHAMiGo(c *resourceapi.ResourceClaim) bool {
+	if c.Status.Allocation == nil {
+		return false
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver == draapi.DriverName {
+			return true
+		}
+	}
+	return false
+}
+
+// OldModeHolders reads what DevicePluginHolders (arriving is ComponentDRADriver) or DRAHolders
+// (arriving is ComponentDevicePlugin) need from the API server: the pods on node and, for
+// DRAHolders, their claims. chart as theirs. Errors: the pods could not be listed, or a claim
+// could not be read (a claim not found counts as gone).
+func OldModeHolders(ctx context.Context, c kubernetes.Interface, node, chart, arriving string) ([]string, error) {
+	list, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods on node %s: %w", node, err)
+	}
+	if arriving == ComponentDRADriver {
+		return DevicePluginHolders(node, chart, list.Items), nil
+	}
+	var readErr error
+	holders := DRAHolders(node, chart, list.Items, func(ns, name string) *resourceapi.ResourceClaim {
+		rc, err := c.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if !apierrors.IsNotFound(err) && readErr == nil {
+				readErr = fmt.Errorf("read ResourceClaim %s/%s: %w", ns, name, err)
+			}
+			return nil
+		}
+		return rc
+	})
+	return holders, readErr
+}
+
+// describeHolders is holders for a message: the count and the first three.
+func describeHolders(holders []string) string {
+	shown := holders
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	s := fmt.Sprintf("%d: %s", len(holders), strings.Join(shown, ", "))
+	if len(holders) > 3 {
+		s += ", …"
+	}
+	return s
+}
+
+// ModeSwitchWait is one side of a mode switch's wait, polled every ModeSwitchPoll.
+type ModeSwitchWait struct {
+	// Node is this agent's node, for the log.
+	Node string
+	// What says what is waited for, in the log and the message ("the device-plugin mode's pods
+	// and agent to leave the node").
+	What string
+	// Holders lists what is still there (empty: the wait is over). An error is logged and the
+	// wait goes on (the safe side: never serve GPUs the other mode may still hand out).
+	Holders func(ctx context.Context) ([]string, error)
+	// Report, when set, gets the message while waiting ("" once the wait is over): the agent
+	// puts it in the node's preflight condition (Enforcement.SetOldModeInUse).
+	Report func(msg string)
+	// Clock is injectable; nil = the real one.
+	Clock clock.Clock
+}
+
+// Run waits until Holders is empty (nil), ctx ends (ctx's error) or timeout passes (timeout > 0;
+// it then returns what is left, with a nil error). It logs what it waits for when that changes,
+// at most every minute otherwise.
+func (w ModeSwitchWait) Run(ctx context.Context, timeout time.Duration) ([]string, error) {
+	clk := w.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	start := clk.Now()
+	var last string
+	var logged time.Time
+	for {
+		holders, err := w.Holders(ctx)
+		if err != nil {
+			klog.ErrorS(err, "Could not list what the mode switch waits for; waiting on", "node", w.Node, "waitingFor", w.What)
+		} else if len(holders) == 0 {
+			if w.Report != nil {
+				w.Report("")
+			}
+			if last != "" {
+				klog.InfoS("Mode switch wait over", "node", w.Node, "waitedFor", w.What, "after", clk.Since(start).Round(time.Second))
+			}
+			return nil, nil
+		}
+		if err == nil {
+			msg := fmt.Sprintf("waiting for %s (%s)", w.What, describeHolders(holders))
+			if msg != last || clk.Since(logged) >= modeSwitchLogEvery {
+				klog.InfoS("Mode switch: waiting", "node", w.Node, "waitingFor", w.What, "holders", holders, "waited", clk.Since(start).Round(time.Second))
+				last, logged = msg, clk.Now()
+			}
+			if w.Report != nil {
+				w.Report(msg)
+			}
+		}
+		if timeout > 0 && clk.Since(start) >= timeout {
+			return holders, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-clk.After(ModeSwitchPoll):
+		}
+	}
+}
+
+// ChartName is the app.kubernetes.io/name label of the agent's own pod (--pod-namespace,
+// --pod-name), which names hami-go's pods in ModeSwitchWait's holders; "" (any) when the pod is
+// unknown or cannot be read.
+func (c *Config) ChartName(ctx context.Context, client kubernetes.Interface) string {
+	if c.PodName == "" || c.PodNamespace == "" {
+		return ""
+	}
+	cctx, cancel := WithdrawContext(ctx)
+	defer cancel()
+	p, err := client.CoreV1().Pods(c.PodNamespace).Get(cctx, c.PodName, metav1.GetOptions{})
+	if err != nil {
+		klog.ErrorS(err, "Reading the agent's own pod failed; any node agent pod counts in a mode switch", "pod", c.PodNamespace+"/"+c.PodName)
+		return ""
+	}
+	return p.Labels[labelName]
+}
+
+// WaitOldModeGone is the arriving side of a mode switch for an agent of component arriving
+// (ComponentDevicePlugin or ComponentDRADriver): it returns once no pod on the node holds GPUs
+// from the other mode and the other agent's pods are gone (OldModeHolders), at once when there
+// are none (a first start, a restart). Meanwhile the node's preflight condition says what it
+// waits for (enf, FindingOldModeInUse). Errors: ctx's, when it ends first.
+func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interface, arriving string, enf *Enforcement, clk clock.Clock) error {
+	chart := c.ChartName(ctx, client)
+	other := "device-plugin"
+	if arriving == ComponentDevicePlugin {
+		other = "DRA"
+	}
+	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse,
+		What: "the " + other + " mode's GPU pods and node agent to leave the node",
+		Holders: func(ctx context.Context) ([]string, error) {
+			return OldModeHolders(ctx, client, c.NodeName, chart, arriving)
+		}}
+	_, err := w.Run(ctx, 0)
+	return err
+}
+
+// Drain is the leaving side of a mode switch (Removal.Drain): it keeps the agent's servers up
+// (the caller's doing) until holders, the pods or claims that still hold its GPUs, is empty or
+// Config.DrainTimeout passes; it returns what is left then, logged. The agent has stopped
+// offering capacity before (the device plugin released its Lease; the DRA driver published no
+// devices).
+func (c *Config) Drain(what string, holders func() []string, clk clock.Clock) []string {
+	left := holders()
+	if len(left) > 0 && c.DrainTimeout > 0 {
+		w := ModeSwitchWait{Node: c.NodeName, Clock: clk, What: what,
+			Holders: func(context.Context) ([]string, error) { return holders(), nil }}
+		left, _ = w.Run(context.Background(), c.DrainTimeout)
+	}
+	if len(left) > 0 {
+		klog.ErrorS(nil, "Leaving the node with GPUs still held: --drain-timeout passed", "node", c.NodeName, "holders", left, "drainTimeout", c.DrainTimeout)
+	}
+	return left
+}

@@ -1,0 +1,252 @@
+//go:build e2e && daytwo
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/preflight"
+)
+
+// modeSwitchWait bounds each step of the switch (an agent's start, a pod's start or end).
+const modeSwitchWait = 3 * time.Minute
+
+// TestDayTwoModeSwitch (issue 28, item 1): the node switched in place to the other mode and back
+// (node label hami-go.io/mode and the chart's mode, as an operator does), each time with a sliced
+// pod of the leaving mode running across the switch. At each switch:
+//   - the pod keeps running in its container, and the leaving agent stays (draining) while it
+//     runs: in DRA mode the kubelet needs the driver to unprepare its claim at its end;
+//   - the arriving agent serves nothing while it runs: the node's preflight condition says
+//     OldModeInUse naming the pod, no GPU pod of the new mode starts there (no ResourceSlice
+//     devices, no device-plugin Lease), so the two modes' charges never meet on one GPU;
+//   - once the pod is deleted it goes (no Terminating for good), the leaving agent withdraws and
+//     exits, and the arriving agent serves: the new mode's pod that waited runs.
+func TestDayTwoModeSwitch(t *testing.T) {
+	c := NewCluster(t)
+	from := c.nodeModeLabel(t)
+	to := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[from]
+	if to == "" {
+		t.Fatalf("node %s: hami-go.io/mode=%q, want deviceplugin or dra", c.NodeName, from)
+	}
+	h := c.helm(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, comp := range []string{"device-plugin", "dra-driver"} {
+				for _, p := range c.componentPods(t, comp) {
+					t.Logf("%s %s log (tail):\n%s", comp, p.Name, c.logTail(chartNamespace, p.Name, comp, 60))
+				}
+			}
+		}
+	})
+	ns := e2eNamespace(t, c)
+	c.switchStep(t, h, ns, from, to, "a")
+	c.switchStep(t, h, ns, to, from, "b")
+}
+
+// switchStep runs one switch from → to with a pod of mode from running across it (names
+// "<tag>-old", "<tag>-new").
+func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) {
+	t.Helper()
+	ctx := context.Background()
+	g := gpuLimits{count: 1, memMiB: 2000}
+	old := c.CreatePod(t, gpuPod(ns, tag+"-old", g))
+	old = c.WaitForRunning(t, ns, old.Name, modeSwitchWait)
+	containerID := old.Status.ContainerStatuses[0].ContainerID
+	leaving := agentComponent(from)
+	arriving := agentComponent(to)
+	leavingPods := c.componentPods(t, leaving)
+	if len(leavingPods) != 1 {
+		t.Fatalf("%d %s pods before the switch, want 1", len(leavingPods), leaving)
+	}
+
+	start := time.Now()
+	c.setNodeMode(t, to)
+	h.run(t, "upgrade", releaseName, filepath.Join(repoRoot(), "charts", "hami-go"), "--reuse-values", "--set", "mode="+to)
+	t.Logf("%s → %s: node relabelled and helm upgrade --set mode=%s done in %v", from, to, to, time.Since(start).Round(time.Second))
+
+	// The arriving agent runs and waits, saying what for.
+	cond := c.waitPreflightReason(t, preflight.FindingOldModeInUse, modeSwitchWait)
+	if !strings.Contains(cond.Message, ns+"/"+old.Name) {
+		t.Errorf("the preflight condition names what it waits for, but not %s/%s: %q", ns, old.Name, cond.Message)
+	}
+	t.Logf("%s → %s: %s waits (%v after the switch): %s", from, to, arriving, time.Since(start).Round(time.Second), cond.Message)
+
+	// A new-mode pod waits meanwhile; the old pod keeps its container; the leaving agent stays.
+	newPod := c.CreatePod(t, gpuPod(ns, tag+"-new", g))
+	time.Sleep(10 * time.Second)
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, newPod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
+		t.Errorf("the %s-mode pod %s runs (or is gone: %v) while the %s mode's pod still holds a slice on the node", to, newPod.Name, err, from)
+	}
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodRunning ||
+		p.Status.ContainerStatuses[0].ContainerID != containerID {
+		t.Fatalf("the %s-mode pod %s lost its container across the switch (%v)", from, old.Name, err)
+	}
+	if !c.agentPodPresent(t, leavingPods[0].Name) {
+		t.Errorf("the leaving %s %s is gone while %s still holds its GPUs", leaving, leavingPods[0].Name, old.Name)
+	} else {
+		t.Logf("the leaving %s drains; its log (tail):\n%s", leaving, c.logTail(chartNamespace, leavingPods[0].Name, leaving, 8))
+	}
+	if to == "deviceplugin" {
+		if holder := c.leaseHolder(t); holder != "" {
+			t.Errorf("the arriving device plugin holds the node Lease (%q) while a DRA pod still holds a GPU", holder)
+		}
+	} else if n := c.nodeDRADevices(t); n != 0 {
+		t.Errorf("the arriving DRA driver publishes %d devices while a device-plugin pod still holds a slice", n)
+	}
+
+	// The old pod ends: it goes for good (its claim unprepared by the draining driver in DRA
+	// mode), the leaving agent exits, and the new pod runs.
+	end := time.Now()
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPodGone(t, ns, old.Name, modeSwitchWait)
+	gone := time.Since(end)
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, modeSwitchWait, true, func(context.Context) (bool, error) {
+		return !c.agentPodPresent(t, leavingPods[0].Name), nil
+	}); err != nil {
+		t.Fatalf("the leaving %s %s still runs %v after the last pod of its mode ended; its log (tail):\n%s", leaving, leavingPods[0].Name, modeSwitchWait,
+			c.logTail(chartNamespace, leavingPods[0].Name, leaving, 60))
+	}
+	left := time.Since(end)
+	c.WaitForRunning(t, ns, newPod.Name, modeSwitchWait)
+	t.Logf("%s → %s: old pod gone %v after its deletion, the leaving %s %v, the %s-mode pod ran %v after", from, to,
+		gone.Round(time.Second), leaving, left.Round(time.Second), to, time.Since(end).Round(time.Second))
+	c.waitPreflightReason(t, preflight.ConditionReasonPassed, modeSwitchWait)
+
+	// What the leaving agent published is gone (the device plugin's inventory annotation).
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Annotations[device.AnnoInventory]; ok && to == "dra" {
+		t.Errorf("the device plugin's inventory annotation is still on node %s after it left", c.NodeName)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, newPod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPodGone(t, ns, newPod.Name, modeSwitchWait)
+}
+
+func agentComponent(mode string) string {
+	if mode == "dra" {
+		return "dra-driver"
+	}
+	return "device-plugin"
+}
+
+// nodeModeLabel is the node's hami-go.io/mode label.
+func (c *Cluster) nodeModeLabel(t testing.TB) string {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Labels["hami-go.io/mode"]
+}
+
+// waitPreflightReason waits until the node's preflight condition has reason and returns it.
+func (c *Cluster) waitPreflightReason(t testing.TB, reason string, timeout time.Duration) corev1.NodeCondition {
+	t.Helper()
+	var got corev1.NodeCondition
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if string(cond.Type) == preflight.ConditionType {
+				got = cond
+				return cond.Reason == reason, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: preflight condition %s not %s within %v (last: %s %q)", c.NodeName, preflight.ConditionType, reason, timeout, got.Reason, got.Message)
+	}
+	return got
+}
+
+// agentPodPresent reports whether the chart's pod name still exists (running or terminating).
+func (c *Cluster) agentPodPresent(t testing.TB, name string) bool {
+	t.Helper()
+	_, err := c.Client.CoreV1().Pods(chartNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("get pod %s/%s: %v", chartNamespace, name, err)
+	}
+	return err == nil
+}
+
+// leaseHolder is the holder of the node's device-plugin Lease ("" when none or released).
+func (c *Cluster) leaseHolder(t testing.TB) string {
+	t.Helper()
+	l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "hami-go-"+c.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("get the node Lease: %v", err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// nodeDRADevices counts the devices hami-go's ResourceSlices publish for the node.
+func (c *Cluster) nodeDRADevices(t testing.TB) int {
+	t.Helper()
+	l, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list ResourceSlices: %v", err)
+	}
+	n := 0
+	for _, s := range l.Items {
+		if s.Spec.Driver == draClass && s.Spec.NodeName != nil && *s.Spec.NodeName == c.NodeName {
+			n += len(s.Spec.Devices)
+		}
+	}
+	return n
+}
+
+// logTail is the last n lines of a container's log, or why it could not be read.
+func (c *Cluster) logTail(ns, name, container string, n int) string {
+	tail := int64(n)
+	b, err := c.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container, TailLines: &tail}).Do(context.Background()).Raw()
+	if err != nil {
+		return fmt.Sprintf("(log of %s/%s[%s]: %v)", ns, name, container, err)
+	}
+	return string(b)
+}
+
+// waitPodGone waits until pod ns/name is deleted from the API (its containers stopped, its
+// claims unprepared).
+func (c *Cluster) waitPodGone(t testing.TB, ns, name string, timeout time.Duration) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if p != nil {
+			last = fmt.Sprintf("phase %s, deleting %v", p.Status.Phase, p.DeletionTimestamp != nil)
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not gone within %v (%s): stuck Terminating", ns, name, timeout, last)
+	}
+}
