@@ -109,22 +109,19 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
+	// The node's GPU memory (an allocatable change, which makes kube-scheduler retry the GPU
+	// pods it could not place) is published once the extender can place pods here (the Lease
+	// held): published before, after a mode switch the retry came before the node was usable,
+	// and the pods that waited for the switch then waited for kube-scheduler's periodic retry.
+	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
 	published := make(chan struct{})
 	go func() {
 		select {
 		case <-arrived:
-			p.publishLoop(ctx, d.Client)
+			p.publishLoop(ctx, d.Client, func() { go gm.Run(ctx) })
 		case <-ctx.Done():
 		}
 		close(published)
-	}()
-	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
-	go func() {
-		select {
-		case <-arrived:
-			gm.Run(ctx)
-		case <-ctx.Done():
-		}
 	}()
 	// The kubelet-facing server outlives ctx by the handover (case C45): the Lease released
 	// first, so that no GPU pod is placed on the node any more, and the pods placed before
@@ -198,11 +195,13 @@ func (p *Plugin) probeLoop(ctx context.Context) {
 
 // publishLoop publishes the inventory and renews the Lease every LeaseRenewInterval, at every
 // health change and whenever the kubelet gets or loses the devices (Serving): the Lease is held
-// only while it has them (RenewLease; case C45).
-func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
+// only while it has them (RenewLease; case C45). firstHeld (if not nil) is called once, when the
+// Lease is first held: the extender can place pods on the node from then on.
+func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface, firstHeld func()) {
 	t := p.opts.Clock.NewTicker(LeaseRenewInterval)
 	defer t.Stop()
 	held := false
+	once := false
 	for {
 		changed, serving := p.HealthChanged(), p.ServingChanged()
 		if _, err := PublishNode(ctx, c, p.Inventory(), p.cfg.Enforcement); err != nil {
@@ -215,6 +214,10 @@ func (p *Plugin) publishLoop(ctx context.Context, c kubernetes.Interface) {
 			held = hold
 			if hold {
 				klog.InfoS("Node Lease held: the kubelet has the devices", "node", p.cfg.NodeName)
+				if !once && firstHeld != nil {
+					once = true
+					firstHeld()
+				}
 			} else {
 				klog.InfoS("Node Lease released: the kubelet does not have the devices", "node", p.cfg.NodeName)
 			}

@@ -49,6 +49,12 @@ func TestDayTwoModeSwitch(t *testing.T) {
 			}
 		}
 	})
+	t.Cleanup(func() {
+		if c.nodeModeLabel(t) != from { // a failed step: the cluster back in its mode
+			c.setNodeMode(t, from)
+			c.installMode(t, h, from)
+		}
+	})
 	ns := e2eNamespace(t, c)
 	c.switchStep(t, h, ns, from, to, "a")
 	c.switchStep(t, h, ns, to, from, "b")
@@ -72,7 +78,7 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 
 	start := time.Now()
 	c.setNodeMode(t, to)
-	h.run(t, "upgrade", releaseName, filepath.Join(repoRoot(), "charts", "hami-go"), "--reuse-values", "--set", "mode="+to)
+	c.installMode(t, h, to)
 	t.Logf("%s → %s: node relabelled and helm upgrade --set mode=%s done in %v", from, to, to, time.Since(start).Round(time.Second))
 
 	// The arriving agent runs and waits, saying what for.
@@ -137,6 +143,16 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 		t.Fatal(err)
 	}
 	c.waitPodGone(t, ns, newPod.Name, modeSwitchWait)
+}
+
+// installMode upgrades the release to mode with the values up.sh installs it with
+// (hack/cluster/components.sh): not --reuse-values, which loses values-local.yaml's null that
+// removes the chart's default nodeSelector.
+func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string) {
+	t.Helper()
+	chart := filepath.Join(repoRoot(), "charts", "hami-go")
+	h.run(t, "upgrade", releaseName, chart, "-f", filepath.Join(chart, "values-local.yaml"),
+		"--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))
 }
 
 func agentComponent(mode string) string {

@@ -309,7 +309,7 @@ func (c *Cluster) nodeIP(t testing.TB) string {
 	return ""
 }
 
-// fakeFault posts to the DRA driver's fault API (--fake-fault-injection; the chart's
+// fakeFault posts to the node agent's fault API (agentMetricsPort) (--fake-fault-injection; the chart's
 // devicePlugin.fake.faultInjection, on in values-local.yaml): path "xid" with xid, or "recover".
 func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 	t.Helper()
@@ -317,7 +317,7 @@ func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 	if path == "xid" {
 		q.Set("xid", fmt.Sprint(xid))
 	}
-	u := fmt.Sprintf("http://%s:9400/debug/fake/%s?%s", c.nodeIP(t), path, q.Encode())
+	u := fmt.Sprintf("http://%s:%d/debug/fake/%s?%s", c.nodeIP(t), c.agentMetricsPort(t), path, q.Encode())
 	resp, err := http.Post(u, "", nil)
 	if err != nil {
 		t.Fatalf("POST %s: %v", u, err)
@@ -326,6 +326,35 @@ func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST %s: %s", u, resp.Status)
 	}
+}
+
+// agentMetricsPort is the node agent's metrics port (its container port "metrics"): the DRA
+// driver's in DRA mode (the chart's draDriver.metricsPort, 9401 on the local cluster, where both
+// agents share the node's network during a mode switch), else the device plugin's.
+func (c *Cluster) agentMetricsPort(t testing.TB) int32 {
+	t.Helper()
+	var p corev1.Pod
+	if c.isDRAMode(t) {
+		p = c.driverPod(t)
+	} else {
+		for _, dp := range c.devicePluginPods(t) {
+			if dp.DeletionTimestamp == nil {
+				p = dp
+			}
+		}
+		if p.Name == "" {
+			t.Fatalf("no running device plugin pod in %s on node %s", chartNamespace, c.NodeName)
+		}
+	}
+	for _, ctr := range p.Spec.Containers {
+		for _, port := range ctr.Ports {
+			if port.Name == "metrics" {
+				return port.ContainerPort
+			}
+		}
+	}
+	t.Fatalf("node agent pod %s has no container port named metrics", p.Name)
+	return 0
 }
 
 // waitTaint waits until the device's taints include (want) or lack (!want) draTaintKey.
