@@ -93,11 +93,10 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// without a plan), take the Lease and publish. A restart or a first start does not wait.
 	arrived := make(chan struct{})
 	go func() {
-		if cfg.WaitOldModeGone(ctx, d.Client, nodeagent.ComponentDevicePlugin, p.enf, p.opts.Clock) == nil {
+		if cfg.WaitOldModeGone(ctx, d.Client, nodeagent.ComponentDevicePlugin, p.enf, p.opts.Clock, func() { go pf.Run(ctx, p.SetPreflight) }) == nil {
 			close(arrived)
 		}
 	}()
-	go pf.Run(ctx, p.SetPreflight)
 	nriDone := make(chan struct{})
 	go func() {
 		select {

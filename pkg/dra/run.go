@@ -83,11 +83,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	g := nri.NewPlugin(d, cfg.NRIExemptNamespaces...)
 	pf := &nodeagent.Preflight{Client: deps.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
 		Input: func() preflight.Input { return d.PreflightInput(g) }, Changed: g.Changed, Clock: d.opts.Clock}
-	go pf.Run(ctx, d.SetPreflight)
 	// A mode switch (issue 28): the node's GPUs are the device plugin's until the pods it placed
 	// and the plugin itself are gone; only then are devices published and the NRI plugin
 	// connected. A restart or a first start does not wait.
-	if err := cfg.WaitOldModeGone(ctx, deps.Client, nodeagent.ComponentDRADriver, d.enf, d.opts.Clock); err != nil {
+	if err := cfg.WaitOldModeGone(ctx, deps.Client, nodeagent.ComponentDRADriver, d.enf, d.opts.Clock, func() { go pf.Run(ctx, d.SetPreflight) }); err != nil {
 		return nil // stopped while waiting: nothing was published
 	}
 	d.SetPublisher(helper)

@@ -178,6 +178,10 @@ type ModeSwitchWait struct {
 	// Report, when set, gets the message while waiting ("" once the wait is over): the agent
 	// puts it in the node's preflight condition (Enforcement.SetOldModeInUse).
 	Report func(msg string)
+	// Checked, when set, is called once, after the first look at Holders (and its Report):
+	// the agent starts its preflight then, so that the node's condition says at once what the
+	// agent waits for.
+	Checked func()
 	// Clock is injectable; nil = the real one.
 	Clock clock.Clock
 }
@@ -193,6 +197,12 @@ func (w ModeSwitchWait) Run(ctx context.Context, timeout time.Duration) ([]strin
 	start := clk.Now()
 	var last string
 	var logged time.Time
+	checked := w.Checked
+	defer func() {
+		if checked != nil {
+			checked()
+		}
+	}()
 	for {
 		holders, err := w.Holders(ctx)
 		if err != nil {
@@ -218,6 +228,10 @@ func (w ModeSwitchWait) Run(ctx context.Context, timeout time.Duration) ([]strin
 		}
 		if timeout > 0 && clk.Since(start) >= timeout {
 			return holders, nil
+		}
+		if checked != nil {
+			checked()
+			checked = nil
 		}
 		select {
 		case <-ctx.Done():
@@ -248,14 +262,15 @@ func (c *Config) ChartName(ctx context.Context, client kubernetes.Interface) str
 // (ComponentDevicePlugin or ComponentDRADriver): it returns once no pod on the node holds GPUs
 // from the other mode and the other agent's pods are gone (OldModeHolders), at once when there
 // are none (a first start, a restart). Meanwhile the node's preflight condition says what it
-// waits for (enf, FindingOldModeInUse). Errors: ctx's, when it ends first.
-func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interface, arriving string, enf *Enforcement, clk clock.Clock) error {
+// waits for (enf, FindingOldModeInUse); checked is called after the first look
+// (ModeSwitchWait.Checked). Errors: ctx's, when it ends first.
+func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interface, arriving string, enf *Enforcement, clk clock.Clock, checked func()) error {
 	chart := c.ChartName(ctx, client)
 	other := "device-plugin"
 	if arriving == ComponentDevicePlugin {
 		other = "DRA"
 	}
-	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse,
+	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse, Checked: checked,
 		What: "the " + other + " mode's GPU pods and node agent to leave the node",
 		Holders: func(ctx context.Context) ([]string, error) {
 			return OldModeHolders(ctx, client, c.NodeName, chart, arriving)

@@ -161,6 +161,8 @@ func TestModeSwitchWait(t *testing.T) {
 			return nil, nil
 		},
 		Report: func(m string) { mu.Lock(); reports = append(reports, m); mu.Unlock() }}
+	checked := 0
+	w.Checked = func() { mu.Lock(); checked++; mu.Unlock() }
 	done := make(chan error, 1)
 	go func() { _, err := w.Run(context.Background(), 0); done <- err }()
 	for i := 0; i < 3; i++ { // past the list error, then twice held, then none
@@ -179,6 +181,14 @@ func TestModeSwitchWait(t *testing.T) {
 	}
 	if !reflect.DeepEqual(reports, want) {
 		t.Errorf("reports %q\nwant %q", reports, want)
+	}
+	if checked != 1 {
+		t.Errorf("Checked called %d times, want once (after the first look)", checked)
+	}
+	w.Checked = func() { checked = 100 }
+	w.Holders = func(context.Context) ([]string, error) { return nil, nil }
+	if _, err := w.Run(context.Background(), 0); err != nil || checked != 100 {
+		t.Errorf("nothing to wait for: Run = %v, Checked called: %v; want it called", err, checked == 100)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
