@@ -88,7 +88,12 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 	}
 	t.Logf("%s → %s: %s waits (%v after the switch): %s", from, to, arriving, time.Since(start).Round(time.Second), cond.Message)
 
-	// A new-mode pod waits meanwhile; the old pod keeps its container; the leaving agent stays.
+	// A new-mode pod waits meanwhile (created once the webhook, and in device-plugin mode the
+	// scheduler, rolled to the new mode); the old pod keeps its container; the leaving agent stays.
+	c.waitDeploymentReady(t, "hami-go-webhook", 1, modeSwitchWait)
+	if to == "deviceplugin" {
+		c.waitDeploymentReady(t, schedulerName, 1, modeSwitchWait)
+	}
 	newPod := c.CreatePod(t, gpuPod(ns, tag+"-new", g))
 	time.Sleep(10 * time.Second)
 	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, newPod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
@@ -100,8 +105,6 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 	}
 	if !c.agentPodPresent(t, leavingPods[0].Name) {
 		t.Errorf("the leaving %s %s is gone while %s still holds its GPUs", leaving, leavingPods[0].Name, old.Name)
-	} else {
-		t.Logf("the leaving %s drains; its log (tail):\n%s", leaving, c.logTail(chartNamespace, leavingPods[0].Name, leaving, 8))
 	}
 	if to == "deviceplugin" {
 		if holder := c.leaseHolder(t); holder != "" {
