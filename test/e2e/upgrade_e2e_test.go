@@ -398,20 +398,6 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	t.Logf("mode %s: upgrade from %s checked in %v", mode, prev.commit[:7], time.Since(start).Round(time.Second))
 }
 
-// nodeMode is the node's hami-go.io/mode label (up.sh sets it to the cluster's mode).
-func (c *Cluster) nodeMode(t testing.TB) string {
-	t.Helper()
-	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := n.Labels["hami-go.io/mode"]
-	if m != "deviceplugin" && m != "dra" {
-		t.Fatalf("node %s: label hami-go.io/mode=%q, want deviceplugin or dra (hack/cluster/up.sh sets it)", c.NodeName, m)
-	}
-	return m
-}
-
 // checkSlice checks that a running pod's container main has its own slice of g: as many
 // distinct GPUs as it asked in CUDA_VISIBLE_DEVICES and HAMI_GO_GPU_UUIDS, its memory limit on
 // each, its compute limit; in device-plugin mode its planned and claimed allocations agree and

@@ -157,3 +157,17 @@ func (c *Cluster) setNodeMode(t testing.TB, mode string) {
 		t.Fatalf("label node %s hami-go.io/mode=%s: %v", c.NodeName, mode, err)
 	}
 }
+
+// nodeMode is the node's hami-go.io/mode label (up.sh sets it to the cluster's mode).
+func (c *Cluster) nodeMode(t testing.TB) string {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := n.Labels["hami-go.io/mode"]
+	if m != "deviceplugin" && m != "dra" {
+		t.Fatalf("node %s: label hami-go.io/mode=%q, want deviceplugin or dra (hack/cluster/up.sh sets it)", c.NodeName, m)
+	}
+	return m
+}
