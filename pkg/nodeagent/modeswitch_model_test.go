@@ -184,7 +184,7 @@ func runSwitchModel(seed int64, noWait bool, steps int) (switches int, bad []str
 	return switches, nil
 }
 
-// issue 28 (the model test's mode switch): random switches in both directions under random
+// case C45, issue 28 (the model test's mode switch): random switches in both directions under random
 // pod creation and deletion never over-commit a GPU, and never have both agents serve; the
 // same model with the arriving agent serving at once (noWait) over-commits, so the model can
 // fail.

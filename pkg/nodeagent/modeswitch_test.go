@@ -31,7 +31,7 @@ func agentLabels(component string) map[string]string {
 	return map[string]string{labelComponent: component, labelName: "hami-go"}
 }
 
-// issue 28: an arriving DRA driver waits for the pods the device plugin placed on its node
+// case C45, issue 28: an arriving DRA driver waits for the pods the device plugin placed on its node
 // (running, pending or terminating; not finished) and for the device plugin itself.
 func TestDevicePluginHolders(t *testing.T) {
 	planned := map[string]string{device.AnnoPlanned: `{"v":1}`}
@@ -65,7 +65,7 @@ func TestDevicePluginHolders(t *testing.T) {
 	}
 }
 
-// issue 28: an arriving device plugin waits for the pods whose claims hami-go's DRA driver was
+// case C45, issue 28: an arriving device plugin waits for the pods whose claims hami-go's DRA driver was
 // allocated (named or from a template) and for the DRA driver itself; claims of another
 // driver, unallocated or gone do not hold.
 func TestDRAHolders(t *testing.T) {
@@ -200,7 +200,7 @@ func TestModeSwitchWait(t *testing.T) {
 	}
 }
 
-// The leaving side: Drain returns once the holders are gone, or with what is left after
+// case C45, the leaving side: Drain returns once the holders are gone, or with what is left after
 // --drain-timeout; 0 does not wait.
 func TestDrain(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
