@@ -46,8 +46,9 @@ const modeSwitchLogEvery = time.Minute
 // GPU pods the device plugin placed there (a planned allocation, device.AnnoPlanned) that have
 // not finished, terminating ones included, and the device plugin's own pods still on the node
 // (its NRI plugin answers container creations until it stops). Each entry is "namespace/name
-// (why)", sorted. chart is the app.kubernetes.io/name of hami-go's pods ("" matches any).
-func DevicePluginHolders(node, chart string, pods []corev1.Pod) []string {
+// (why)", sorted. agents names hami-go's agent pods: their namespace and app.kubernetes.io/name
+// ("" matches any); a pod elsewhere with the agents' labels (a tenant's) does not count.
+func DevicePluginHolders(node string, agents AgentPods, pods []corev1.Pod) []string {
 	var out []string
 	for i := range pods {
 		p := &pods[i]
@@ -55,7 +56,7 @@ func DevicePluginHolders(node, chart string, pods []corev1.Pod) []string {
 			continue
 		}
 		switch {
-		case isAgent(p, chart, ComponentDevicePlugin):
+		case agents.is(p, ComponentDevicePlugin):
 			out = append(out, p.Namespace+"/"+p.Name+" (the device plugin, stopping)")
 		case p.Annotations[device.AnnoPlanned] != "":
 			out = append(out, p.Namespace+"/"+p.Name+" (holds device-plugin slices)")
@@ -70,14 +71,14 @@ func DevicePluginHolders(node, chart string, pods []corev1.Pod) []string {
 // have finished, terminating ones included (the kubelet still needs the driver to unprepare
 // their claims), and the DRA driver's own pods still on the node. claim returns a pod's claim by
 // namespace and name (nil: gone). Entries as DevicePluginHolders'.
-func DRAHolders(node, chart string, pods []corev1.Pod, claim func(namespace, name string) *resourceapi.ResourceClaim) []string {
+func DRAHolders(node string, agents AgentPods, pods []corev1.Pod, claim func(namespace, name string) *resourceapi.ResourceClaim) []string {
 	var out []string
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName != node || device.PodFinished(p) {
 			continue
 		}
-		if isAgent(p, chart, ComponentDRADriver) {
+		if agents.is(p, ComponentDRADriver) {
 			out = append(out, p.Namespace+"/"+p.Name+" (the DRA driver, stopping)")
 			continue
 		}
@@ -92,9 +93,16 @@ func DRAHolders(node, chart string, pods []corev1.Pod, claim func(namespace, nam
 	return out
 }
 
-// isAgent reports whether p is a hami-go node agent pod of component (labels of the chart).
-func isAgent(p *corev1.Pod, chart, component string) bool {
-	return p.Labels[labelComponent] == component && (chart == "" || p.Labels[labelName] == chart)
+// AgentPods names hami-go's node agent pods: Namespace (the release's, where only its
+// operators create pods) and Chart (their app.kubernetes.io/name); "" matches any.
+type AgentPods struct {
+	Namespace, Chart string
+}
+
+// is reports whether p is a hami-go node agent pod of component.
+func (a AgentPods) is(p *corev1.Pod, component string) bool {
+	return p.Labels[labelComponent] == component && (a.Chart == "" || p.Labels[labelName] == a.Chart) &&
+		(a.Namespace == "" || p.Namespace == a.Namespace)
 }
 
 // podClaimNames are the names of p's ResourceClaims: those it names (spec.resourceClaims
@@ -128,18 +136,18 @@ func allocatedByHAMiGo(c *resourceapi.ResourceClaim) bool {
 
 // OldModeHolders reads what DevicePluginHolders (arriving is ComponentDRADriver) or DRAHolders
 // (arriving is ComponentDevicePlugin) need from the API server: the pods on node and, for
-// DRAHolders, their claims. chart as theirs. Errors: the pods could not be listed, or a claim
+// DRAHolders, their claims. agents as theirs. Errors: the pods could not be listed, or a claim
 // could not be read (a claim not found counts as gone).
-func OldModeHolders(ctx context.Context, c kubernetes.Interface, node, chart, arriving string) ([]string, error) {
+func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, agents AgentPods, arriving string) ([]string, error) {
 	list, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods on node %s: %w", node, err)
 	}
 	if arriving == ComponentDRADriver {
-		return DevicePluginHolders(node, chart, list.Items), nil
+		return DevicePluginHolders(node, agents, list.Items), nil
 	}
 	var readErr error
-	holders := DRAHolders(node, chart, list.Items, func(ns, name string) *resourceapi.ResourceClaim {
+	holders := DRAHolders(node, agents, list.Items, func(ns, name string) *resourceapi.ResourceClaim {
 		rc, err := c.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			if !apierrors.IsNotFound(err) && readErr == nil {
@@ -273,7 +281,7 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse, Checked: checked,
 		What: "the " + other + " mode's GPU pods and node agent to leave the node",
 		Holders: func(ctx context.Context) ([]string, error) {
-			return OldModeHolders(ctx, client, c.NodeName, chart, arriving)
+			return OldModeHolders(ctx, client, c.NodeName, AgentPods{Namespace: c.PodNamespace, Chart: chart}, arriving)
 		}}
 	_, err := w.Run(ctx, 0)
 	return err

@@ -128,9 +128,9 @@ func (m *switchModel) tick() {
 	pods, claims := m.apiObjects()
 	var holders []string
 	if m.mode == "dra" {
-		holders = DevicePluginHolders("n1", "hami-go", pods)
+		holders = DevicePluginHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods)
 	} else {
-		holders = DRAHolders("n1", "hami-go", pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
+		holders = DRAHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
 	}
 	if len(holders) == 0 || m.noWait {
 		m.serving[m.mode] = true

@@ -32,7 +32,8 @@ func agentLabels(component string) map[string]string {
 }
 
 // case C45, issue 28: an arriving DRA driver waits for the pods the device plugin placed on its node
-// (running, pending or terminating; not finished) and for the device plugin itself.
+// (running, pending or terminating; not finished) and for the device plugin itself, in the
+// release's namespace: a tenant's pod with the agents' labels does not hold the switch up.
 func TestDevicePluginHolders(t *testing.T) {
 	planned := map[string]string{device.AnnoPlanned: `{"v":1}`}
 	deleting := switchPod("terminating", "n1", corev1.PodRunning, planned, nil)
@@ -50,9 +51,17 @@ func TestDevicePluginHolders(t *testing.T) {
 		switchPod("other-chart-plugin", "n1", corev1.PodRunning, nil, map[string]string{labelComponent: ComponentDevicePlugin, labelName: "nvidia"}),
 		switchPod("hami-go-dra-driver-y", "n1", corev1.PodRunning, nil, agentLabels(ComponentDRADriver)),
 	}
-	got := DevicePluginHolders("n1", "hami-go", pods)
+	tenant := switchPod("fake-agent", "n1", corev1.PodRunning, nil, agentLabels(ComponentDevicePlugin))
+	tenant.Namespace = "tenant-a"
+	pods = append(pods, tenant)
+	for i := range pods {
+		if pods[i].Labels[labelComponent] != "" && pods[i].Namespace == "ml" {
+			pods[i].Namespace = "hami-go-system"
+		}
+	}
+	got := DevicePluginHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods)
 	want := []string{
-		"ml/hami-go-device-plugin-x (the device plugin, stopping)",
+		"hami-go-system/hami-go-device-plugin-x (the device plugin, stopping)",
 		"ml/placed (holds device-plugin slices)",
 		"ml/running (holds device-plugin slices)",
 		"ml/terminating (holds device-plugin slices)",
@@ -60,7 +69,7 @@ func TestDevicePluginHolders(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("holders = %q\nwant %q", got, want)
 	}
-	if got := DevicePluginHolders("n1", "", pods[8:9]); len(got) != 1 {
+	if got := DevicePluginHolders("n1", AgentPods{}, pods[8:9]); len(got) != 1 {
 		t.Errorf("chart unknown: holders = %q, want any device-plugin component", got)
 	}
 }
@@ -102,7 +111,7 @@ func TestDRAHolders(t *testing.T) {
 		switchPod("hami-go-dra-driver-y", "n1", corev1.PodRunning, nil, agentLabels(ComponentDRADriver)),
 		switchPod("hami-go-device-plugin-x", "n1", corev1.PodRunning, nil, agentLabels(ComponentDevicePlugin)),
 	}
-	got := DRAHolders("n1", "hami-go", pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
+	got := DRAHolders("n1", AgentPods{Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
 	want := []string{
 		"ml/a-direct (holds claim direct)",
 		"ml/b-template (holds claim generated-x)",
@@ -124,18 +133,18 @@ func TestOldModeHolders(t *testing.T) {
 	dp := switchPod("dp-pod", "n1", corev1.PodRunning, map[string]string{device.AnnoPlanned: "x"}, nil)
 	ctx := context.Background()
 	c := fake.NewClientset(&p, rc, &dp)
-	got, err := OldModeHolders(ctx, c, "n1", "", ComponentDevicePlugin)
+	got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin)
 	if err != nil || !reflect.DeepEqual(got, []string{"ml/trainer (holds claim gpu-claim)"}) {
 		t.Errorf("arriving device plugin: %q, %v", got, err)
 	}
-	got, err = OldModeHolders(ctx, c, "n1", "", ComponentDRADriver)
+	got, err = OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDRADriver)
 	if err != nil || !reflect.DeepEqual(got, []string{"ml/dp-pod (holds device-plugin slices)"}) {
 		t.Errorf("arriving DRA driver: %q, %v", got, err)
 	}
 	if err := c.ResourceV1().ResourceClaims("ml").Delete(ctx, cn, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := OldModeHolders(ctx, c, "n1", "", ComponentDevicePlugin); err != nil || len(got) != 0 {
+	if got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin); err != nil || len(got) != 0 {
 		t.Errorf("claim gone: %q, %v; want none", got, err)
 	}
 }
