@@ -73,17 +73,20 @@ func TestUninstallHook(t *testing.T) {
 }
 
 func TestUninstallHookValues(t *testing.T) {
-	// mode dra: the DRA driver's image and DaemonSet, and no scheduler (stock kube-scheduler).
+	// mode dra: the DRA driver's image and DaemonSet, and no scheduler (stock kube-scheduler);
+	// kube-scheduler's leader Lease is still deleted, which a release switched from
+	// deviceplugin keeps (case C45, a mode switch).
 	r := renderChart(t, sets(t, "mode=dra"))
 	_, spec, args := uninstallHook(t, r)
-	if got := strings.Join(args, " "); got != "uninstall --namespace=hami-go-system --daemonsets=hami-go-dra-driver --timeout=120s" {
+	if got := strings.Join(args, " "); got != "uninstall --namespace=hami-go-system --daemonsets=hami-go-dra-driver --leases=hami-go-scheduler --timeout=120s" {
 		t.Errorf("mode dra: args %q", got)
 	}
 	if img := container(t, spec, "uninstall").Image; img != "docker.io/hami-go/dra-driver:0.1.0" {
 		t.Errorf("mode dra: image %s", img)
 	}
-	if rules := typedAs[*rbacv1.Role](t, r, uninstallRole).Rules; len(rules) != 1 || rules[0].ResourceNames[0] != "hami-go-dra-driver" {
-		t.Errorf("mode dra: rules %+v, want the DRA driver's DaemonSet only", rules)
+	if rules := typedAs[*rbacv1.Role](t, r, uninstallRole).Rules; len(rules) != 2 || rules[0].ResourceNames[0] != "hami-go-dra-driver" ||
+		rules[1].Resources[0] != "leases" || rules[1].ResourceNames[0] != "hami-go-scheduler" || rules[1].Verbs[0] != "delete" {
+		t.Errorf("mode dra: rules %+v, want the DRA driver's DaemonSet and the leader Lease", rules)
 	}
 
 	r = renderChart(t, sets(t, "uninstall.timeoutSeconds=30", "uninstall.nodeSelector.pool=system",
