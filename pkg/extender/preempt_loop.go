@@ -92,7 +92,13 @@ func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string)
 	// Nominated after the evictions, as kube-scheduler does: its next cycle then finds the
 	// victims terminating by preemption on the nominated node and keeps the nomination.
 	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
-		return fmt.Errorf("nominating the pod to node %s after evicting %v: %w", plan.Node, names, err)
+		// A victim that ends at once (no grace period) lets kube-scheduler place the pod
+		// before the nomination is written, and the API server refuses nominatedNodeName on a
+		// bound pod: the preemption did its work.
+		if !e.boundMeanwhile(ctx, k) {
+			return fmt.Errorf("nominating the pod to node %s after evicting %v: %w", plan.Node, names, err)
+		}
+		klog.V(2).InfoS("Pod bound before its nomination was written; not nominated", "pod", klog.KObj(p), "node", plan.Node)
 	}
 	klog.InfoS("Preempting for GPUs", "pod", klog.KObj(p), "node", plan.Node, "victims", names, "pdbViolations", plan.Choice.PDBViolations)
 	if e.recorder != nil {
@@ -100,6 +106,15 @@ func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string)
 			"Preempting %d pod(s) of lower priority on node %s to free its GPUs: %s", len(names), plan.Node, strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// boundMeanwhile reports whether pod k is bound now (read from the API server, not the
+// informer, which may lag behind the binding).
+func (e *Extender) boundMeanwhile(ctx context.Context, k device.PodRef) bool {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.APITimeout)
+	defer cancel()
+	p, err := e.client.CoreV1().Pods(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+	return err == nil && p.UID == k.UID && p.Spec.NodeName != ""
 }
 
 // evict marks victim v as preempted for preemptor on node and deletes it (UID precondition). A

@@ -6,7 +6,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/internal/podtest"
@@ -252,5 +258,61 @@ func TestPreemptionSkipsPodsTheInformerHasNotShown(t *testing.T) {
 	}
 	if plan, ok := c.PlanPreemption(device.RefOf(want), mustReq(t, c, want), 2000, []string{"node-1"}, nil); !ok || len(plan.Victims) != 1 {
 		t.Fatalf("priority 2000: plan %+v ok=%v; want the bound pod as victim once the informer showed it", plan, ok)
+	}
+}
+
+// case C43 (found by the e2e on the local cluster): a victim that ends at once lets
+// kube-scheduler bind the preemptor before the extender writes its nomination, and the API
+// server refuses status.nominatedNodeName on a bound pod. The preemption did its work: the pod
+// still gets its GPUPreemption Event, and no error is reported.
+func TestOwnPreemptionPodBoundBeforeItsNomination(t *testing.T) {
+	inv := testInventory("node-1", 2, 24576, 10)
+	objs, _ := setupNodes(t, inv)
+	refused := 0
+	e := newEnvSetup(t, nil, func(c *fake.Clientset) {
+		c.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			pa := a.(k8stesting.PatchAction)
+			if pa.GetSubresource() != "status" || !strings.Contains(string(pa.GetPatch()), "nominatedNodeName") {
+				return false, nil, nil
+			}
+			// kube-scheduler bound it meanwhile
+			o, err := c.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), pa.GetNamespace(), pa.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			p := o.(*corev1.Pod).DeepCopy()
+			p.Spec.NodeName = "node-1"
+			if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+				return true, nil, err
+			}
+			refused++
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pa.GetName(), field.ErrorList{
+				field.Forbidden(field.NewPath("status", "nominatedNodeName"), "may not be set on pods that are already bound to a node")})
+		})
+	}, objs...)
+	e.waitNodes("node-1")
+	c := e.ext.cache
+	low := prioritized(boundPod(t, "v", "low", "node-1", inv.GPUs[0].UUID, 15000, true), 0)
+	mid := prioritized(boundPod(t, "v", "mid", "node-1", inv.GPUs[1].UUID, 15000, true), 10)
+	pre := prioritized(podtest.Pending("p", "pre", podtest.GPU("main", 1, "20000", 0)), 100)
+	e.create(low, mid, pre)
+	eventually(t, "the victims charged", func() bool { return gpuUse(c, "node-1", 1).MemoryMiB == 15000 })
+	if res := e.ext.sched.Filter(pre, []string{"node-1"}); len(*res.NodeNames) != 0 {
+		t.Fatalf("pre: %+v; want refused on node-1", res)
+	}
+	var all string
+	want := "Normal GPUPreemption Preempting 1 pod(s) of lower priority on node node-1 to free its GPUs: v/low"
+	eventually(t, "the GPUPreemption Event although the nomination was refused", func() bool {
+		e.clock.Step(preemptSettle)
+		for len(e.rec.Events) > 0 {
+			all += <-e.rec.Events + "\n"
+		}
+		return strings.Contains(all, want)
+	})
+	if refused != 1 {
+		t.Errorf("nomination refused %d times; want 1 (no retry of a preemption that did its work)", refused)
+	}
+	if p := e.getPod("p", "pre"); p.Status.NominatedNodeName != "" {
+		t.Errorf("bound pod nominated to %q", p.Status.NominatedNodeName)
 	}
 }
