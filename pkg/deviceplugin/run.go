@@ -108,11 +108,12 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}()
 	go p.watchXIDs(ctx)
 	go p.probeLoop(ctx)
-	// The node's GPU memory (an allocatable change, which makes kube-scheduler retry the GPU
-	// pods it could not place) is published once the extender can place pods here (the Lease
-	// held): published before, after a mode switch the retry came before the node was usable,
-	// and the pods that waited for the switch then waited for kube-scheduler's periodic retry.
-	gm := &nodeagent.GPUMemoryPublisher{Client: d.Client, Node: cfg.NodeName, MiB: p.GPUMemoryMiB, Clock: p.opts.Clock}
+	// The node's extended resources (an allocatable change, which makes kube-scheduler retry
+	// the GPU pods it could not place) are published once the extender can place pods here (the
+	// Lease held): published before, after a mode switch the retry came before the node was
+	// usable, and the pods that waited for the switch then waited for kube-scheduler's periodic
+	// retry.
+	gm := &nodeagent.NodeResourcesPublisher{Client: d.Client, Node: cfg.NodeName, Want: p.NodeResources, Clock: p.opts.Clock}
 	published := make(chan struct{})
 	go func() {
 		select {
@@ -164,20 +165,20 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 }
 
 // withdraw removes what the agent published on the node when it leaves it for good (issue 28):
-// the inventory annotation, its labels, the Lease, the preflight condition, the node's GPU
-// memory (device.ResourceGPUMemory) and its CDI spec.
+// the inventory annotation, its labels, the Lease, the preflight condition, the node's extended
+// resources (NodeResourceNames) and its CDI spec.
 // Pods that still run keep their containers; failures are logged.
 func (p *Plugin) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if err := WithdrawNode(ctx, c, p.Inventory(), p.cfg.Enforcement, p.cfg.LeaseNamespace); err != nil {
 		klog.ErrorS(err, "Withdrawing the node's inventory failed", "node", p.cfg.NodeName)
 	}
-	nodeagent.Withdraw(ctx, c, p.cfg.NodeName)
+	nodeagent.Withdraw(ctx, c, p.cfg.NodeName, p.NodeResourceNames()...)
 	if p.cfg.DeviceListStrategy == StrategyCDI {
 		if err := os.Remove(filepath.Join(p.cfg.CDISpecDir, CDISpecName)); err != nil && !os.IsNotExist(err) {
 			klog.ErrorS(err, "Removing the CDI spec failed", "dir", p.cfg.CDISpecDir)
 		}
 	}
-	klog.InfoS("Withdrew the node's inventory, labels, Lease, preflight condition and GPU memory", "node", p.cfg.NodeName)
+	klog.InfoS("Withdrew the node's inventory, labels, Lease, preflight condition and extended resources", "node", p.cfg.NodeName)
 }
 
 func (p *Plugin) watchXIDs(ctx context.Context) {

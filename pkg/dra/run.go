@@ -106,7 +106,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		uuids = append(uuids, g.GPU.UUID)
 	}
 	go d.RepublishLoop(ctx)
-	gm := &nodeagent.GPUMemoryPublisher{Client: deps.Client, Node: cfg.NodeName, MiB: d.GPUMemoryMiB, Clock: d.opts.Clock}
+	gm := &nodeagent.NodeResourcesPublisher{Client: deps.Client, Node: cfg.NodeName, Clock: d.opts.Clock, Want: func() nodeagent.NodeResources {
+		return nodeagent.NodeResources{device.ResourceGPUMemory: d.GPUMemoryMiB()}
+	}}
 	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
@@ -160,7 +162,7 @@ func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if n := len(d.Prepared()); n > 0 {
 		klog.ErrorS(nil, "Leaving the node for good with prepared claims: their pods cannot release them until a DRA driver runs on the node again", "node", d.cfg.NodeName, "claims", n)
 	}
-	nodeagent.Withdraw(ctx, c, d.cfg.NodeName)
+	nodeagent.Withdraw(ctx, c, d.cfg.NodeName, device.ResourceGPUMemory)
 }
 
 // MetricsHandler is what the DRA driver serves on --metrics-address: /metrics (d's Collector,

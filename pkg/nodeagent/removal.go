@@ -113,13 +113,13 @@ func WithdrawContext(ctx context.Context) (context.Context, context.CancelFunc) 
 }
 
 // Withdraw removes what both node agents publish on their node, for one that leaves it for good:
-// the preflight condition (RemovePreflightCondition) and the node's GPU memory
-// (WithdrawGPUMemory). Each failure is logged; the other is still removed.
-func Withdraw(ctx context.Context, c kubernetes.Interface, node string) {
+// the preflight condition (RemovePreflightCondition) and the node's extended resources named
+// (WithdrawNodeResources). Each failure is logged; the other is still removed.
+func Withdraw(ctx context.Context, c kubernetes.Interface, node string, resources ...corev1.ResourceName) {
 	if err := RemovePreflightCondition(ctx, c, node); err != nil {
 		klog.ErrorS(err, "Withdrawing the preflight condition failed", "node", node)
 	}
-	if err := WithdrawGPUMemory(ctx, c, node); err != nil {
-		klog.ErrorS(err, "Withdrawing the node's GPU memory failed", "node", node)
+	if err := WithdrawNodeResources(ctx, c, node, resources...); err != nil {
+		klog.ErrorS(err, "Withdrawing the node's extended resources failed", "node", node, "resources", resources)
 	}
 }

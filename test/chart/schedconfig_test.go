@@ -46,17 +46,11 @@ func TestSchedulerConfiguration(t *testing.T) {
 	if len(c.Profiles) != 1 || c.Profiles[0].SchedulerName == nil || *c.Profiles[0].SchedulerName != "hami-go-scheduler" {
 		t.Fatalf("profiles %+v", c.Profiles)
 	}
-	// NodeResourcesFit's queueing hint ignores the extender's per-GPU names too (issue 28).
-	if pcs := c.Profiles[0].PluginConfig; len(pcs) != 1 || pcs[0].Name != "NodeResourcesFit" {
-		t.Errorf("pluginConfig %+v, want NodeResourcesFit's", pcs)
-	} else {
-		var args configv1.NodeResourcesFitArgs
-		if err := yaml.UnmarshalStrict(pcs[0].Args.Raw, &args); err != nil {
-			t.Fatalf("NodeResourcesFit args: %v", err)
-		}
-		if want := []string{"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}; !reflect.DeepEqual(args.IgnoredResources, want) {
-			t.Errorf("NodeResourcesFit ignoredResources %q, want %q", args.IgnoredResources, want)
-		}
+	// No plugin configuration: the extender's managedResources (ignoredByScheduler) keep the
+	// per-GPU names out of NodeResourcesFit's filter, and the device plugin publishes them on
+	// the node for its queueing hint, which ignores no resource (issue 28).
+	if pcs := c.Profiles[0].PluginConfig; len(pcs) != 0 {
+		t.Errorf("pluginConfig %+v, want none", pcs)
 	}
 	if len(c.Extenders) != 1 {
 		t.Fatalf("%d extenders", len(c.Extenders))

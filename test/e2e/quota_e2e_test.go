@@ -72,6 +72,29 @@ func (c *Cluster) waitNodeGPUMemory(t *testing.T, want int64, timeout time.Durat
 	}
 }
 
+// sliceResourceNames are the extended resources the device plugin publishes on its node:
+// hami-go.io/gpu-memory and the chart's default per-GPU slice names.
+var sliceResourceNames = []corev1.ResourceName{device.ResourceGPUMemory, "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
+
+// checkSliceResources checks the per-GPU slice names' totals the device plugin publishes (issue
+// 28: NodeResourcesFit's queueing hint needs them to retry a GPU pod on a node change):
+// nvidia.com/gpumem = the node's GPU memory (mib), -percentage and gpucores = 100 per GPU.
+func (c *Cluster) checkSliceResources(t *testing.T, mib int64) {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := int64(len(c.inventory(t).GPUs))
+	want := map[corev1.ResourceName]int64{"nvidia.com/gpumem": mib, "nvidia.com/gpumem-percentage": 100 * gpus, "nvidia.com/gpucores": 100 * gpus}
+	for name, v := range want {
+		cp, al := n.Status.Capacity[name], n.Status.Allocatable[name]
+		if cp.Value() != v || al.Value() != v {
+			t.Errorf("node %s: %s capacity %s allocatable %s; want %d", c.NodeName, name, cp.String(), al.String(), v)
+		}
+	}
+}
+
 // quotaUsed waits until the quota's status.used of requests.hami-go.io/gpu-memory is want MiB.
 func (c *Cluster) waitQuotaUsed(t *testing.T, ns, name string, want int64, timeout time.Duration) {
 	t.Helper()
@@ -116,6 +139,9 @@ func TestQuotaGPUMemory(t *testing.T) {
 	}
 	c.waitNodeGPUMemory(t, want, time.Minute)
 	t.Logf("node %s: %s = %d MiB (dra=%v)", c.NodeName, device.ResourceGPUMemory, want, dra)
+	if !dra {
+		c.checkSliceResources(t, want)
+	}
 
 	ctx := context.Background()
 	const quota = "gpu-memory"

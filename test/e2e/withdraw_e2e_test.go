@@ -21,7 +21,7 @@ import (
 // TestAgentLeavingNodeWithdrawsItsPublication (case C45, issue 28, device-plugin mode): the node relabelled
 // hami-go.io/mode=dra (the migration docs/dra.md describes) takes the device plugin off it; the
 // leaving agent withdraws its inventory annotation, GFD labels, Lease, preflight condition and
-// the node's GPU memory (hami-go.io/gpu-memory),
+// the node's extended resources (hami-go.io/gpu-memory and the per-GPU slice names' totals),
 // so no tool takes the node for a stale device-plugin node. A restart keeps them (the
 // annotation is there as soon as the pod is deleted and while the next starts). Relabelled back,
 // the next agent publishes them again.
@@ -64,8 +64,10 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 				left = append(left, "condition hami-go.io/PreflightPassed")
 			}
 		}
-		if _, ok := n.Status.Allocatable[device.ResourceGPUMemory]; ok {
-			left = append(left, "allocatable "+device.ResourceGPUMemory)
+		for _, name := range sliceResourceNames {
+			if _, ok := n.Status.Allocatable[name]; ok {
+				left = append(left, "allocatable "+string(name))
+			}
 		}
 		if _, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, device.LeasePrefix+c.NodeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			left = append(left, "Lease "+device.LeasePrefix+c.NodeName)
@@ -75,7 +77,7 @@ func TestAgentLeavingNodeWithdrawsItsPublication(t *testing.T) {
 	if err != nil {
 		t.Fatalf("2 minutes after node %s was relabelled hami-go.io/mode=dra: still %v (device-plugin pods: %d)", c.NodeName, left, len(c.devicePluginPods(t)))
 	}
-	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease, preflight condition and GPU memory %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
+	t.Logf("the device plugin left node %s and withdrew its inventory, labels, Lease, preflight condition and extended resources %v after the relabel", c.NodeName, time.Since(start).Round(time.Millisecond))
 
 	c.setNodeMode(t, "deviceplugin")
 	c.inventory(t)

@@ -60,8 +60,12 @@ func simNode(i int) (*corev1.Node, error) {
 		corev1.ResourceMemory: resource.MustParse("512Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 		"nvidia.com/gpu":      *resource.NewQuantity(gpusPerNode*splitCount, resource.DecimalSI),
-		// what the device plugin publishes (nodeagent.GPUMemoryPublisher): the GPUs' memory, MiB
-		device.ResourceGPUMemory: *resource.NewQuantity(gpusPerNode*gpuMiB, resource.DecimalSI),
+		// what the device plugin publishes (deviceplugin.Plugin.NodeResources): the GPUs'
+		// memory, MiB, and the per-GPU slice names' totals
+		device.ResourceGPUMemory:       *resource.NewQuantity(gpusPerNode*gpuMiB, resource.DecimalSI),
+		"nvidia.com/gpumem":            *resource.NewQuantity(gpusPerNode*gpuMiB, resource.DecimalSI),
+		"nvidia.com/gpumem-percentage": *resource.NewQuantity(gpusPerNode*100, resource.DecimalSI),
+		"nvidia.com/gpucores":          *resource.NewQuantity(gpusPerNode*100, resource.DecimalSI),
 	}
 	now := metav1.Now()
 	return &corev1.Node{
