@@ -1,7 +1,9 @@
 package deviceplugin
 
 import (
+	"maps"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -47,9 +49,8 @@ func (p *Plugin) NodeResources() nodeagent.NodeResources {
 	}
 }
 
-// NodeResourceNames are the names NodeResources publishes, which the device plugin withdraws
-// when it leaves its node for good.
+// NodeResourceNames are the names NodeResources publishes, sorted, which the device plugin
+// withdraws when it leaves its node for good.
 func (p *Plugin) NodeResourceNames() []corev1.ResourceName {
-	n := p.cfg.Resources
-	return []corev1.ResourceName{device.ResourceGPUMemory, corev1.ResourceName(n.Memory), corev1.ResourceName(n.MemoryPercent), corev1.ResourceName(n.Cores)}
+	return slices.Sorted(maps.Keys(p.NodeResources()))
 }

@@ -187,7 +187,7 @@ func (c *Cluster) hamiGoLeft(t testing.TB, dra bool) []string {
 		}
 	}
 	for k := range n.Status.Capacity {
-		if strings.HasPrefix(string(k), device.Prefix) {
+		if strings.HasPrefix(string(k), device.Prefix) || slices.Contains(sliceResourceNames, k) {
 			add("node capacity %s", k)
 		}
 	}
