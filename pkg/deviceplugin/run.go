@@ -135,12 +135,15 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	go func() {
 		<-ctx.Done()
 		<-published
-		removal = cfg.LeavingForGood(ctx, d.Client)
-		close(decided)
+		r := cfg.LeavingForGood(ctx, d.Client)
 		p.handOver(d.Client, sync)
-		if removal.Drain {
-			cfg.Drain("the pods holding this device plugin's slices to end", p.Ledger().Holders, p.opts.Clock)
+		if r.Drain {
+			cfg.Drain("the pods holding this device plugin's slices to end", p.Ledger().Holders, cfg.SwitchUndone(ctx, d.Client), p.opts.Clock)
+			// taken again after the drain: a switch undone meanwhile withdraws nothing
+			r = cfg.LeavingForGood(ctx, d.Client)
 		}
+		removal = r
+		close(decided)
 		stopServing()
 	}()
 	err = p.Serve(serveCtx)

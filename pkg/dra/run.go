@@ -115,7 +115,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	<-ctx.Done()
 	r := cfg.LeavingForGood(ctx, deps.Client)
 	if r.Drain && len(d.Prepared()) > 0 {
-		d.drain(helper)
+		d.drain(helper, cfg.SwitchUndone(ctx, deps.Client))
+		// taken again after the drain: a switch undone meanwhile withdraws nothing
+		r = cfg.LeavingForGood(ctx, deps.Client)
 	}
 	stopAgent()
 	<-nriDone
@@ -132,15 +134,16 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 
 // drain keeps the kubelet plugin and the NRI plugin serving the claims the driver prepared until
 // the kubelet has unprepared them all (their pods ended) or Config.DrainTimeout passes, when
-// the driver leaves its node for a mode switch (Removal.Drain). It first publishes no device,
-// so DRA's allocator places no new claim on the node.
-func (d *Driver) drain(p Publisher) {
+// the driver leaves its node for a mode switch (Removal.Drain), or until undone says the switch
+// was undone (nodeagent.Config.Drain). It first publishes no device, so DRA's allocator places
+// no new claim on the node.
+func (d *Driver) drain(p Publisher, undone func() bool) {
 	ctx, cancel := nodeagent.WithdrawContext(context.Background())
 	if err := p.PublishResources(ctx, resourceslice.DriverResources{}); err != nil {
 		klog.ErrorS(err, "Withdrawing the ResourceSlices before the drain failed", "node", d.cfg.NodeName)
 	}
 	cancel()
-	d.cfg.Drain("the kubelet to unprepare the claims this DRA driver prepared", d.preparedNames, d.opts.Clock)
+	d.cfg.Drain("the kubelet to unprepare the claims this DRA driver prepared", d.preparedNames, undone, d.opts.Clock)
 }
 
 // preparedNames are the prepared claims as "namespace/name", sorted.

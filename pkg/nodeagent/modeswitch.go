@@ -288,19 +288,46 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 }
 
 // Drain is the leaving side of a mode switch (Removal.Drain): it keeps the agent's servers up
-// (the caller's doing) until holders, the pods or claims that still hold its GPUs, is empty or
-// Config.DrainTimeout passes; it returns what is left then, logged. The agent has stopped
+// (the caller's doing) until holders, the pods or claims that still hold its GPUs, is empty,
+// Config.DrainTimeout passes, or undone (when not nil; checked at every poll) says the switch
+// was undone: the agent's DaemonSet selects the node again, and as its pod is still there the
+// DaemonSet starts no agent of this mode until it is gone, so draining on would leave the node
+// unserved while the pods run. It returns what is left then, logged. The agent has stopped
 // offering capacity before (the device plugin released its Lease; the DRA driver published no
 // devices).
-func (c *Config) Drain(what string, holders func() []string, clk clock.Clock) []string {
+func (c *Config) Drain(what string, holders func() []string, undone func() bool, clk clock.Clock) []string {
 	left := holders()
 	if len(left) > 0 && c.DrainTimeout > 0 {
+		wasUndone := false
 		w := ModeSwitchWait{Node: c.NodeName, Clock: clk, What: what,
-			Holders: func(context.Context) ([]string, error) { return holders(), nil }}
+			Holders: func(context.Context) ([]string, error) {
+				if undone != nil && undone() {
+					wasUndone = true
+					return nil, nil
+				}
+				return holders(), nil
+			}}
 		left, _ = w.Run(context.Background(), c.DrainTimeout)
+		if wasUndone {
+			left = holders()
+			klog.InfoS("Mode switch undone during the drain: stopping as for a restart; the next agent of this mode serves the pods", "node", c.NodeName, "holders", left)
+			return left
+		}
 	}
 	if len(left) > 0 {
 		klog.ErrorS(nil, "Leaving the node with GPUs still held: --drain-timeout passed", "node", c.NodeName, "holders", left, "drainTimeout", c.DrainTimeout)
 	}
 	return left
+}
+
+// SwitchUndone is the undone check of a drain (Drain): whether the agent no longer leaves its
+// node for good (CheckRemoval: its DaemonSet selects the node again). An error counts as not
+// undone: the drain goes on.
+func (c *Config) SwitchUndone(ctx context.Context, client kubernetes.Interface) func() bool {
+	return func() bool {
+		cctx, cancel := WithdrawContext(ctx)
+		defer cancel()
+		r, err := CheckRemoval(cctx, client, c.PodNamespace, c.PodName, c.NodeName)
+		return err == nil && !r.ForGood
+	}
 }

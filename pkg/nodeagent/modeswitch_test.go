@@ -226,7 +226,7 @@ func TestDrain(t *testing.T) {
 		return []string{"ml/trainer"}
 	}
 	done := make(chan []string, 1)
-	go func() { done <- c.Drain("pods to end", holders, clk) }()
+	go func() { done <- c.Drain("pods to end", holders, nil, clk) }()
 	for i := 0; i < 2; i++ { // holders' 2nd and 3rd calls hold; the 4th finds none
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
@@ -238,7 +238,7 @@ func TestDrain(t *testing.T) {
 	}
 
 	always := func() []string { return []string{"ml/stuck"} }
-	go func() { done <- c.Drain("pods to end", always, clk) }()
+	go func() { done <- c.Drain("pods to end", always, nil, clk) }()
 	for i := 0; i < 5; i++ {
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
@@ -248,8 +248,28 @@ func TestDrain(t *testing.T) {
 	if left := <-done; !reflect.DeepEqual(left, []string{"ml/stuck"}) {
 		t.Errorf("after the timeout left %q, want ml/stuck", left)
 	}
+	// The switch undone (the DaemonSet selects the node again) at the third look: the drain
+	// ends with the pod still there, long before the timeout.
+	looks := 0
+	undone := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		looks++
+		return looks >= 3
+	}
+	start := clk.Now()
+	go func() { done <- c.Drain("pods to end", always, undone, clk) }()
+	for i := 0; i < 2; i++ {
+		for !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(ModeSwitchPoll)
+	}
+	if left := <-done; !reflect.DeepEqual(left, []string{"ml/stuck"}) || looks != 3 || clk.Since(start) != 2*ModeSwitchPoll {
+		t.Errorf("undone: left %q after %d looks and %v; want ml/stuck after 3 looks, %v", left, looks, clk.Since(start), 2*ModeSwitchPoll)
+	}
 	c.DrainTimeout = 0
-	if left := c.Drain("pods to end", always, clk); !reflect.DeepEqual(left, []string{"ml/stuck"}) {
+	if left := c.Drain("pods to end", always, nil, clk); !reflect.DeepEqual(left, []string{"ml/stuck"}) {
 		t.Errorf("--drain-timeout=0: left %q", left)
 	}
 }

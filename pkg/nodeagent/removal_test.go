@@ -94,6 +94,33 @@ func TestCheckRemoval(t *testing.T) {
 	}
 }
 
+// Issue 28: a drain ends when its switch is undone, the node relabelled back so that the
+// agent's DaemonSet selects it again; an unreadable state counts as not undone.
+func TestSwitchUndone(t *testing.T) {
+	ds := agentDaemonSet(nil)
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: "hami-go-device-plugin-x1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: types.UID("ds-uid"), Controller: &yes}}}}
+	ctx := context.Background()
+	cfg := Config{NodeName: "node-1", PodNamespace: ds.Namespace, PodName: pod.Name}
+	c := fake.NewClientset(ds, pod, labelledNode(map[string]string{"hami-go.io/mode": "dra"}))
+	undone := cfg.SwitchUndone(ctx, c)
+	if undone() {
+		t.Error("node still labelled dra: undone; want the drain to go on")
+	}
+	n, _ := c.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	n.Labels["hami-go.io/mode"] = "deviceplugin"
+	if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !undone() {
+		t.Error("node relabelled deviceplugin: not undone; want the drain to end")
+	}
+	if cfg.SwitchUndone(ctx, fake.NewClientset(ds, labelledNode(nil)))() {
+		t.Error("own pod unreadable: undone; want the drain to go on")
+	}
+}
+
 // The preflight condition is removed, the node's other conditions are kept.
 func TestRemovePreflightCondition(t *testing.T) {
 	n := labelledNode(nil)

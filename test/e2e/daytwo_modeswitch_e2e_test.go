@@ -43,10 +43,19 @@ func TestDayTwoModeSwitch(t *testing.T) {
 	c := NewCluster(t)
 	from := c.nodeMode(t)
 	to := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[from]
+	h := c.switchCleanups(t, from)
+	ns := e2eNamespace(t, c)
+	c.switchStep(t, h, ns, from, to, "a")
+	c.switchStep(t, h, ns, to, from, "b")
+}
+
+// switchCleanups registers a test's cleanups (run last first): on failure the agents' and the
+// scheduler's logs, then the cluster back in mode from where a failed step left it elsewhere.
+func (c *Cluster) switchCleanups(t *testing.T, from string) helmCLI {
+	t.Helper()
 	h := c.helm(t)
-	// Cleanups run last first: the agents' logs are taken before the mode is restored.
 	t.Cleanup(func() {
-		if c.nodeMode(t) != from { // a failed step: the cluster back in its mode
+		if c.nodeMode(t) != from {
 			c.setNodeMode(t, from)
 			c.installMode(t, h, from)
 		}
@@ -65,9 +74,61 @@ func TestDayTwoModeSwitch(t *testing.T) {
 			}
 		}
 	})
+	return h
+}
+
+// TestDayTwoModeSwitchUndone (case C45, issue 28, item 1): a switch undone while the leaving
+// agent drains for a sliced pod of its mode. The DaemonSet starts no agent on a node whose agent
+// pod is still terminating, so the draining agent stops draining as soon as its DaemonSet selects
+// the node again, and stops as for a restart (withdrawing nothing); the next agent of the mode
+// serves the node at once: the old pod keeps its container, and a new pod of the mode runs
+// beside it. Before, the node served no new GPU pod until the old pod ended.
+func TestDayTwoModeSwitchUndone(t *testing.T) {
+	c := NewCluster(t)
+	from := c.nodeMode(t)
+	to := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[from]
+	h := c.switchCleanups(t, from)
 	ns := e2eNamespace(t, c)
-	c.switchStep(t, h, ns, from, to, "a")
-	c.switchStep(t, h, ns, to, from, "b")
+	g := gpuLimits{count: 1, memMiB: 2000}
+	old := c.WaitForRunning(t, ns, c.CreatePod(t, gpuPod(ns, "u-old", g)).Name, modeSwitchWait)
+	containerID := old.Status.ContainerStatuses[0].ContainerID
+	leaving := agentComponent(from)
+	leavingPods := c.componentPods(t, leaving)
+	if len(leavingPods) != 1 {
+		t.Fatalf("%d %s pods before the switch, want 1", len(leavingPods), leaving)
+	}
+	c.setNodeMode(t, to)
+	c.installMode(t, h, to)
+	c.waitPreflightReason(t, preflight.FindingOldModeInUse, modeSwitchWait)
+	if !c.agentPodPresent(t, leavingPods[0].Name) {
+		t.Fatalf("the leaving %s %s is gone while %s still holds its GPUs", leaving, leavingPods[0].Name, old.Name)
+	}
+
+	undo := time.Now()
+	c.setNodeMode(t, from)
+	c.installMode(t, h, from)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, modeSwitchWait, true, func(context.Context) (bool, error) {
+		return !c.agentPodPresent(t, leavingPods[0].Name), nil
+	}); err != nil {
+		t.Fatalf("switch undone: the draining %s %s still runs %v later, while %s runs; its log (tail):\n%s", leaving, leavingPods[0].Name, modeSwitchWait, old.Name,
+			c.logTail(chartNamespace, leavingPods[0].Name, leaving, 60))
+	}
+	stopped := time.Since(undo)
+	c.waitDeploymentReady(t, "hami-go-webhook", 1, modeSwitchWait)
+	if from == "deviceplugin" {
+		c.waitDeploymentReady(t, schedulerName, 1, modeSwitchWait)
+	}
+	next := c.WaitForRunning(t, ns, c.CreatePod(t, gpuPod(ns, "u-next", g)).Name, modeSwitchWait)
+	p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), old.Name, metav1.GetOptions{})
+	if err != nil || p.Status.Phase != corev1.PodRunning || p.Status.ContainerStatuses[0].ContainerID != containerID {
+		t.Fatalf("the %s-mode pod %s lost its container across the undone switch (%v)", from, old.Name, err)
+	}
+	c.waitPreflightReason(t, preflight.ConditionReasonPassed, modeSwitchWait)
+	if from == "deviceplugin" { // the old pod's plan and the new one's, charged by one extender
+		checkNotOvercommitted(t, c.inventory(t), c.nodeUsage(t))
+	}
+	t.Logf("%s → %s undone: the draining %s stopped %v after the undo, and %s ran %v after it beside %s",
+		from, to, leaving, stopped.Round(time.Second), next.Name, time.Since(undo).Round(time.Second), old.Name)
 }
 
 // switchStep runs one switch from → to with a pod of mode from running across it (names
