@@ -9,7 +9,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
-// The device plugin publishes GPU memory and the per-GPU slice names' totals, so that
+// case C49: the device plugin publishes GPU memory and the per-GPU slice names' totals, so that
 // NodeResourcesFit's queueing hint (which ignores no resource) can see a node fit a GPU pod
 // (issue 28: the pod that waited for a mode switch waited 5 minutes more). Configured names are
 // the ones published, and withdrawn.

@@ -261,7 +261,7 @@ func TestPreemptionSkipsPodsTheInformerHasNotShown(t *testing.T) {
 	}
 }
 
-// case C43 (found by the e2e on the local cluster): a victim that ends at once lets
+// case C50 (C43's preemption; found by the e2e on the local cluster): a victim that ends at once lets
 // kube-scheduler bind the preemptor before the extender writes its nomination, and the API
 // server refuses status.nominatedNodeName on a bound pod. The preemption did its work: the pod
 // still gets its GPUPreemption Event, and no error is reported.

@@ -265,6 +265,8 @@ func checkExtenderTLS(t *testing.T, r rendered, spec corev1.PodSpec, ks, ex core
 // (which never reaches the webhook) that sets hami-go.io/gpu-memory in any container, naming the
 // containers; other pods (the webhook rewrites their value) and opted-out pods without the
 // resource are admitted; nothing fails to evaluate; allocationPolicy.enabled=false renders none.
+// Case C49: nor may such a pod ask for the per-GPU slice names (resourceNames), whose node totals
+// the device plugin publishes.
 func TestGPUMemoryPolicyC44(t *testing.T) {
 	const key, bkey = "ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory"
 	r := renderChart(t, nil)
@@ -297,6 +299,14 @@ func TestGPUMemoryPolicyC44(t *testing.T) {
 		{"opted out, without it", pod(true, cpu, cpu), ""},
 		{"not opted out: the webhook rewrites it", pod(false, mem, mem), ""},
 		{"opted out, no resources at all", pod(true, nil, nil), ""},
+		// case C49: nodes publish the slice names' totals, so an opted-out pod asking one would
+		// be placed without the extender and counted by the kubelet against its GPU pods
+		{"opted out, asks nvidia.com/gpucores", pod(true, nil, corev1.ResourceList{"nvidia.com/gpucores": resource.MustParse("800")}),
+			"containers main: resources nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores are GPU slices that only hami-go's scheduler places"},
+		{"opted out, asks nvidia.com/gpumem in an init container", pod(true, corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("1000")}, cpu), "containers warm: resources nvidia.com/gpumem"},
+		{"opted out, asks nvidia.com/gpumem-percentage", pod(true, nil, corev1.ResourceList{"nvidia.com/gpumem-percentage": resource.MustParse("50")}), "containers main: resources"},
+		{"opted out, asks only nvidia.com/gpu (a whole GPU, DRA's extendedResourceName)", pod(true, nil, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}), ""},
+		{"not opted out: the webhook routes it to the extender", pod(false, nil, corev1.ResourceList{"nvidia.com/gpucores": resource.MustParse("30")}), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}

@@ -94,7 +94,8 @@ func TestC36TenantCannotForgeAllocationRecords(t *testing.T) {
 	}
 
 	// 1. Create with a forged plan, the webhook kept away (opt-out label) and nodeName preset.
-	p := gpuPod(ns, "forged", gpuLimits{count: 1, memMiB: 1000})
+	// (a whole GPU: an opted-out pod may not ask for slices, case C49)
+	p := gpuPod(ns, "forged", gpuLimits{count: 1})
 	p.Labels[device.LabelOptOut] = "true"
 	p.Spec.NodeName = c.NodeName
 	p.Annotations = map[string]string{device.AnnoPlanned: forged}
@@ -145,7 +146,7 @@ func TestC36TenantCannotForgeAllocationRecords(t *testing.T) {
 	}
 
 	// 4. Bindings carrying a plan, for a GPU pod nobody schedules (both Binding paths).
-	u := gpuPod(ns, "unscheduled", gpuLimits{count: 1, memMiB: 1000})
+	u := gpuPod(ns, "unscheduled", gpuLimits{count: 1})
 	u.Labels[device.LabelOptOut] = "true"
 	u.Spec.SchedulerName = "nobody"
 	if _, err := plus.CoreV1().Pods(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {

@@ -202,7 +202,7 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 	left := time.Since(end)
 	// The pod that waited runs well before kube-scheduler's periodic retry of unschedulable
 	// pods (podMaxInUnschedulablePodsDuration, 5 minutes): the arriving agent's last
-	// publication is a Node change NodeResourcesFit's queueing hint retries it on (issue 28:
+	// publication is a Node change NodeResourcesFit's queueing hint retries it on (case C49:
 	// from a DRA-mode cluster it waited 5m20s while the node lacked the per-GPU slice names).
 	c.WaitForRunning(t, ns, newPod.Name, max(modeSwitchRun-time.Since(end), time.Second))
 	t.Logf("%s → %s: old pod gone %v after its deletion, the leaving %s %v, the %s-mode pod ran %v after", from, to,

@@ -76,8 +76,8 @@ func (c *Cluster) waitNodeGPUMemory(t *testing.T, want int64, timeout time.Durat
 // hami-go.io/gpu-memory and the chart's default per-GPU slice names.
 var sliceResourceNames = []corev1.ResourceName{device.ResourceGPUMemory, "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
 
-// checkSliceResources checks the per-GPU slice names' totals the device plugin publishes (issue
-// 28: NodeResourcesFit's queueing hint needs them to retry a GPU pod on a node change):
+// checkSliceResources checks the per-GPU slice names' totals the device plugin publishes (case
+// C49: NodeResourcesFit's queueing hint needs them to retry a GPU pod on a node change):
 // nvidia.com/gpumem = the node's GPU memory (mib), -percentage and gpucores = 100 per GPU.
 func (c *Cluster) checkSliceResources(t *testing.T, mib int64) {
 	t.Helper()
