@@ -111,7 +111,7 @@ func (m *switchModel) names() []string {
 // tick: the leaving agent leaves once none of its pods is left (Drain); the arriving agent
 // serves once the other mode holds nothing and its agent is gone (WaitOldModeGone).
 func (m *switchModel) tick() {
-	other := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[m.mode]
+	other := otherModelMode(m.mode)
 	if m.present[other] {
 		held := false
 		for _, p := range m.pods {
@@ -141,8 +141,16 @@ func (m *switchModel) tick() {
 // released, no devices published) and drains.
 func (m *switchModel) switchMode() {
 	old := m.mode
-	m.mode = map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[old]
+	m.mode = otherModelMode(old)
 	m.serving[old] = false
+}
+
+// otherModelMode is the mode a node of mode switches to: "deviceplugin" ↔ "dra".
+func otherModelMode(mode string) string {
+	if mode == "dra" {
+		return "deviceplugin"
+	}
+	return "dra"
 }
 
 // overCommitted names the GPUs the two modes' pods together charge beyond their memory.

@@ -42,7 +42,7 @@ const modeSwitchRun = 90 * time.Second
 func TestDayTwoModeSwitch(t *testing.T) {
 	c := NewCluster(t)
 	from := c.nodeMode(t)
-	to := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[from]
+	to := otherMode(from)
 	h := c.switchCleanups(t, from)
 	ns := e2eNamespace(t, c)
 	c.switchStep(t, h, ns, from, to, "a")
@@ -86,7 +86,7 @@ func (c *Cluster) switchCleanups(t *testing.T, from string) helmCLI {
 func TestDayTwoModeSwitchUndone(t *testing.T) {
 	c := NewCluster(t)
 	from := c.nodeMode(t)
-	to := map[string]string{"deviceplugin": "dra", "dra": "deviceplugin"}[from]
+	to := otherMode(from)
 	h := c.switchCleanups(t, from)
 	ns := e2eNamespace(t, c)
 	g := gpuLimits{count: 1, memMiB: 2000}
@@ -231,6 +231,14 @@ func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string) {
 	chart := filepath.Join(repoRoot(), "charts", "hami-go")
 	h.run(t, "upgrade", releaseName, chart, "-f", filepath.Join(chart, "values-local.yaml"),
 		"--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))
+}
+
+// otherMode is the mode a node of mode switches to: "deviceplugin" ↔ "dra".
+func otherMode(mode string) string {
+	if mode == "dra" {
+		return "deviceplugin"
+	}
+	return "dra"
 }
 
 func agentComponent(mode string) string {
