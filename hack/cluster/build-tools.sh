@@ -5,7 +5,7 @@
 # Arguments: names of tools (programs) to build, e.g. `build-tools.sh promtool` (make test-unit's
 # rule tests); none: all of them.
 # Concurrent runs (CI and a developer, or up.sh while a first build runs) wait on one lock.
-# Progress on stderr, one ">> " line per tool as it starts and ends ("[i/13] kubelet: built in
+# Progress on stderr, one ">> " line per tool as it starts and ends ("[i/16] kubelet: built in
 # 412s" or "cached") and a heartbeat every $HAMI_GO_HEARTBEAT_S seconds (default 60) while one
 # builds or while another run holds the lock (progress.sh); go's own output follows on stderr.
 set -euo pipefail
@@ -15,6 +15,8 @@ progress_traps
 cache=${HAMI_GO_CACHE:-$HOME/.cache/hami-go}/tools
 K8S_VERSION=v1.37.2 ETCD_VERSION=v3.6.16 KUBERAY_VERSION=v1.5.0 HELM_VERSION=v3.22.0
 CONTAINERD_VERSION=v2.4.2
+# NVIDIA's Container Toolkit for the simulated GPU node (hack/simgpu, docs/simgpu.md).
+TOOLKIT_VERSION=v1.20.2
 # Prometheus v3 is tagged v0.3xx.y in its Go module: v0.316.0 is Prometheus 3.16.0.
 PROMETHEUS_VERSION=v0.316.0 PROMETHEUS_RELEASE=3.16.0
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -22,11 +24,11 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 if ! flock -n 9; then
   STEP_START="another build-tools.sh holds $cache/.build.lock; waiting" STEP_DONE="lock free" \
-    step 0 13 "lock" flock 9
+    step 0 16 "lock" flock 9
 fi
 
 only=("$@")
-N=13 I=0   # the build lines below: 5 Kubernetes, etcd, helm, KubeRay, 3 containerd, 2 Prometheus
+N=16 I=0   # the build lines below: 5 Kubernetes, etcd, helm, KubeRay, 3 containerd, 2 Prometheus, 3 toolkit
 ((${#only[@]} == 0)) || N=${#only[@]}
 wanted() { ((${#only[@]} == 0)) || [[ " ${only[*]} " == *" $1 "* ]]; }
 # build <dir-under-tools> <output-file> <ldflags> <package>; $TAGS: go build tags, if any.
@@ -66,6 +68,13 @@ prom_ld="-X github.com/prometheus/common/version.Version=$PROMETHEUS_RELEASE"
 for c in prometheus promtool; do
   TAGS=remove_all_sd,enable_kubernetes_sd build prometheus "$cache/prometheus-$PROMETHEUS_VERSION/$c" "$prom_ld" "github.com/prometheus/prometheus/cmd/$c"
 done
+# NVIDIA Container Toolkit: nvidia-ctk (cdi generate; go-nvml dlopens libnvidia-ml.so.1, so cgo),
+# nvidia-cdi-hook (the hooks of a generated spec) and nvidia-container-runtime (mode cdi: rewrites
+# the OCI spec from the CDI specs and execs runc; no libnvidia-container).
+tk_ld="-X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=${TOOLKIT_VERSION#v}"
+for c in nvidia-ctk nvidia-cdi-hook nvidia-container-runtime; do
+  CGO_ENABLED=1 build nvidia-container-toolkit "$cache/nvidia-container-toolkit-$TOOLKIT_VERSION/$c" "$tk_ld" "github.com/NVIDIA/nvidia-container-toolkit/cmd/$c"
+done
 if ((I != N)); then
   echo "build-tools.sh: unknown tool among: ${only[*]}" >&2
   exit 2
@@ -73,7 +82,7 @@ fi
 
 bin=$cache/bin
 mkdir -p "$bin"
-for f in "$cache"/kubernetes-$K8S_VERSION/* "$cache"/etcd-$ETCD_VERSION/etcd "$cache"/helm-$HELM_VERSION/helm "$cache"/kuberay-$KUBERAY_VERSION/kuberay-operator "$cache"/containerd-$CONTAINERD_VERSION/* "$cache"/prometheus-$PROMETHEUS_VERSION/*; do
+for f in "$cache"/kubernetes-$K8S_VERSION/* "$cache"/etcd-$ETCD_VERSION/etcd "$cache"/helm-$HELM_VERSION/helm "$cache"/kuberay-$KUBERAY_VERSION/kuberay-operator "$cache"/containerd-$CONTAINERD_VERSION/* "$cache"/prometheus-$PROMETHEUS_VERSION/* "$cache"/nvidia-container-toolkit-$TOOLKIT_VERSION/*; do
   [[ -x $f && $f != *.tmp ]] || continue   # not built (a run for some tools only) or unfinished
   ln -sf "$f" "$bin/$(basename "$f")"
 done

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var tools = []string{"kube-apiserver", "kube-scheduler", "kubelet", "kube-controller-manager", "kubectl", "etcd", "helm", "kuberay-operator", "containerd", "ctr", "containerd-shim-runc-v2", "prometheus", "promtool"}
+var tools = []string{"kube-apiserver", "kube-scheduler", "kubelet", "kube-controller-manager", "kubectl", "etcd", "helm", "kuberay-operator", "containerd", "ctr", "containerd-shim-runc-v2", "prometheus", "promtool", "nvidia-ctk", "nvidia-cdi-hook", "nvidia-container-runtime"}
 
 // script runs bash with args in its own process group, with the fake go first on PATH, the tool
 // cache in cache and a heartbeat every second; it returns stdout, stderr and the exit status. It
@@ -82,7 +82,7 @@ func groupMembers(pgid int) []string {
 	return out
 }
 
-// A cold build prints, per tool, "[i/13] <tool>: building ..." and "[i/13] <tool>: built in Ns", a
+// A cold build prints, per tool, "[i/16] <tool>: building ..." and "[i/16] <tool>: built in Ns", a
 // heartbeat while a slow one builds, and the bin directory on stdout; a warm run says "cached"
 // for each (issue 18: 31 silent minutes).
 func TestBuildToolsProgress(t *testing.T) {
@@ -96,15 +96,15 @@ func TestBuildToolsProgress(t *testing.T) {
 	}
 	for i, tool := range tools {
 		for _, re := range []string{
-			fmt.Sprintf(`(?m)^>> \[%d/13\] %s: building \S+ \(minutes on a cold cache\)$`, i+1, tool),
-			fmt.Sprintf(`(?m)^>> \[%d/13\] %s: built in \d+s$`, i+1, tool),
+			fmt.Sprintf(`(?m)^>> \[%d/16\] %s: building \S+ \(minutes on a cold cache\)$`, i+1, tool),
+			fmt.Sprintf(`(?m)^>> \[%d/16\] %s: built in \d+s$`, i+1, tool),
 		} {
 			if !regexp.MustCompile(re).MatchString(stderr) {
 				t.Errorf("stderr lacks %s:\n%s", re, stderr)
 			}
 		}
 	}
-	if !regexp.MustCompile(`(?m)^>> \[3/13\] kubelet: still running \(\d+s\)$`).MatchString(stderr) {
+	if !regexp.MustCompile(`(?m)^>> \[3/16\] kubelet: still running \(\d+s\)$`).MatchString(stderr) {
 		t.Errorf("no heartbeat while kubelet built:\n%s", stderr)
 	}
 	if strings.Contains(stderr, "kube-apiserver: still running") {
@@ -116,7 +116,7 @@ func TestBuildToolsProgress(t *testing.T) {
 		t.Fatalf("warm run: exit %d\n%s", code, stderr)
 	}
 	for i, tool := range tools {
-		if !strings.Contains(stderr, fmt.Sprintf(">> [%d/13] %s: cached (", i+1, tool)) {
+		if !strings.Contains(stderr, fmt.Sprintf(">> [%d/16] %s: cached (", i+1, tool)) {
 			t.Errorf("warm run: %s not cached:\n%s", tool, stderr)
 		}
 	}
@@ -156,7 +156,7 @@ func TestBuildToolsSome(t *testing.T) {
 // A failed build says which tool failed, exits non-zero and leaves no heartbeat behind.
 func TestBuildToolsFailure(t *testing.T) {
 	_, stderr, code := script(t, t.TempDir(), []string{"FAKE_GO_FAIL=helm.sh/helm/v3/cmd/helm"}, nil, "build-tools.sh")
-	if code == 0 || !regexp.MustCompile(`(?m)^>> \[7/13\] helm: FAILED \(exit 1\) after \d+s$`).MatchString(stderr) {
+	if code == 0 || !regexp.MustCompile(`(?m)^>> \[7/16\] helm: FAILED \(exit 1\) after \d+s$`).MatchString(stderr) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	if strings.Contains(stderr, "kuberay-operator") {
@@ -190,11 +190,11 @@ func TestUpShowsToolProgressAndLogsAll(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, ">> [3/13] kubelet: built in") || strings.Contains(stderr, "go: downloading") {
+	if !strings.Contains(stderr, ">> [3/16] kubelet: built in") || strings.Contains(stderr, "go: downloading") {
 		t.Errorf("terminal: want progress lines only:\n%s", stderr)
 	}
 	log, _ := os.ReadFile(filepath.Join(logs, "build-tools.log"))
-	if !strings.Contains(string(log), ">> [3/13] kubelet: built in") || !strings.Contains(string(log), "go: downloading something for k8s.io/kubernetes/cmd/kubelet") {
+	if !strings.Contains(string(log), ">> [3/16] kubelet: built in") || !strings.Contains(string(log), "go: downloading something for k8s.io/kubernetes/cmd/kubelet") {
 		t.Errorf("build-tools.log lacks progress or go's output:\n%s", log)
 	}
 }

@@ -20,7 +20,14 @@ type Config struct {
 	BashBin     string
 	BusyboxBin  string
 	// GetenvBin is the static C program of hack/getenv (optional; /bin/getenv, case C37).
-	GetenvBin  string
+	GetenvBin string
+	// CudaprobeBin is hack/simgpu's cudaprobe, a dynamically linked glibc program (optional;
+	// /bin/cudaprobe). With it the image carries the loader and libc it was linked against,
+	// GlibcFiles, so it runs and dlopens the libcuda.so.1 a CDI spec mounts.
+	CudaprobeBin string
+	// GlibcFiles are host files copied to the same path in the image with CudaprobeBin (the
+	// loader and libc.so.6; DefaultGlibcFiles).
+	GlibcFiles []string
 	Version    string
 	RayVersion string
 }
@@ -105,6 +112,13 @@ func Build(cfg Config) ([]string, error) {
 		}
 		files = append(files, imagebuild.File{Path: "/bin/getenv", Mode: 0o755, Src: cfg.GetenvBin})
 	}
+	if cfg.CudaprobeBin != "" {
+		more, err := cudaprobeFiles(cfg)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, more...)
+	}
 	for _, p := range []string{"ray", "envdump", "sleep", "pause", "wget"} {
 		files = append(files, imagebuild.File{Path: "/bin/" + p, Link: "workload"})
 	}
@@ -132,6 +146,40 @@ func Build(cfg Config) ([]string, error) {
 	written = append(written, filepath.Join(cfg.Out, "workload-imageenv.tar"))
 
 	return written, nil
+}
+
+// DefaultGlibcFiles are Debian 12's (amd64) dynamic loader and C library: what a program linked
+// by the host's gcc against glibc needs, and all it needs to dlopen a driver library (glibc 2.34
+// and later keep libdl and libpthread in libc.so.6).
+var DefaultGlibcFiles = []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"}
+
+// cudaprobeFiles is /bin/cudaprobe with the glibc files it needs, each at its host path (symlinks
+// followed), the directories the NVIDIA Container Toolkit mounts driver libraries into, and
+// /etc/ld.so.conf, which the toolkit's update-ldcache hook extends and runs ldconfig over.
+func cudaprobeFiles(cfg Config) ([]imagebuild.File, error) {
+	if _, err := os.Stat(cfg.CudaprobeBin); err != nil {
+		return nil, fmt.Errorf("--cudaprobe-bin %q: %w", cfg.CudaprobeBin, err)
+	}
+	glibc := cfg.GlibcFiles
+	if glibc == nil {
+		glibc = DefaultGlibcFiles
+	}
+	files := []imagebuild.File{
+		{Path: "/bin/cudaprobe", Mode: 0o755, Src: cfg.CudaprobeBin},
+		{Path: "/lib", Dir: true, Mode: 0o755}, {Path: "/lib64", Dir: true, Mode: 0o755},
+		{Path: "/lib/x86_64-linux-gnu", Dir: true, Mode: 0o755},
+		{Path: "/usr/lib", Dir: true, Mode: 0o755}, {Path: "/usr/lib/x86_64-linux-gnu", Dir: true, Mode: 0o755},
+		{Path: "/etc/ld.so.conf.d", Dir: true, Mode: 0o755},
+		{Path: "/etc/ld.so.conf", Mode: 0o644, Data: []byte("include /etc/ld.so.conf.d/*.conf\n")},
+	}
+	for _, g := range glibc {
+		src, err := filepath.EvalSymlinks(g)
+		if err != nil {
+			return nil, fmt.Errorf("glibc file %q (for --cudaprobe-bin): %w", g, err)
+		}
+		files = append(files, imagebuild.File{Path: g, Mode: 0o755, Src: src})
+	}
+	return files, nil
 }
 
 // image makes a one-layer linux image of files with config c (PATH set).

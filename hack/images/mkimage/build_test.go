@@ -20,8 +20,22 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
+	// The glibc files are copied to their own path in the image: these stand in for the
+	// loader and libc, one of them reached through a symlink as on Debian.
+	loader, libc := filepath.Join(dir, "lib64", "ld-test.so.2"), filepath.Join(dir, "lib", "libc-test.so.6")
+	for _, p := range []string{loader, libc + ".real"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("elf"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(libc+".real", libc); err != nil {
+		t.Fatal(err)
+	}
 	written, err := Build(Config{Out: out, WorkloadBin: bin, BashBin: bin, BusyboxBin: bin, GetenvBin: bin,
-		Version: "0.1.0", RayVersion: "2.46.0"})
+		CudaprobeBin: bin, GlibcFiles: []string{loader, libc}, Version: "0.1.0", RayVersion: "2.46.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +50,8 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		{"pause.tar", "registry.k8s.io/pause:3.10", []string{"pause"}, "/pause"},
 		{"pause.tar", "registry.k8s.io/pause:3.6", []string{"pause"}, "/pause"},
 		{"workload.tar", "docker.io/rayproject/ray:2.46.0", []string{"bin/bash", "bin/ray", "bin/wget", "bin/sh", "bin/envdump", "bin/workload"}, ""},
-		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox", "bin/getenv"}, ""},
+		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox", "bin/getenv", "bin/cudaprobe",
+			strings.TrimPrefix(loader, "/"), strings.TrimPrefix(libc, "/"), "etc/ld.so.conf", "usr/lib/x86_64-linux-gnu/"}, ""},
 		{"workload-imageenv.tar", "docker.io/hami-go/workload-imageenv:0.1.0", []string{"bin/getenv", "bin/sh"}, ""},
 	} {
 		tag, _ := name.NewTag(tc.tag)
@@ -104,5 +119,26 @@ func TestBuildNamesBadVersion(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
 		t.Errorf("%d files written: %v", len(entries), entries)
+	}
+}
+
+// A missing cudaprobe or glibc file is an error naming the flag and the path, before any tar.
+func TestBuildNamesMissingCudaprobeInput(t *testing.T) {
+	out := t.TempDir()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{CudaprobeBin: "/nonexistent/cudaprobe"}, `--cudaprobe-bin "/nonexistent/cudaprobe"`},
+		{Config{CudaprobeBin: "/bin/sh", GlibcFiles: []string{"/nonexistent/libc.so.6"}}, `glibc file "/nonexistent/libc.so.6"`},
+	} {
+		tc.cfg.Out, tc.cfg.WorkloadBin, tc.cfg.BashBin, tc.cfg.BusyboxBin = out, "/bin/sh", "/bin/sh", "/bin/sh"
+		tc.cfg.Version, tc.cfg.RayVersion = "0.1.0", "2.46.0"
+		if _, err := Build(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want it to name %s", err, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "workload.tar")); err == nil {
+		t.Errorf("workload.tar written despite the error")
 	}
 }
