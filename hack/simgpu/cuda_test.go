@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -334,6 +335,45 @@ func TestCUDA(t *testing.T) {
 		}
 		if !bytes.Contains(b, []byte("ok free twice")) {
 			t.Fatalf("cudatest output lacks its checks:\n%s", b)
+		}
+	})
+
+	t.Run("Exports", func(t *testing.T) {
+		f, err := elf.Open(filepath.Join(out, "libcuda.so.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exported := map[string]bool{}
+		for _, s := range syms {
+			if s.Section == elf.SHN_UNDEF || elf.ST_BIND(s.Info) == elf.STB_LOCAL {
+				continue
+			}
+			if !strings.HasPrefix(s.Name, "cu") {
+				t.Errorf("libcuda exports %q: internal symbols must be static or hidden", s.Name)
+			}
+			exported[s.Name] = true
+		}
+		// What HAMi-core's libvgpu.so resolves with dlsym and cannot do without, plus the
+		// per-thread-stream variants and a few stubs.
+		for _, name := range []string{"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet",
+			"cuDeviceGetAttribute", "cuDeviceGetName", "cuDeviceGetUuid", "cuDeviceGetUuid_v2",
+			"cuDeviceTotalMem_v2", "cuCtxGetDevice", "cuCtxCreate_v2", "cuCtxCreate_v3",
+			"cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
+			"cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetInfo_v2", "cuMemAllocManaged",
+			"cuMemAllocPitch_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel",
+			"cuLaunchKernel_ptsz", "cuMemcpyAsync_ptsz", "cuGetProcAddress", "cuGetProcAddress_v2",
+			"cuGetExportTable", "cuMemCreate", "cuMemMap", "cuGraphLaunch", "cuMemPoolCreate"} {
+			if !exported[name] {
+				t.Errorf("libcuda does not export %s", name)
+			}
+		}
+		if len(exported) < 300 {
+			t.Errorf("libcuda exports %d symbols, want the broad driver API (>= 300)", len(exported))
 		}
 	})
 
