@@ -210,6 +210,8 @@ func TestCUDA(t *testing.T) {
 			{"2,x,3", []int{2}}, // parsing stops at the first invalid entry
 			{"2,99", []int{2}},
 			{"1,1", []int{1}},
+			{"4,,1", []int{4}},
+			{" 6 ", []int{6}},
 		}
 		for _, c := range cases {
 			r := e.probe(t, map[string]string{"CUDA_VISIBLE_DEVICES": c.visible}, "--max-mib", "256")

@@ -7,10 +7,11 @@
  * /dev/nvidia<minor> node exists in this process's view, in host (PCI) order. On top of that
  * cuInit applies CUDA_VISIBLE_DEVICES like the real driver (CUDA C Programming Guide, "CUDA
  * Environment Variables"): a comma list of ordinals into the devices found or of UUID
- * prefixes ("GPU-..."); parsing stops at the first invalid, unknown or repeated entry; an
- * empty value leaves no device; unset leaves all. CUDA_DEVICE_ORDER may be FASTEST_FIRST (the
- * default) or PCI_BUS_ID: both mean host order here, since the simulated GPUs of one node
- * are identical.
+ * prefixes ("GPU-...", matching one device); parsing stops at the first invalid, unknown,
+ * ambiguous, empty or repeated entry; an empty value leaves no device; unset leaves all.
+ * CUDA_DEVICE_ORDER may be FASTEST_FIRST (the default) or PCI_BUS_ID: both mean host order
+ * here, since the simulated GPUs of one node are identical. cuInit's result (failure included)
+ * is kept for the life of the process, as the driver does.
  *
  * Error choices: with no daemon (the equivalent of no kernel module / no /dev/nvidia*
  * nodes) and with no visible device, cuInit returns CUDA_ERROR_NO_DEVICE (100), which is what
@@ -20,7 +21,8 @@
  * errors, this simulator picks one.
  *
  * Not modelled: MIG devices (MIG-... UUIDs never match), compute modes, device properties
- * beyond a per-architecture table, clocks.
+ * beyond a per-architecture table, clocks, CUDA use after fork() (the child gets a new daemon
+ * connection, so the parent's pointers are unknown to it).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -173,8 +175,8 @@ static void apply_visible(const sim_device *all, int n)
 	char buf[4096];
 	snprintf(buf, sizeof buf, "%s", env);
 	int used[SIM_MAX_DEVICES] = {0};
-	char *save = NULL;
-	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	char *rest = buf, *tok;
+	while ((tok = strsep(&rest, ",")) != NULL) { /* an empty entry is invalid: it stops */
 		while (isspace((unsigned char)*tok))
 			tok++;
 		char *end = tok + strlen(tok);
