@@ -1,7 +1,7 @@
 #!/bin/sh
 # build.sh OUTDIR - builds simgpu's simulated NVIDIA driver libraries into OUTDIR:
 #   libnvidia-ml.so.<ver> (soname libnvidia-ml.so.1) + symlinks libnvidia-ml.so.1, libnvidia-ml.so
-# and, for each cuda*.c next to this script, the libcuda part (see the CUDA section below).
+# and then runs build-cuda.sh (libcuda.so, cudaprobe, cudatest; see the CUDA section below).
 # <ver> is $SIMGPU_DRIVER_VERSION (default 580.95.05). nvml.h comes from $NVML_H, else from
 # go-nvml's module directory (run inside the hami-go module; never copied into the repo).
 set -eu
@@ -40,6 +40,5 @@ ln -sf "libnvidia-ml.so.$ver" "$out/libnvidia-ml.so.1"
 ln -sf "libnvidia-ml.so.1" "$out/libnvidia-ml.so"
 
 # ---- CUDA (owned by the libcuda engineer) -------------------------------------------------
-# Every cuda*.c next to this script is built here with simgpu_client.c. Add the libcuda and
-# cudaprobe commands below this line; $out, $ver, $CC, $CFLAGS, $here are set.
+# build-cuda.sh builds libcuda.so.<ver>, cudaprobe and cudatest with simgpu_client.c.
 CC=$CC "$here/build-cuda.sh" "$out"
