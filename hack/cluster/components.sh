@@ -1,6 +1,7 @@
 # The steps of up.sh, one function each (sourced after lib.sh; restart.sh uses the start_*
 # functions to start one component again).
 source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/gpunode.sh"
 
 require_root() {
   [[ $(id -u) == 0 ]] || die "run as root (it starts containerd, a kubelet and a network namespace)"
@@ -193,7 +194,8 @@ state = "$CONTAINERD_DIR/state"
     netns_mounts_under_state_dir = true
     cdi_spec_dirs = [$CDI_SPEC_DIRS]
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
-      default_runtime_name = 'runc'
+      default_runtime_name = '$(default_runtime)'
+$(containerd_nvidia_runtime)
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
         runtime_type = 'io.containerd.runc.v2'
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -233,13 +235,15 @@ EOF
 # hack/images is a Go module of its own (go-containerregistry stays out of the library's go.mod):
 # both run from there, with absolute paths, and hack/images builds ./cmd/<binary> in --repo-root.
 import_images() {
-  local out=$STATE/images tars=()
+  local out=$STATE/images tars=() CUDAPROBE=
   mkdir -p "$out"
+  [[ -x $out/cudaprobe ]] && CUDAPROBE=$out/cudaprobe   # built by install_gpu_node (gpunode.sh)
   log "building images into $out (progress below; output: $LOGS/images.log)"
   IMG_DIR=$out
   step_image 1 "workload binaries (go build ./hack/workload, gcc -static hack/getenv)" build_workload "$out"
   step_image 2 "pause and workload images (hack/images/mkimage)" \
-    go_logged images "$REPO_ROOT/hack/images" run ./mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION"
+    go_logged images "$REPO_ROOT/hack/images" run ./mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION" \
+    ${CUDAPROBE:+--cudaprobe-bin "$CUDAPROBE"}
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
   IMG_DIR=$REPO_ROOT/_output/images

@@ -6,6 +6,8 @@
 # Leaves the tool cache (~/.cache/hami-go) alone.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/progress.sh"
+source "$(dirname "$0")/gpunode.sh"
 
 # kill_tree <pid>: SIGKILL a process and all its descendants (children first).
 kill_tree() {
@@ -88,6 +90,7 @@ main() {
   stop kubelet
   stop_containers
   stop containerd
+  stop_gpu_node
   # containerd 2 leaves its NRI socket behind even on SIGTERM (the next one would replace it).
   [[ -S $NRI_SOCKET ]] && rm -f "$NRI_SOCKET"
   stop kube-apiserver

@@ -37,6 +37,7 @@ main() {
   start_apiserver
   start_controller_manager
   start_scheduler
+  install_gpu_node
   start_containerd
   import_images
   start_kubelet

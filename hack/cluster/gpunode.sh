@@ -1,0 +1,118 @@
+# The local node as a GPU node without a GPU (sourced by up.sh, restart.sh and down.sh after
+# lib.sh; docs/simgpu.md): hack/simgpu's simulated NVIDIA driver under a driver root laid out as
+# the GPU Operator keeps one (/run/nvidia/driver), and NVIDIA's Container Toolkit over it as the
+# GPU Operator sets it up (its files under a toolkit directory, containerd's `nvidia` runtime).
+# Everything lives under $STATE and goes with down.sh: nothing lands in the host's library
+# paths, its /dev or its /etc. HAMI_GO_GPU_NODE=none brings the node up without it.
+
+GPU_NODE=${HAMI_GO_GPU_NODE:-sim}        # sim | none
+DRIVER_ROOT=$STATE/driver                # the simulated driver's root (GPU Operator: /run/nvidia/driver)
+DRIVER_LIBDIR=$DRIVER_ROOT/usr/lib/x86_64-linux-gnu
+SIMGPU_SOCK=$DRIVER_ROOT/run/nvidia-persistenced/socket   # nvidia-ctk mounts it into GPU containers
+SIMGPU_BIN=$STATE/bin/simgpu
+TOOLKIT_DIR=$STATE/toolkit               # GPU Operator: /usr/local/nvidia/toolkit
+TOOLKIT_CONFIG=$TOOLKIT_DIR/.config/nvidia-container-runtime/config.toml
+TOOLKIT_CDI_SPEC=/var/run/cdi/nvidia.yaml   # nvidia-ctk's spec: nvidia.com/gpu=<index|UUID|all>
+
+# gpu_node_on: whether the node gets the simulated driver and the toolkit.
+gpu_node_on() { [[ $GPU_NODE == sim ]]; }
+
+# install_gpu_node: builds the driver (C, gcc) and the simgpu program, lays out the driver root
+# (libraries, device nodes), starts the driver's daemon, writes the toolkit's config, its runtime
+# wrapper and the CDI spec nvidia-ctk generates over the driver root. Idempotent.
+install_gpu_node() {
+  gpu_node_on || { log "HAMI_GO_GPU_NODE=$GPU_NODE: no simulated GPU driver on the node"; return 0; }
+  [[ $GPU_NODE == sim ]] || die "HAMI_GO_GPU_NODE=$GPU_NODE: want sim or none"
+  mkdir -p "$DRIVER_LIBDIR" "$(dirname "$SIMGPU_SOCK")" "$STATE/bin" "$(dirname "$TOOLKIT_CONFIG")"
+  step 1 4 "simulated driver libraries and cudaprobe (hack/simgpu/c/build.sh)" build_simgpu
+  step 2 4 "simulated driver daemon and device nodes" start_simgpu
+  step 3 4 "NVIDIA Container Toolkit config and runtime" write_toolkit
+  step 4 4 "CDI spec (nvidia-ctk cdi generate over $DRIVER_ROOT)" generate_toolkit_cdi
+}
+
+build_simgpu() {
+  "$REPO_ROOT/hack/simgpu/c/build.sh" "$DRIVER_LIBDIR" >>"$LOGS/simgpu-build.log" 2>&1 || return 1
+  mkdir -p "$STATE/images"
+  cp "$DRIVER_LIBDIR/cudaprobe" "$STATE/images/cudaprobe" && rm -f "$DRIVER_LIBDIR/cudaprobe"
+  (cd "$REPO_ROOT" && go build -o "$SIMGPU_BIN" ./hack/simgpu) >>"$LOGS/simgpu-build.log" 2>&1
+}
+
+start_simgpu() {
+  "$SIMGPU_BIN" mknod --dev-root "$DRIVER_ROOT" --node "$NODE_NAME" --profile "$FAKE_PROFILE" >>"$LOGS/simgpu.log" 2>&1 || return 1
+  start simgpu "$SIMGPU_SOCK" "$SIMGPU_BIN" serve --socket "$SIMGPU_SOCK" --node "$NODE_NAME" --profile "$FAKE_PROFILE"
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ -S $SIMGPU_SOCK ]] && return 0
+    sleep 0.1
+  done
+  log "the simulated driver's daemon did not create $SIMGPU_SOCK (log: $LOGS/simgpu.log)"
+  return 1
+}
+
+# write_toolkit: the toolkit's config (its defaults, mode cdi, the driver root), and the runtime
+# wrapper containerd runs, which points the runtime at that config (XDG_CONFIG_HOME, as the GPU
+# Operator's wrapper does) and finds runc and nvidia-cdi-hook on PATH.
+# HAMI_GO_TOOLKIT_ENVVAR_UNPRIVILEGED=false: the variant that closes the fail-open window
+# (accept-nvidia-visible-devices-envvar-when-unprivileged = false).
+write_toolkit() {
+  local envvar=${HAMI_GO_TOOLKIT_ENVVAR_UNPRIVILEGED:-true}
+  cat >"$TOOLKIT_CONFIG" <<EOF
+# NVIDIA Container Toolkit config of the local cluster's simulated GPU node (hack/cluster/gpunode.sh).
+accept-nvidia-visible-devices-envvar-when-unprivileged = $envvar
+accept-nvidia-visible-devices-as-volume-mounts = false
+
+[nvidia-container-cli]
+root = "$DRIVER_ROOT"
+ldconfig = "@/sbin/ldconfig"
+
+[nvidia-container-runtime]
+log-level = "info"
+mode = "cdi"
+runtimes = ["$RUNC"]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["/etc/cdi", "/var/run/cdi"]
+
+[nvidia-ctk]
+path = "$BIN/nvidia-ctk"
+EOF
+  cat >"$TOOLKIT_DIR/nvidia-container-runtime" <<EOF
+#!/bin/sh
+# containerd's nvidia runtime (BinaryName): NVIDIA's runtime with this node's toolkit config.
+XDG_CONFIG_HOME=$TOOLKIT_DIR/.config PATH=$BIN:$(dirname "$RUNC"):\$PATH exec $BIN/nvidia-container-runtime "\$@"
+EOF
+  chmod 0755 "$TOOLKIT_DIR/nvidia-container-runtime"
+}
+
+generate_toolkit_cdi() {
+  mkdir -p "$(dirname "$TOOLKIT_CDI_SPEC")"
+  SIMGPU_SOCKET=$SIMGPU_SOCK SIMGPU_DEV_ROOT=$DRIVER_ROOT XDG_CONFIG_HOME=$TOOLKIT_DIR/.config \
+    "$BIN/nvidia-ctk" cdi generate --driver-root "$DRIVER_ROOT" --dev-root "$DRIVER_ROOT" \
+    --nvidia-cdi-hook-path "$BIN/nvidia-cdi-hook" --ldconfig-path /sbin/ldconfig \
+    --device-name-strategy index --device-name-strategy uuid \
+    --output "$TOOLKIT_CDI_SPEC" >>"$LOGS/simgpu.log" 2>&1
+}
+
+# containerd_nvidia_runtime: the containerd config lines of the `nvidia` runtime (the node's
+# default runtime, as the GPU Operator's toolkit sets it), or nothing without the GPU node.
+containerd_nvidia_runtime() {
+  gpu_node_on || return 0
+  cat <<EOF
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+          BinaryName = '$TOOLKIT_DIR/nvidia-container-runtime'
+          SystemdCgroup = false
+EOF
+}
+
+# default_runtime: the node's default runtime name.
+default_runtime() { if gpu_node_on; then echo nvidia; else echo runc; fi; }
+
+# stop_gpu_node: the daemon and the toolkit's CDI spec (down.sh; the rest goes with $STATE).
+stop_gpu_node() {
+  stop simgpu
+  rm -f "$TOOLKIT_CDI_SPEC"
+}
