@@ -40,7 +40,7 @@ func TestNVMLChild(t *testing.T) {
 		t.Fatalf("Init = %v", ret)
 	}
 	defer lib.Shutdown()
-	all, err := daemon.Devices(testNode, testProfile)
+	all, err := daemon.Devices(testNode, env.Profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,11 @@ func TestNVMLChild(t *testing.T) {
 		d, g := all[h], gpus[i]
 		want := device.GPU{UUID: d.UUID, Index: i, Model: d.Name, MemoryMiB: int64(d.TotalBytes >> 20),
 			SMCount: d.SMs, NUMANode: d.NUMA, PCIBusID: d.PCIBusID, Healthy: true}
+		for _, o := range env.Visible { // NVLink as pkg/fake: all-to-all on DGX profiles, none on custom ones
+			if o != h && d.NVLinks > 0 && all[o].NVLinks > 0 {
+				want.NVLinkPeers = append(want.NVLinkPeers, all[o].UUID)
+			}
+		}
 		if !reflect.DeepEqual(g, want) {
 			t.Errorf("GPU %d = %+v, want %+v", i, g, want)
 		}
@@ -67,15 +72,88 @@ func TestNVMLChild(t *testing.T) {
 			t.Errorf("handle by bus id %s: %v", d.PCIBusID, ret)
 		}
 	}
+	if env.Profile == testProfile && len(gpus[0].NVLinkPeers) != len(gpus)-1 {
+		t.Errorf("GPU 0's NVLink peers %v, want the %d other GPUs", gpus[0].NVLinkPeers, len(gpus)-1)
+	}
 	uuid := gpus[len(gpus)-1].UUID
 	f, err := b.(device.FactsSource).Facts(uuid)
-	if err != nil || f != (device.GPUFacts{ComputeCapability: "9.0", Architecture: "Hopper",
-		DriverVersion: daemon.DefaultDriverVersion, CUDADriverVersion: "13.0"}) {
+	if env.Profile == testProfile && (err != nil || f != (device.GPUFacts{ComputeCapability: "9.0", Architecture: "Hopper",
+		DriverVersion: daemon.DefaultDriverVersion, CUDADriverVersion: "13.0"})) {
 		t.Errorf("Facts = %+v, %v", f, err)
 	}
 	checkErrors(t, lib, len(gpus))
+	checkNVLink(t, lib, all[env.Visible[0]].NVLinks)
 	checkProcesses(t, b, env, uuid)
-	checkXID(t, b, env.Socket, uuid)
+	checkXID(t, b, env.Socket, uuid, 79)
+	checkLost(t, lib, b, env.Socket, uuid)
+}
+
+// checkNVLink: NVLink state and P2P of NVML index 0 as pkg/fake answers them (links = the
+// profile's NVLink link count, 0 without NVLink).
+func checkNVLink(t *testing.T, lib gonvml.Interface, links int) {
+	h0, _ := lib.DeviceGetHandleByIndex(0)
+	h1, _ := lib.DeviceGetHandleByIndex(1)
+	state, ret := h0.GetNvLinkState(0)
+	switch {
+	case links > 0 && (ret != gonvml.SUCCESS || state != gonvml.FEATURE_ENABLED):
+		t.Errorf("NVLink 0 state = %v, %v; want enabled", state, ret)
+	case links == 0 && ret != gonvml.ERROR_NOT_SUPPORTED:
+		t.Errorf("NVLink 0 state: %v, want ERROR_NOT_SUPPORTED without NVLink", ret)
+	}
+	if _, ret := h0.GetNvLinkState(links); links > 0 && ret != gonvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("NVLink %d (one past the last) state: %v, want ERROR_INVALID_ARGUMENT", links, ret)
+	}
+	if st, ret := h0.GetP2PStatus(h0, gonvml.P2P_CAPS_INDEX_NVLINK); ret != gonvml.SUCCESS || st != gonvml.P2P_STATUS_NOT_SUPPORTED {
+		t.Errorf("P2P NVLink 0->0 = %v, %v; a GPU is not its own peer", st, ret)
+	}
+	st, ret := h0.GetP2PStatus(h1, gonvml.P2P_CAPS_INDEX_NVLINK)
+	if ret != gonvml.SUCCESS || (st == gonvml.P2P_STATUS_OK) != (links > 0) {
+		t.Errorf("P2P NVLink 0->1 = %v, %v; want OK=%v", st, ret, links > 0)
+	}
+}
+
+// checkLost: after a non-application XID (checkXID's 79) the GPU is lost as in pkg/fake:
+// Probe, memory info, processes and utilization answer ERROR_GPU_IS_LOST while its identity
+// stays readable; `simgpu recover` repairs it; an application XID (43) does not break it.
+func checkLost(t *testing.T, lib gonvml.Interface, b device.Backend, socket, uuid string) {
+	if err := b.Probe(uuid); !nvml.IsReturn(err, gonvml.ERROR_GPU_IS_LOST) {
+		t.Errorf("Probe after XID 79 = %v, want ERROR_GPU_IS_LOST", err)
+	}
+	if _, err := b.Processes(uuid); !nvml.IsReturn(err, gonvml.ERROR_GPU_IS_LOST) {
+		t.Errorf("Processes after XID 79 = %v, want ERROR_GPU_IS_LOST", err)
+	}
+	h, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret != gonvml.SUCCESS {
+		t.Fatalf("handle by UUID of a lost GPU: %v", ret)
+	}
+	if _, ret := h.GetMemoryInfo(); ret != gonvml.ERROR_GPU_IS_LOST {
+		t.Errorf("GetMemoryInfo of a lost GPU = %v, want ERROR_GPU_IS_LOST", ret)
+	}
+	if _, ret := h.GetMemoryInfo_v2(); ret != gonvml.ERROR_GPU_IS_LOST {
+		t.Errorf("GetMemoryInfo_v2 of a lost GPU = %v, want ERROR_GPU_IS_LOST", ret)
+	}
+	if _, ret := h.GetUtilizationRates(); ret != gonvml.ERROR_GPU_IS_LOST {
+		t.Errorf("GetUtilizationRates of a lost GPU = %v, want ERROR_GPU_IS_LOST", ret)
+	}
+	if got, ret := h.GetUUID(); ret != gonvml.SUCCESS || got != uuid {
+		t.Errorf("GetUUID of a lost GPU = %q, %v; identity stays readable", got, ret)
+	}
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"recover", "--socket", socket, "--gpu", uuid})
+	cmd.SetOut(io.Discard)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Probe(uuid); err != nil {
+		t.Errorf("Probe after simgpu recover: %v", err)
+	}
+	checkXID(t, b, socket, uuid, 43)
+	if err := b.Probe(uuid); err != nil {
+		t.Errorf("Probe after application XID 43: %v, want the GPU unbroken", err)
+	}
+	if _, err := b.Processes(uuid); err != nil {
+		t.Errorf("Processes after application XID 43: %v", err)
+	}
 }
 
 // checkErrors: bad indices, UUIDs and handles get NVML's errors, and do not crash.
@@ -130,7 +208,7 @@ func checkProcesses(t *testing.T, b device.Backend, env childEnv, uuid string) {
 }
 
 // checkXID: an XID injected with `simgpu xid` reaches pkg/nvml's event watch.
-func checkXID(t *testing.T, b device.Backend, socket, uuid string) {
+func checkXID(t *testing.T, b device.Backend, socket, uuid string, xid uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	ch := make(chan device.XIDEvent, 16)
 	done := make(chan struct{})
@@ -144,13 +222,13 @@ func checkXID(t *testing.T, b device.Backend, socket, uuid string) {
 	for {
 		select {
 		case ev := <-ch:
-			if ev.UUID != uuid || ev.XID != 79 {
-				t.Errorf("event %+v, want XID 79 on %s", ev, uuid)
+			if ev.UUID != uuid || ev.XID != xid {
+				t.Errorf("event %+v, want XID %d on %s", ev, xid, uuid)
 			}
 			return
 		case <-tick.C:
 			cmd := newRootCmd()
-			cmd.SetArgs([]string{"xid", "--socket", socket, "--gpu", uuid, "--xid", "79"})
+			cmd.SetArgs([]string{"xid", "--socket", socket, "--gpu", uuid, "--xid", strconv.FormatUint(xid, 10)})
 			cmd.SetOut(io.Discard)
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)

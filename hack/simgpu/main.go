@@ -1,17 +1,20 @@
 // Command simgpu is hami-go's simulated NVIDIA driver, a test instrument (never shipped in a
 // chart image): `simgpu serve` is the "kernel driver" daemon, the C libraries in ./c
 // (libnvidia-ml.so, built with ./c/build.sh, and libcuda.so) are its user-space side, `simgpu
-// mknod` makes the device nodes that say which GPUs a container may use, and `simgpu xid`
-// injects XID errors.
+// mknod` makes the device nodes that say which GPUs a container may use, `simgpu xid`
+// injects XID errors (a non-application XID breaks the GPU, as in pkg/fake) and `simgpu
+// recover` repairs a broken GPU.
 //
 //	simgpu serve --socket /run/nvidia-persistenced/socket --node node-1 --profile dgxh100
 //	simgpu mknod --dev-root /var/lib/simgpu --node node-1 --profile dgxh100
 //	simgpu devices --socket ... ; simgpu xid --socket ... --gpu 3 --xid 79
+//	simgpu recover --socket ... --gpu 3
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,7 +36,7 @@ func main() {
 // newRootCmd builds the CLI.
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{Use: "simgpu", Short: "Simulated NVIDIA driver (test instrument)", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(serveCmd(), xidCmd(), devicesCmd(), mknodCmd())
+	root.AddCommand(serveCmd(), xidCmd(), recoverCmd(), devicesCmd(), mknodCmd())
 	return root
 }
 
@@ -76,7 +79,7 @@ func xidCmd() *cobra.Command {
 	var xid uint64
 	c := &cobra.Command{
 		Use:   "xid",
-		Short: "Inject an XID (critical error event) on a GPU",
+		Short: "Inject an XID (critical error event) on a GPU; a non-application XID also breaks it until recover",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return injectXID(socket, gpu, xid, cmd.OutOrStdout())
@@ -91,28 +94,15 @@ func xidCmd() *cobra.Command {
 }
 
 // injectXID sends XID for gpu (UUID or index) and prints the event's sequence number.
-func injectXID(socket, gpu string, xid uint64, out interface{ Write([]byte) (int, error) }) error {
+func injectXID(socket, gpu string, xid uint64, out io.Writer) error {
 	cl, err := daemon.Dial(socket, "simgpu-xid")
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	index := -1
-	if i, err := strconv.Atoi(gpu); err == nil {
-		index = i
-	} else {
-		devs, err := cl.Devices()
-		if err != nil {
-			return err
-		}
-		for _, d := range devs {
-			if d.UUID == gpu {
-				index = d.Index
-			}
-		}
-		if index < 0 {
-			return fmt.Errorf("no GPU %q on the daemon at %s", gpu, socket)
-		}
+	index, err := gpuIndex(cl, socket, gpu)
+	if err != nil {
+		return err
 	}
 	seq, err := cl.Request(fmt.Sprintf("XID %d %d", index, xid))
 	if err != nil {
@@ -120,6 +110,57 @@ func injectXID(socket, gpu string, xid uint64, out interface{ Write([]byte) (int
 	}
 	_, err = fmt.Fprintf(out, "injected XID %d on GPU %d (event %s)\n", xid, index, seq)
 	return err
+}
+
+func recoverCmd() *cobra.Command {
+	var socket, gpu string
+	c := &cobra.Command{
+		Use:   "recover",
+		Short: "Repair a GPU broken by an XID: its memory and process queries answer again",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return recoverGPU(socket, gpu, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&socket, "socket", "/run/nvidia-persistenced/socket", "daemon socket")
+	c.Flags().StringVar(&gpu, "gpu", "", "GPU UUID or host index")
+	_ = c.MarkFlagRequired("gpu")
+	return c
+}
+
+// recoverGPU sends RECOVER for gpu (UUID or index).
+func recoverGPU(socket, gpu string, out io.Writer) error {
+	cl, err := daemon.Dial(socket, "simgpu-recover")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	index, err := gpuIndex(cl, socket, gpu)
+	if err != nil {
+		return err
+	}
+	if _, err := cl.Request(fmt.Sprintf("RECOVER %d", index)); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "recovered GPU %d\n", index)
+	return err
+}
+
+// gpuIndex resolves gpu, a host index or a UUID, to the daemon's index.
+func gpuIndex(cl *daemon.Client, socket, gpu string) (int, error) {
+	if i, err := strconv.Atoi(gpu); err == nil {
+		return i, nil
+	}
+	devs, err := cl.Devices()
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range devs {
+		if d.UUID == gpu {
+			return d.Index, nil
+		}
+	}
+	return 0, fmt.Errorf("no GPU %q on the daemon at %s", gpu, socket)
 }
 
 func devicesCmd() *cobra.Command {

@@ -20,6 +20,8 @@ import (
 const (
 	testNode    = "sim-node-1"
 	testProfile = "dgxh100"
+	// customProfile is a custom pkg/fake spec: no NVLink.
+	customProfile = "2x24576:NVIDIA A10"
 )
 
 // buildLibs builds the C libraries into a temp dir and returns the libnvidia-ml path.
@@ -37,10 +39,10 @@ func buildLibs(t *testing.T) string {
 	return filepath.Join(out, "libnvidia-ml.so.1")
 }
 
-// serve runs the daemon on a socket in a temp dir until the test ends.
-func serve(t *testing.T) string {
+// serve runs the daemon for profile on a socket in a temp dir until the test ends.
+func serve(t *testing.T, profile string) string {
 	t.Helper()
-	devs, err := daemon.Devices(testNode, testProfile)
+	devs, err := daemon.Devices(testNode, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +63,13 @@ func serve(t *testing.T) string {
 	return sock
 }
 
-// nodes makes a dev root with the control nodes and the nodes of the given host indices.
-func nodes(t *testing.T, hosts []int) string {
+// nodes makes a dev root with the control nodes and the nodes of profile's given host indices.
+func nodes(t *testing.T, profile string, hosts []int) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mknod needs root: the simulated device nodes cannot be made")
 	}
-	devs, err := daemon.Devices(testNode, testProfile)
+	devs, err := daemon.Devices(testNode, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +91,7 @@ func nodes(t *testing.T, hosts []int) string {
 type childEnv struct {
 	Lib     string `json:"lib"`
 	Socket  string `json:"socket"`
+	Profile string `json:"profile"` // the daemon's pkg/fake profile
 	Visible []int  `json:"visible"` // host indices the child must see; nil: no daemon expected
 }
 
@@ -107,16 +110,21 @@ func runChild(t *testing.T, env childEnv, devRoot string) {
 
 func TestNVMLBackendOverSimulatedDriver(t *testing.T) {
 	lib := buildLibs(t)
-	sock := serve(t)
+	sock := serve(t, testProfile)
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	t.Run("all GPUs", func(t *testing.T) {
-		runChild(t, childEnv{Lib: lib, Socket: sock, Visible: all}, nodes(t, all))
+		runChild(t, childEnv{Lib: lib, Socket: sock, Profile: testProfile, Visible: all}, nodes(t, testProfile, all))
 	})
 	t.Run("container with GPUs 2 and 5", func(t *testing.T) {
-		runChild(t, childEnv{Lib: lib, Socket: sock, Visible: []int{2, 5}}, nodes(t, []int{2, 5}))
+		runChild(t, childEnv{Lib: lib, Socket: sock, Profile: testProfile, Visible: []int{2, 5}},
+			nodes(t, testProfile, []int{2, 5}))
+	})
+	t.Run("custom profile without NVLink", func(t *testing.T) {
+		runChild(t, childEnv{Lib: lib, Socket: serve(t, customProfile), Profile: customProfile, Visible: []int{0, 1}},
+			nodes(t, customProfile, []int{0, 1}))
 	})
 	t.Run("no daemon", func(t *testing.T) {
-		runChild(t, childEnv{Lib: lib, Socket: filepath.Join(t.TempDir(), "none")}, nodes(t, all))
+		runChild(t, childEnv{Lib: lib, Socket: filepath.Join(t.TempDir(), "none")}, nodes(t, testProfile, all))
 	})
 }
 

@@ -23,3 +23,13 @@ func (p Profile) PCIDeviceID(i int) uint32 {
 	}
 	return baseConfig(p.GPUs[i].Model).PciDeviceId
 }
+
+// NVLinks is the number of NVLink links of GPU i of p as a Fleet simulates them: the model's
+// link count (A100 12; H100, H200, B200 18) on a profile with NVLink (the named DGX servers,
+// all-to-all), else 0 (custom profiles have none). i must be in 0..len(p.GPUs)-1.
+func (p Profile) NVLinks(i int) int {
+	if !p.NVLink {
+		return 0
+	}
+	return factsFor(p.GPUs[i].Model).nvlinks
+}

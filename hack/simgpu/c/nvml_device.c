@@ -72,21 +72,23 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 
 /* ---- processes ---- */
 
-/* Reads PROCS for d into pids/bytes (at most SIMGPU_MAX_LINE/4 entries); returns the count or -1. */
+/* Reads PROCS for d into pids/bytes (at most SIMGPU_MAX_LINE/4 entries); returns the count, -1
+   when the GPU is lost (ERR LOST: broken by an XID; or no daemon), -2 for any other failure. */
 static int simnvml_procs(struct nvmlDevice_st *d, unsigned *pids, unsigned long long *bytes, int max)
 {
     char req[32], ans[SIMGPU_MAX_LINE];
     snprintf(req, sizeof req, "PROCS %d", d->host);
-    if (simgpu_request(req, ans, sizeof ans) != 0)
-        return -1;
+    int rc = simgpu_request(req, ans, sizeof ans);
+    if (rc != 0)
+        return rc < 0 || strncmp(ans, "LOST", 4) == 0 ? -1 : -2;
     char *p = ans, *end;
     long n = strtol(p, &end, 10);
     if (end == p || n < 0)
-        return -1;
+        return -2;
     int k = 0;
     for (p = end; k < n && k < max; k++) {
         if (sscanf(p, " %u:%llu", &pids[k], &bytes[k]) != 2)
-            return -1;
+            return -2;
         p = strchr(p + 1, ' ');
         if (!p)
             p = "";
@@ -106,7 +108,7 @@ static nvmlReturn_t simnvml_running(nvmlDevice_t device, unsigned int *infoCount
         return NVML_ERROR_INVALID_ARGUMENT;
     int n = 0;
     if (compute && (n = simnvml_procs(d, pids, bytes, SIMNVML_PROCS_MAX)) < 0)
-        return NVML_ERROR_GPU_IS_LOST;
+        return n == -1 ? NVML_ERROR_GPU_IS_LOST : NVML_ERROR_UNKNOWN;
     if (*infoCount < (unsigned)n) {
         *infoCount = (unsigned)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -142,17 +144,31 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t dev, unsigned 
 
 /* ---- topology ---- */
 
-/* P2P: the daemon does not say which GPUs share NVLink, so every pair is NOT_SUPPORTED (hami-go's
-   backend then reports no NVLink peers; pkg/fake's DGX profiles report all-to-all NVLink). */
+/* P2P as pkg/fake: OK between two distinct devices that both have NVLink links (TOPO; the named
+   DGX profiles, all-to-all), for every capability index; NOT_SUPPORTED for a device and itself and
+   on nodes without NVLink (custom profiles). */
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,
                                     nvmlGpuP2PStatus_t *p2pStatus)
 {
     SIMNVML_DEV(device1, a);
     SIMNVML_DEV(device2, b);
-    (void)a, (void)b, (void)p2pIndex;
+    (void)p2pIndex;
     if (!p2pStatus)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *p2pStatus = NVML_P2P_STATUS_NOT_SUPPORTED;
+    *p2pStatus = a != b && a->d.nvlinks > 0 && b->d.nvlinks > 0 ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* NVLink state as pkg/fake: links 0..nvlinks-1 are active; NOT_SUPPORTED without NVLink,
+   INVALID_ARGUMENT for a link out of range. */
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
+{
+    SIMNVML_DEV(device, d);
+    if (d->d.nvlinks <= 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (!isActive || link >= (unsigned)d->d.nvlinks)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *isActive = NVML_FEATURE_ENABLED;
     return NVML_SUCCESS;
 }
 

@@ -220,6 +220,12 @@ static int simgpu_load_locked(void)
         snprintf(req, sizeof req, "DEV %d", i);
         if (simgpu_request_locked(req, ans, sizeof ans) != 0 || simgpu_parse_dev(ans, &simgpu_devs[n]) < 0)
             return -1;
+        snprintf(req, sizeof req, "TOPO %d", i);
+        int rc = simgpu_request_locked(req, ans, sizeof ans);
+        if (rc < 0)
+            return -1;
+        if (rc > 0 || sscanf(ans, "%d", &simgpu_devs[n].nvlinks) != 1 || simgpu_devs[n].nvlinks < 0)
+            simgpu_devs[n].nvlinks = 0; /* a daemon without TOPO: no NVLink */
         if (!simgpu_node_ok(simgpu_devs[n].minor))
             continue;
         simgpu_host[n++] = i;

@@ -14,6 +14,9 @@
  *   `OK <uuid> <minor> <total-bytes> <pci-bus-id> <numa> <sm-count> <pci-device-id-hex> <name...>`
  *   (name is the rest of the line, may contain spaces; pci-device-id-hex is "0x%08X",
  *   device id << 16 | vendor id 0x10DE)
+ * - `TOPO <i>` -> `OK <nvlink-links>`: device i's NVLink link count (pkg/fake: A100 12, H100/H200/B200
+ *   18 on the named DGX profiles), 0 = no NVLink (custom profiles). Devices with links > 0 reach
+ *   each other all-to-all over NVLink. A verb of its own because DEV's name is the rest of its line.
  * - `MEM <i>` -> `OK <total-bytes> <used-bytes>`
  * - `ALLOC <i> <bytes>` -> `OK <handle>` (handle: unsigned 64-bit decimal, nonzero, unique per
  *   daemon, usable as a fake device pointer base: handle = 0x7f0000000000 + cumulative offset,
@@ -25,7 +28,13 @@
  *   connection's peer (SO_PEERCRED read by the daemon on accept), summed per pid, pids ascending.
  * - `EVENTS <since-seq>` -> `OK <last-seq> <seq>:<i>:<xid> ...` events with seq > since-seq (XIDs
  *   injected so far; seq starts at 1; a long list is cut short: ask again from the last seq seen)
- * - `XID <i> <xid>` -> `OK <seq>` (used by `simgpu xid`)
+ * - `XID <i> <xid>` -> `OK <seq>` (used by `simgpu xid`). As in pkg/fake, an XID that is not an
+ *   application XID (13, 31, 43, 45, 68, 109) also BREAKS device i until RECOVER: then `MEM`,
+ *   `ALLOC` and `PROCS` on it answer `ERR LOST ...` (NVML: NVML_ERROR_GPU_IS_LOST for memory info,
+ *   processes and utilization; CUDA: cuMemGetInfo/cuMemAlloc answer CUDA_ERROR_UNKNOWN), while
+ *   `HELLO`, `DEV`, `TOPO`, `EVENTS` and `FREE` still answer (identity stays readable, so cuInit,
+ *   cuDeviceGet and nvmlDeviceGetHandleByUUID/GetName/GetUUID work on a lost GPU).
+ * - `RECOVER <i>` -> `OK` repairs a broken device i (used by `simgpu recover`); OK when not broken.
  * - Allocations belong to the connection; when it closes they are freed. One connection per
  *   process: the client keeps one fd per process, reconnects after fork (checks getpid()),
  *   guards it with a pthread mutex. The fd is close-on-exec.
@@ -51,7 +60,7 @@
    `nvidia-ctk cdi generate` mounts <driver-root>/run/nvidia-persistenced/socket into every GPU container, rw). */
 SIMGPU_HIDDEN int simgpu_request(const char *req, char *resp, size_t resp_len); /* 0 = "OK ..." (resp holds the text after "OK "), 1 = "ERR ..." (resp holds "CODE message"), -1 = no daemon / I/O error */
 
-typedef struct { char uuid[96]; unsigned minor; unsigned long long total; char bus_id[32]; int numa; int sms; unsigned pci_device_id; char name[96]; } simgpu_dev;
+typedef struct { char uuid[96]; unsigned minor; unsigned long long total; char bus_id[32]; int numa; int sms; unsigned pci_device_id; char name[96]; int nvlinks; /* TOPO */ } simgpu_dev;
 
 /* Devices this process may use, in host order: those whose device node
    $SIMGPU_DEV_ROOT/dev/nvidia<minor> exists and is a char device 195:<minor> ($SIMGPU_DEV_ROOT default "").

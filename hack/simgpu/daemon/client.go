@@ -70,7 +70,7 @@ func (c *Client) Request(req string) (string, error) {
 	return "", fmt.Errorf("answer to %q is neither OK nor ERR: %q", req, line)
 }
 
-// Devices lists the daemon's devices (HELLO's count, then DEV for each).
+// Devices lists the daemon's devices (HELLO's count, then DEV and TOPO for each).
 func (c *Client) Devices() ([]Device, error) {
 	hello, err := c.Request("HELLO simgpu-go")
 	if err != nil {
@@ -92,6 +92,13 @@ func (c *Client) Devices() ([]Device, error) {
 		}
 		if out[i], err = parseDev(i, ans); err != nil {
 			return nil, err
+		}
+		topo, err := c.Request("TOPO " + strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		if out[i].NVLinks, err = strconv.Atoi(topo); err != nil {
+			return nil, fmt.Errorf("TOPO %d answer %q: %w", i, topo, err)
 		}
 	}
 	return out, nil

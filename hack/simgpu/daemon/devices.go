@@ -1,7 +1,8 @@
 // Package daemon is the "kernel side" of simgpu, hami-go's simulated NVIDIA driver: it owns the
-// simulated GPUs (from a pkg/fake profile), accounts their memory per client process and
-// records injected XID events, and serves them over a Unix socket with the line protocol
-// documented in hack/simgpu/c/simgpu_client.h (the C client that libnvidia-ml and libcuda share).
+// simulated GPUs (from a pkg/fake profile), accounts their memory per client process,
+// records injected XID events (a non-application XID also breaks the GPU until RECOVER, as in
+// pkg/fake) and serves them over a Unix socket with the line protocol documented in
+// hack/simgpu/c/simgpu_client.h (the C client that libnvidia-ml and libcuda share).
 package daemon
 
 import (
@@ -39,6 +40,9 @@ type Device struct {
 	PCIDeviceID uint32 `json:"pciDeviceId"`
 	// Name is the NVML device name (the profile's model), may contain spaces.
 	Name string `json:"name"`
+	// NVLinks is the number of NVLink links (TOPO), fake.Profile.NVLinks: on the named DGX
+	// profiles every GPU with links reaches every other over NVLink; 0 = no NVLink.
+	NVLinks int `json:"nvlinks"`
 }
 
 // Minor is the device node minor number of GPU i of n. Real drivers number minors in probe
@@ -69,6 +73,7 @@ func Devices(node, profile string) ([]Device, error) {
 			SMs:         fake.SMCount(g.Model),
 			PCIDeviceID: p.PCIDeviceID(i),
 			Name:        g.Model,
+			NVLinks:     p.NVLinks(i),
 		}
 	}
 	return out, nil

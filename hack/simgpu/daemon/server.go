@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/hami-go/hami-go/pkg/fake"
 )
 
 // Protocol limits and constants (hack/simgpu/c/simgpu_client.h).
@@ -65,6 +67,7 @@ type Server struct {
 	used   []uint64 // bytes in use per device
 	next   uint64   // next handle offset from HandleBase
 	events []Event
+	broken []bool // per device: broken by a non-application XID until RECOVER
 }
 
 // New makes a daemon; DriverVersion and CUDAVersion default to DefaultDriverVersion and
@@ -76,7 +79,8 @@ func New(cfg Config) *Server {
 	if cfg.CUDAVersion == 0 {
 		cfg.CUDAVersion = DefaultCUDAVersion
 	}
-	return &Server{cfg: cfg, allocs: map[uint64]*alloc{}, used: make([]uint64, len(cfg.Devices))}
+	n := len(cfg.Devices)
+	return &Server{cfg: cfg, allocs: map[uint64]*alloc{}, used: make([]uint64, n), broken: make([]bool, n)}
 }
 
 // Listen creates the Unix socket at path (replacing a stale socket file), mode 0666 so that
@@ -203,7 +207,7 @@ func (s *Server) handle(c *conn, line string) string {
 			c.name = f[1]
 		}
 		return fmt.Sprintf("OK %s %d %d", s.cfg.DriverVersion, s.cfg.CUDAVersion, len(s.cfg.Devices))
-	case "DEV", "MEM", "PROCS":
+	case "DEV", "MEM", "PROCS", "TOPO", "RECOVER":
 		if len(f) != 2 {
 			return errAnswer("INVALID", "usage: %s <index>", f[0])
 		}
@@ -223,6 +227,9 @@ func (s *Server) handle(c *conn, line string) string {
 		n, err := strconv.ParseUint(f[2], 10, 64)
 		if err != nil || n == 0 {
 			return errAnswer("INVALID", "bytes %q is not a positive integer", f[2])
+		}
+		if s.broken[i] {
+			return lost(i)
 		}
 		return s.alloc(c, i, n)
 	case "FREE":
@@ -274,7 +281,11 @@ func (s *Server) handle(c *conn, line string) string {
 		}
 		e := Event{Seq: uint64(len(s.events)) + 1, Index: i, XID: x}
 		s.events = append(s.events, e)
-		klog.InfoS("Injected XID", "index", i, "uuid", s.cfg.Devices[i].UUID, "xid", x, "seq", e.Seq)
+		broken := !isApplicationXID(x)
+		if broken {
+			s.broken[i] = true
+		}
+		klog.InfoS("Injected XID", "index", i, "uuid", s.cfg.Devices[i].UUID, "xid", x, "seq", e.Seq, "broken", broken)
 		return fmt.Sprintf("OK %d", e.Seq)
 	}
 	return errAnswer("INVALID", "unknown request %q", f[0])
@@ -289,13 +300,43 @@ func (s *Server) index(arg string) (int, error) {
 	return i, nil
 }
 
-// deviceAnswer answers DEV, MEM or PROCS for device i. Callers hold s.mu.
+// isApplicationXID reports whether xid is one of fake.ApplicationXIDs: injecting it only
+// delivers the event; any other XID also breaks the GPU (pkg/fake's fault model).
+func isApplicationXID(xid uint64) bool {
+	for _, x := range fake.ApplicationXIDs() {
+		if x == xid {
+			return true
+		}
+	}
+	return false
+}
+
+// lost is the answer to a memory or process request on broken device i.
+func lost(i int) string {
+	return errAnswer("LOST", "device %d is lost after an XID; RECOVER %d to repair it", i, i)
+}
+
+// deviceAnswer answers DEV, MEM, PROCS, TOPO or RECOVER for device i. DEV and TOPO (identity
+// and topology) answer on a broken device too; MEM and PROCS answer ERR LOST. Callers hold s.mu.
 func (s *Server) deviceAnswer(req string, i int) string {
 	d := s.cfg.Devices[i]
 	switch req {
 	case "DEV":
 		return fmt.Sprintf("OK %s %d %d %s %d %d 0x%08X %s", d.UUID, d.Minor, d.TotalBytes, d.PCIBusID, d.NUMA,
 			d.SMs, d.PCIDeviceID, d.Name)
+	case "TOPO":
+		return fmt.Sprintf("OK %d", d.NVLinks)
+	case "RECOVER":
+		if s.broken[i] {
+			s.broken[i] = false
+			klog.InfoS("Recovered GPU", "index", i, "uuid", d.UUID)
+		}
+		return "OK"
+	}
+	if s.broken[i] {
+		return lost(i)
+	}
+	switch req {
 	case "MEM":
 		return fmt.Sprintf("OK %d %d", d.TotalBytes, s.used[i])
 	}

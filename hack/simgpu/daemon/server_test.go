@@ -68,7 +68,8 @@ func TestDevicesFollowTheFakeProfile(t *testing.T) {
 	}
 	if len(devs) != 8 || devs[0].Name != "NVIDIA H100 80GB HBM3" || devs[0].TotalBytes != 81920<<20 ||
 		devs[0].Minor != 7 || devs[7].Minor != 0 || devs[3].NUMA != 0 || devs[4].NUMA != 1 ||
-		devs[1].PCIBusID != "00000000:02:00.0" || devs[0].SMs != 132 || devs[0].PCIDeviceID == 0 {
+		devs[1].PCIBusID != "00000000:02:00.0" || devs[0].SMs != 132 || devs[0].PCIDeviceID == 0 ||
+		devs[0].NVLinks != 18 {
 		t.Fatalf("devices: %+v", devs)
 	}
 	sock := start(t, "dgxh100")
@@ -99,7 +100,7 @@ func TestMemoryAccountingAndRelease(t *testing.T) {
 	if _, err := b.Request("ALLOC 0 " + strconv.Itoa(1024<<20)); code(err) != "OOM" {
 		t.Errorf("over-allocation: %v, want OOM", err)
 	}
-	for _, req := range []string{"ALLOC 0 0", "ALLOC 1 5", "DEV 1", "MEM -1", "NOPE", "XID 9 79"} {
+	for _, req := range []string{"ALLOC 0 0", "ALLOC 1 5", "DEV 1", "MEM -1", "NOPE", "XID 9 79", "RECOVER 1", "TOPO 1", "TOPO"} {
 		if _, err := b.Request(req); code(err) != "INVALID" {
 			t.Errorf("%s: %v, want INVALID", req, err)
 		}
@@ -141,5 +142,60 @@ func TestEvents(t *testing.T) {
 	}
 	if got := must(t, c, "EVENTS 1"); got != "2 2:5:48" {
 		t.Errorf("EVENTS 1 = %q", got)
+	}
+}
+
+func TestTopologyFollowsTheFakeProfile(t *testing.T) {
+	for _, tt := range []struct {
+		profile string
+		links   string
+	}{
+		{"dgxa100", "12"}, {"dgxh100", "18"}, {"dgxh200", "18"}, {"dgxb200", "18"},
+		{"2x24576:NVIDIA A10", "0"}, {"2x81920:NVIDIA A100-SXM4-80GB", "0"}, // custom: no NVLink
+	} {
+		c := dial(t, start(t, tt.profile))
+		for _, i := range []string{"0", "1"} {
+			if got := must(t, c, "TOPO "+i); got != tt.links {
+				t.Errorf("%s: TOPO %s = %q, want %q", tt.profile, i, got, tt.links)
+			}
+		}
+	}
+}
+
+func TestXIDBreaksTheGPUUntilRecover(t *testing.T) {
+	sock := start(t, "2x1024:NVIDIA A10")
+	c := dial(t, sock)
+	h := must(t, c, "ALLOC 1 1000")
+	for _, xid := range []string{"13", "31", "43", "45", "68", "109"} { // application XIDs: event only
+		must(t, c, "XID 1 "+xid)
+		if got := must(t, c, "MEM 1"); got != strconv.Itoa(1024<<20)+" 1000" {
+			t.Errorf("MEM after application XID %s = %q", xid, got)
+		}
+	}
+	must(t, c, "XID 1 79")
+	for _, req := range []string{"MEM 1", "PROCS 1", "ALLOC 1 5"} {
+		if _, err := c.Request(req); code(err) != "LOST" {
+			t.Errorf("%s on a broken GPU: %v, want LOST", req, err)
+		}
+	}
+	// Identity, topology and events still answer; the other GPU is not broken.
+	for _, req := range []string{"DEV 1", "TOPO 1", "EVENTS 0", "MEM 0", "PROCS 0", "HELLO x"} {
+		must(t, c, req)
+	}
+	if got := must(t, c, "EVENTS 6"); got != "7 7:1:79" {
+		t.Errorf("EVENTS 6 = %q", got)
+	}
+	// Another connection sees the GPU broken too: the state is the device's.
+	if _, err := dial(t, sock).Request("MEM 1"); code(err) != "LOST" {
+		t.Errorf("MEM 1 on another connection: %v, want LOST", err)
+	}
+	must(t, c, "RECOVER 1")
+	must(t, c, "RECOVER 1") // recovering a healthy GPU is fine
+	if got := must(t, c, "MEM 1"); got != strconv.Itoa(1024<<20)+" 1000" {
+		t.Errorf("MEM after RECOVER = %q, want the usage kept", got)
+	}
+	must(t, c, "PROCS 1")
+	if got := must(t, c, "FREE "+h); got != "1000" {
+		t.Errorf("FREE = %q", got)
 	}
 }
