@@ -448,8 +448,8 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	if len(r.CdiDevices) != 2 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "hami-go.io/gpu=GPU-A" {
 		t.Fatalf("cdi = %v", r.CdiDevices)
 	}
-	if _, ok := r.Envs[gpuenv.EnvNVIDIAVisibleDevices]; ok {
-		t.Fatal("cdi strategy sets NVIDIA_VISIBLE_DEVICES")
+	if v := r.Envs[gpuenv.EnvNVIDIAVisibleDevices]; v != "void" {
+		t.Fatalf("cdi strategy sets NVIDIA_VISIBLE_DEVICES=%q; want void (the CDI devices name the GPUs; case C52)", v)
 	}
 	for k := range r.Envs {
 		if strings.HasPrefix(k, "CUDA_DEVICE_") || strings.HasPrefix(k, "CUDA_MPS_") {

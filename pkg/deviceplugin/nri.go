@@ -54,7 +54,7 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
 		}
 	}
-	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices, DriverCapabilities: e.DriverCapabilities}
+	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices, DriverCapabilities: e.DriverCapabilities, Answer: pendingEnv(s.p.cfg)}
 	for _, m := range e.Mounts {
 		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath})
 	}

@@ -61,8 +61,12 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(resp.Envs, map[string]string{device.EnvGPUUUIDs: ""}) || len(resp.CdiDevices) != 0 {
-				t.Fatalf("Allocate answered env %v, CDI devices %v; want only the empty %s", resp.Envs, resp.CdiDevices, device.EnvGPUUUIDs)
+			wantEnv := map[string]string{device.EnvGPUUUIDs: ""}
+			if strategy == StrategyCDI {
+				wantEnv["NVIDIA_VISIBLE_DEVICES"] = "void" // case C52: no GPU without the plan
+			}
+			if !reflect.DeepEqual(resp.Envs, wantEnv) || len(resp.CdiDevices) != 0 {
+				t.Fatalf("Allocate answered env %v, CDI devices %v; want only %v", resp.Envs, resp.CdiDevices, wantEnv)
 			}
 			if _, claimed, _ := p.Ledger().ContainerClaim(pp.UID, "main"); claimed {
 				t.Fatal("Allocate claimed p's container; the claim is made at container creation")
@@ -75,6 +79,9 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 			}{{&podEntryRef{pp.UID, pp.Namespace, pp.Name}, "GPU-A"}, {&podEntryRef{pq.UID, pq.Namespace, pq.Name}, "GPU-B"}} {
 				// The runtime's env: a CUDA image's ENV, then the pending answer.
 				env := []string{"NVIDIA_VISIBLE_DEVICES=all", device.EnvGPUUUIDs + "="}
+				if strategy == StrategyCDI {
+					env = append(env, "NVIDIA_VISIBLE_DEVICES=void") // the pending answer's (case C52)
+				}
 				c := nri.Container{PodUID: string(tc.pod.uid), PodNamespace: tc.pod.ns, PodName: tc.pod.name, Name: "main"}
 				adj, err := g.Decide(context.Background(), c, env)
 				if err != nil {
@@ -89,8 +96,8 @@ func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 				for _, ch := range adj.Env {
 					got[ch.Name] = ch.Value
 				}
-				if strategy == StrategyCDI {
-					want.Env["NVIDIA_VISIBLE_DEVICES"] = "" // the image's value, emptied: the GPU comes as a CDI device
+				if strategy == StrategyCDI && want.Env["NVIDIA_VISIBLE_DEVICES"] != "void" {
+					t.Errorf("pod %s: the plan sets NVIDIA_VISIBLE_DEVICES=%q; want void, the pending answer's: the GPU comes as a CDI device", tc.pod.name, want.Env["NVIDIA_VISIBLE_DEVICES"])
 				}
 				want.Env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility" // HAMi-core's, the image having none
 				if !reflect.DeepEqual(got, want.Env) {

@@ -9,6 +9,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/ledger"
+	"github.com/hami-go/hami-go/pkg/nri"
 )
 
 // The plugin's CDI kind. (The env names and enforcement modes are pkg/gpuenv's.)
@@ -69,17 +70,39 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 		for _, u := range req.UUIDs() {
 			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)
 		}
+		// The pending answer's value stays: the CDI devices, not the variable, give the GPUs
+		// (pendingEnv; the toolkit's own CDI specs set the same value).
+		for n, v := range pendingEnv(r.cfg) {
+			out.Env[n] = v
+		}
 	}
 	return out
 }
 
+// pendingEnv is the protected env the pending answer sets beside the empty marker: under the
+// cdi strategy NVIDIA_VISIBLE_DEVICES=void, so that a container the NRI plugin never saw (its
+// call timed out, or the plugin died between PreStartContainer and the creation) gets no GPU from
+// the NVIDIA runtime, whatever its image's NVIDIA_VISIBLE_DEVICES (the kubelet's env comes after
+// the image's, and the toolkit reads the last value: nvidia-container-toolkit v1.20.2
+// internal/config/image WithEnv; case C52). The plan sets the same value (build), so the two
+// never disagree. Under envvar the plan names the GPUs in that very variable: nothing is set.
+func pendingEnv(cfg Config) map[string]string {
+	if cfg.DeviceListStrategy != StrategyCDI {
+		return nil
+	}
+	return map[string]string{gpuenv.EnvNVIDIAVisibleDevices: nri.VoidDevices}
+}
+
 // pending is the Allocate answer: MarkerEnv, empty, which tells the node agent's NRI plugin
-// that the container's plan is still to be applied, and the mounts of the enforcement mode,
-// which name no GPU. No GPU is named and no limit set: a container the NRI plugin never sees gets
+// that the container's plan is still to be applied, NVIDIA_VISIBLE_DEVICES=void under the cdi
+// strategy (pendingEnv), and the mounts of the enforcement mode, which name no GPU. No GPU is named and no limit set: a container the NRI plugin never sees gets
 // no GPU under the cdi strategy, whose devices the NRI plugin adds (and the kubelet does not
 // create one while the agent is away: PreStartContainer).
 func (r *responder) pending() *pluginapi.ContainerAllocateResponse {
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{device.EnvGPUUUIDs: ""}}
+	for n, v := range pendingEnv(r.cfg) {
+		resp.Envs[n] = v
+	}
 	for _, m := range gpuenv.Build(r.cfg.envConfig(), gpuenv.Request{}, r.exists).Mounts {
 		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
 	}

@@ -22,8 +22,8 @@ const ReasonPlanNotApplied = "GPUPlanNotApplied"
 
 // unplannedStopper stops the pods of containers that run without their GPU plan
 // (nri.Plugin.OnUnplanned): such a container has no GPU limit, so it may not keep running. Its
-// pod is deleted (with its UID as precondition, so a pod re-created under the same name is
-// left alone) after a Warning Event says why, and its controller makes a new pod, whose
+// pod is deleted at once (grace period 0, with its UID as precondition, so a pod re-created
+// under the same name is left alone) after a Warning Event says why, and its controller makes a new pod, whose
 // containers get their plan at creation. A pod the plan path never placed (no plan in the
 // ledger) is left alone: its container is refused at creation by the NRI plugin when it asks
 // for GPUs.
@@ -42,9 +42,12 @@ func (s unplannedStopper) stop(ctx context.Context, c nri.Container) {
 		return
 	}
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.PodNamespace, Name: c.PodName, UID: uid}
-	msg := fmt.Sprintf("container %s was created while hami-go's NRI plugin was away and runs without its GPU plan (no GPU limit); deleting the pod so that its controller creates one that gets its plan", c.Name)
+	msg := fmt.Sprintf("container %s was created while hami-go's NRI plugin was away and runs without its GPU plan (no GPU limit); deleting the pod at once (grace period 0) so that its controller creates one that gets its plan", c.Name)
 	s.recorder.Event(ref, corev1.EventTypeWarning, ReasonPlanNotApplied, msg)
-	err := s.client.CoreV1().Pods(c.PodNamespace).Delete(ctx, c.PodName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	// Grace period 0 (case C52): the container runs without its limit until it is gone; a
+	// graceful stop would leave it running for the pod's terminationGracePeriodSeconds.
+	var now int64
+	err := s.client.CoreV1().Pods(c.PodNamespace).Delete(ctx, c.PodName, metav1.DeleteOptions{GracePeriodSeconds: &now, Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
 	case err == nil:
 		klog.InfoS("Deleted a pod whose container ran without its GPU plan", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", uid, "container", c.Name)

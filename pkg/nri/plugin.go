@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,13 @@ type Plan struct {
 	// NVIDIA_DRIVER_CAPABILITIES must include (gpuenv.Edits.DriverCapabilities; "" = none):
 	// the plugin adds what it lacks (DriverCapabilitiesChange).
 	DriverCapabilities string
+	// Answer is the protected env the device plugin's pending answer sets beside the empty
+	// MarkerEnv (NVIDIA_VISIBLE_DEVICES=void under the cdi strategy, so that a container created
+	// without its plan reaches no GPU through the NVIDIA runtime). A name counts as the answer's
+	// only where the container's env holds that exact entry: a kubelet's checkpointed answer from
+	// an older device plugin lacks it. Env should set each such name too (the plan's value wins:
+	// Decide's adjustment replaces the answer's).
+	Answer map[string]string
 }
 
 // Mount is a bind mount of host path Source at container path Destination, read-write.
@@ -209,8 +217,11 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 	}
 	pending := g.answerPending(env)
 	exempt := g.exempt[c.PodNamespace]
-	if !protected || exempt && !pending {
+	if exempt && !pending {
 		return Adjustment{}, nil
+	}
+	if !protected {
+		return legacyVoid(Adjustment{}, env), nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -241,7 +252,7 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 			adj.CDIDevices, adj.Mounts = p.CDIDevices, p.Mounts
 			return withDriverCapabilities(adj, env, p.DriverCapabilities)
 		}
-		changes, err := PlanEnv(env, map[string]string{MarkerEnv: ""}, p.Env)
+		changes, err := PlanEnv(env, pendingAnswer(env, p.Answer), p.Env)
 		if err != nil {
 			return Adjustment{}, err
 		}
@@ -262,7 +273,60 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 	if err != nil {
 		return Adjustment{}, err
 	}
-	return withDriverCapabilities(Adjustment{Env: changes}, env, a.DriverCapabilities)
+	adj = Adjustment{Env: changes}
+	if !a.GPU {
+		adj = legacyVoid(adj, env)
+	}
+	return withDriverCapabilities(adj, env, a.DriverCapabilities)
+}
+
+// pendingAnswer is the protected env the pending answer put in env: the empty MarkerEnv, and
+// each entry of answer (Plan.Answer) that env holds exactly.
+func pendingAnswer(env []string, answer map[string]string) map[string]string {
+	out := map[string]string{MarkerEnv: ""}
+	for n, v := range answer {
+		if slices.Contains(env, n+"="+v) {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+// Env names of the NVIDIA Container Toolkit's legacy-image rule (nvidia-container-toolkit
+// v1.20.2 internal/config/image cuda_image.go: IsLegacy, VisibleDevicesFromEnvVar).
+const (
+	envCUDAVersion         = "CUDA_VERSION"
+	envNVIDIARequireCUDA   = "NVIDIA_REQUIRE_CUDA"
+	envNVIDIAVisibleDevice = "NVIDIA_VISIBLE_DEVICES"
+	// VoidDevices is the NVIDIA_VISIBLE_DEVICES value with which the toolkit gives a container
+	// no GPU (and which its own CDI specs set).
+	VoidDevices = "void"
+)
+
+// legacyVoid adds NVIDIA_VISIBLE_DEVICES=void to adj, the adjustment of a container hami-go gave
+// no GPU, when the toolkit would otherwise give it every GPU of the node (case C51): its env
+// (image ENV included) sets CUDA_VERSION, no NVIDIA_REQUIRE_CUDA (the toolkit's "legacy" CUDA
+// image) and no NVIDIA_VISIBLE_DEVICES at all; the toolkit then defaults to "all". It only
+// narrows: a container that names NVIDIA_VISIBLE_DEVICES itself, in any form, is left to the
+// env rules (PlanEnv), and a name absent from env is one an adjustment simply adds.
+func legacyVoid(adj Adjustment, env []string) Adjustment {
+	cuda, require, visible := "", "", false
+	for _, e := range env {
+		name, value, _ := strings.Cut(e, "=")
+		switch name {
+		case envCUDAVersion:
+			cuda = value
+		case envNVIDIARequireCUDA:
+			require = value
+		case envNVIDIAVisibleDevice:
+			visible = true
+		}
+	}
+	if cuda != "" && require == "" && !visible {
+		adj.Env = append(adj.Env, EnvChange{Name: envNVIDIAVisibleDevice, Value: VoidDevices})
+		sort.Slice(adj.Env, func(i, j int) bool { return adj.Env[i].Name < adj.Env[j].Name })
+	}
+	return adj
 }
 
 // withDriverCapabilities adds to adj the change that gives the container the driver
@@ -325,6 +389,26 @@ func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return adj, nil, nil
 }
 
+// StartContainer implements the NRI stub's StartContainerInterface: a container whose env still
+// carries the device plugin's pending answer (answerPending) was created without its plan (the
+// NRI call timed out, or the plugin was away at its creation and is back now), so it is refused
+// here, before its process runs (case C52). The runtime returns the error from CRI StartContainer
+// (NRI v0.12.3 pkg/adaptation StartContainer stops at a plugin's error; containerd's CRI
+// StartContainer fails with "NRI container start failed"), the kubelet shows it as the
+// container's RunContainerError and a Failed Event, and the next creation of the container gets
+// its plan. A container that got its plan carries the marker with its GPUs, not empty.
+func (g *Plugin) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	if !g.answerPending(ctr.GetEnv()) {
+		return nil
+	}
+	c := containerOf(pod, ctr)
+	err := fmt.Errorf("hami-go: container %s of pod %s/%s (UID %s) was created without its GPU plan (%s is still the device plugin's empty pending answer: "+
+		"hami-go's NRI plugin was away or timed out at its creation); refusing to start it, the kubelet creates it again with its plan",
+		c.Name, c.PodNamespace, c.PodName, c.PodUID, MarkerEnv)
+	klog.InfoS("Refusing to start a container created without its GPU plan", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name)
+	return err
+}
+
 // Configure implements the NRI stub's ConfigureInterface (the events stay those the plugin
 // handles): it notes whether the runtime keeps every entry of a repeated env name in the order
 // the CRI env gives them, image ENV first (containerd >= 2.0, measured on 2.4.2:
@@ -344,7 +428,11 @@ func (g *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 }
 
 // Synchronize implements the NRI stub's SynchronizeInterface: when the plugin (re)connects, the
-// runtime lists the containers it already has. A running container whose env still carries the
+// runtime lists the containers it already has. The plugin counts as connected from here
+// (CanApplyPlans), not from the stub's Start, which returns after Configure: the runtime sends
+// a plugin container events only once its Synchronize has returned (NRI v0.12.3
+// pkg/adaptation acceptPluginConnections), and holds container creations while a plugin
+// synchronizes, so a container PreStartContainer lets through now meets the plugin. A running container whose env still carries the
 // device plugin's pending answer (answerPending) was created while the plugin was away:
 // its plan was never applied, so it runs with no GPU limit (and, where the image names GPUs and
 // the NVIDIA runtime honours it, with GPUs no plan gave it). It is handed to the Unplanned
@@ -368,6 +456,7 @@ func (g *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			checks = append(checks, check{containerOf(byID[ctr.GetPodSandboxId()], ctr), ctr.GetEnv()})
 		}
 	}
+	g.setConnected(true)
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		for _, ch := range checks {
@@ -452,8 +541,8 @@ func serveOnce(ctx context.Context, socket string, g *Plugin) (connected bool, e
 		s.Stop()
 		return false, err
 	}
-	klog.InfoS("NRI plugin connected", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
-	g.setConnected(true)
+	// Connected once the runtime synchronizes the plugin (Synchronize), not yet here.
+	klog.InfoS("NRI plugin registered", "socket", socket, "plugin", PluginIndex+"-"+PluginName)
 	defer g.setConnected(false)
 	select {
 	case <-closed:

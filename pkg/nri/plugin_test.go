@@ -22,6 +22,7 @@ type standIn struct {
 	CDIDevices []string
 	Mounts     []Mount
 	Caps       string // the driver capabilities the container needs
+	Answer     map[string]string
 }
 
 // standInSource is a stand-in for the node agents' Source (the device plugin's ledger, the DRA
@@ -52,7 +53,7 @@ func (s *standInSource) Plan(_ context.Context, c Container) (Plan, error) {
 	if !a.GPU {
 		return Plan{}, s.err
 	}
-	return Plan{Env: a.Env, CDIDevices: a.CDIDevices, Mounts: a.Mounts, DriverCapabilities: a.Caps}, s.err
+	return Plan{Env: a.Env, CDIDevices: a.CDIDevices, Mounts: a.Mounts, DriverCapabilities: a.Caps, Answer: a.Answer}, s.err
 }
 
 func (s *standInSource) Granted(_ context.Context, c Container) (Granted, error) {
