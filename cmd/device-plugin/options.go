@@ -30,6 +30,9 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.BoolVar(&c.FakeFaultInjection, "fake-fault-injection", false, "serve POST /debug/fake/xid?uuid=&xid= and /debug/fake/recover?uuid= on the metrics address (fake backend only)")
 	fs.StringVar(&c.DeviceListStrategy, "device-list-strategy", c.DeviceListStrategy, "how devices are named to the runtime: envvar (NVIDIA_VISIBLE_DEVICES) or cdi")
 	fs.StringVar(&c.CDISpecDir, "cdi-spec-dir", c.CDISpecDir, "where the CDI spec is written (cdi strategy)")
+	fs.StringVar(&c.ToolkitCDIKind, "toolkit-cdi-kind", c.ToolkitCDIKind, "the NVIDIA Container Toolkit's CDI kind (nvidia-ctk cdi generate): each GPU of a plan is also named <kind>=<UUID>, which brings the driver's libraries (cdi strategy); empty = none, for nodes that deliver the driver otherwise (default for --backend=fake: none)")
+	fs.StringVar(&c.DriverRoot, "driver-root", c.DriverRoot, "host root of the NVIDIA driver (/ for a host install, /run/nvidia/driver for the GPU Operator's driver container)")
+	fs.StringVar(&c.DevRoot, "dev-root", c.DevRoot, "host root whose dev/ holds the /dev/nvidia* nodes written into the CDI spec (hostPath); empty = --driver-root")
 	fs.DurationVar(&c.PlanWait, "plan-wait", c.PlanWait, "longest wait in PreStartContainer, before each GPU container's creation, for the node agent's NRI plugin to be able to apply the container's plan (connected to containerd >= 2.0); then the creation is refused and the kubelet retries it (0..25s)")
 	fs.StringVar(&c.DevicePluginDir, "device-plugin-dir", c.DevicePluginDir, "directory of kubelet.sock and the plugin's socket")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", c.LeaseNamespace, "namespace of the node's liveness Lease hami-go-<node>")
@@ -39,6 +42,9 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	if err := n.Validate(&c.Config); err != nil {
 		return o, err
+	}
+	if n.Backend == nodeagent.BackendFake && !fs.Changed("toolkit-cdi-kind") {
+		c.ToolkitCDIKind = "" // no toolkit spec for fake GPUs
 	}
 	if n.Backend != nodeagent.BackendFake && c.FakeFaultInjection {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)

@@ -445,7 +445,9 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	pod := testPod("p", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-B", "GPU-A"}})
 	p.Ledger().UpsertPod(pod)
 	r := mustCreate(t, p, pod, "c", "GPU-A::0", "GPU-B::0")
-	if len(r.CdiDevices) != 2 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "hami-go.io/gpu=GPU-A" {
+	// Each GPU by hami-go's device (its nodes) and the toolkit's (the driver's libraries; C53).
+	if len(r.CdiDevices) != 4 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "nvidia.com/gpu=GPU-B" ||
+		r.CdiDevices[2].Name != "hami-go.io/gpu=GPU-A" || r.CdiDevices[3].Name != "nvidia.com/gpu=GPU-A" {
 		t.Fatalf("cdi = %v", r.CdiDevices)
 	}
 	if v := r.Envs[gpuenv.EnvNVIDIAVisibleDevices]; v != "void" {

@@ -11,7 +11,10 @@ package deviceplugin
 
 import (
 	"fmt"
+	"path"
 	"time"
+
+	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
@@ -41,6 +44,19 @@ type Config struct {
 	DeviceListStrategy string
 	// CDISpecDir is where the CDI spec is written (StrategyCDI).
 	CDISpecDir string
+	// ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (--toolkit-cdi-kind, default
+	// DefaultToolkitCDIKind, the kind `nvidia-ctk cdi generate` writes): under StrategyCDI each
+	// GPU of a plan is also named <ToolkitCDIKind>=<UUID>, which brings the driver's libraries
+	// (libcuda.so.1, libnvidia-ml.so.1) and the toolkit's hooks into the container (case C53).
+	// "" names none: for nodes that deliver the driver's libraries another way (baked into the
+	// image, or a mount of the pod's own); the fake backend's default.
+	ToolkitCDIKind string
+	// DriverRoot and DevRoot are the host's NVIDIA driver root and the root its /dev/nvidia*
+	// nodes are under (--driver-root, --dev-root; "/" for a driver installed on the host,
+	// "/run/nvidia/driver" for the GPU Operator's driver container). Under StrategyCDI the
+	// spec's device nodes are read from <DevRoot>/dev (CDI hostPath) and appear at /dev in the
+	// container. DevRoot "" = DriverRoot (nvidia-ctk's rule).
+	DriverRoot, DevRoot string
 	// PlanWait is the longest wait in PreStartContainer, before each GPU container's creation,
 	// for the node agent's NRI plugin to be able to apply the container's plan
 	// (nri.Plugin.CanApplyPlans), after which the creation is refused and the kubelet retries it.
@@ -55,6 +71,19 @@ type Config struct {
 	FakeFaultInjection bool
 }
 
+// DefaultToolkitCDIKind is the CDI kind of the NVIDIA Container Toolkit's generated spec
+// (`nvidia-ctk cdi generate`: nvidia.com/gpu=<index|UUID|all>); the DRA driver names the same
+// (pkg/dra ToolkitCDIKind).
+const DefaultToolkitCDIKind = "nvidia.com/gpu"
+
+// EffectiveDevRoot is DevRoot, or DriverRoot when DevRoot is empty (nvidia-ctk's rule).
+func (c *Config) EffectiveDevRoot() string {
+	if c.DevRoot != "" {
+		return c.DevRoot
+	}
+	return c.DriverRoot
+}
+
 // SocketName is the file name of the plugin's gRPC socket in DevicePluginDir.
 const SocketName = "hami-go.sock"
 
@@ -65,6 +94,8 @@ func Defaults() Config {
 		Resources:          device.DefaultResourceNames(),
 		DeviceListStrategy: StrategyCDI,
 		CDISpecDir:         "/var/run/cdi",
+		ToolkitCDIKind:     DefaultToolkitCDIKind,
+		DriverRoot:         "/",
 		PlanWait:           5 * time.Second,
 		DevicePluginDir:    "/var/lib/kubelet/device-plugins",
 		LeaseNamespace:     "kube-node-lease",
@@ -87,6 +118,19 @@ func (c *Config) Validate() error {
 	}
 	if c.DeviceListStrategy == StrategyCDI && c.CDISpecDir == "" {
 		return fmt.Errorf("--cdi-spec-dir is empty but --device-list-strategy is cdi")
+	}
+	if k := c.ToolkitCDIKind; k != "" {
+		if _, _, _, err := cdiparser.ParseQualifiedName(k + cdiDeviceNameSeparator + "GPU-0"); err != nil {
+			return fmt.Errorf("--toolkit-cdi-kind: %q is not a CDI kind (vendor/class, e.g. %s): %v", k, DefaultToolkitCDIKind, err)
+		}
+	}
+	if c.DriverRoot == "" {
+		return fmt.Errorf("--driver-root is empty (\"/\" for a driver installed on the host)")
+	}
+	for _, f := range []struct{ flag, dir string }{{"--driver-root", c.DriverRoot}, {"--dev-root", c.DevRoot}} {
+		if f.dir != "" && !path.IsAbs(f.dir) {
+			return fmt.Errorf("%s: %q is not an absolute path", f.flag, f.dir)
+		}
 	}
 	if c.PlanWait < 0 || c.PlanWait > 25*time.Second {
 		return fmt.Errorf("--plan-wait: %s is outside 0..25s (the kubelet gives PreStartContainer 30 s)", c.PlanWait)

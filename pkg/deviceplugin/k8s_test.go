@@ -249,7 +249,10 @@ func TestHTTPHandler(t *testing.T) {
 func TestCDISpec(t *testing.T) {
 	dir := t.TempDir()
 	b := newTestBackend(2, 81559)
-	if err := WriteCDISpec(dir, b.gpus); err != nil {
+	for i := range b.gpus {
+		b.gpus[i].Minor = i
+	}
+	if err := WriteCDISpec(dir, b.gpus, "/", func(string) bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	c, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))

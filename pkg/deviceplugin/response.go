@@ -69,6 +69,12 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 	if r.cfg.DeviceListStrategy == StrategyCDI {
 		for _, u := range req.UUIDs() {
 			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)
+			if r.cfg.ToolkitCDIKind != "" {
+				// The toolkit's device brings the driver's libraries (libcuda.so.1,
+				// libnvidia-ml.so.1) and its hooks; hami-go's own names only the device nodes
+				// (case C53).
+				out.CDIDevices = append(out.CDIDevices, r.cfg.ToolkitCDIKind+cdiDeviceNameSeparator+u)
+			}
 		}
 		// The pending answer's value stays: the CDI devices, not the variable, give the GPUs
 		// (pendingEnv; the toolkit's own CDI specs set the same value).

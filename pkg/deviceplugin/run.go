@@ -53,7 +53,13 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	p.enf.SetInstalled(installed)
 	if cfg.DeviceListStrategy == StrategyCDI {
-		if err := WriteCDISpec(cfg.CDISpecDir, p.GPUs()); err != nil {
+		// The dev root's nodes are seen under the host root the chart mounts (<devRoot>/dev
+		// read-only at nodeagent.HostRoot<devRoot>/dev).
+		exists := func(hostPath string) bool {
+			_, err := os.Stat(filepath.Join(nodeagent.HostRoot, hostPath))
+			return err == nil
+		}
+		if err := WriteCDISpec(cfg.CDISpecDir, p.GPUs(), cfg.EffectiveDevRoot(), exists); err != nil {
 			return err
 		}
 	}

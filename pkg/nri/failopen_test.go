@@ -55,7 +55,9 @@ func TestC52ConnectedAtSynchronizeAndStartRefused(t *testing.T) {
 		_, err := cb(ctx, nil, nil)
 		return err
 	}
-	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) { return nil, nil }
+	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
 	r, err := adaptation.New("containerd", "v2.4.2", sync, update, adaptation.WithSocketPath(socket),
 		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf")))
 	if err != nil {

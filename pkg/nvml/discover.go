@@ -13,7 +13,7 @@ import (
 const mib = 1 << 20
 
 // Discover lists the node's GPUs in NVML index order, all Healthy. Required per GPU: handle,
-// UUID, name, memory info and PCI info; any failure there fails discovery with an *Error naming
+// UUID, name, memory info, PCI info and minor number (the device node /dev/nvidia<minor>); any failure there fails discovery with an *Error naming
 // the call and the GPU. Optional (unknown when NVML cannot tell; other failures are errors):
 //   - SM count: nvmlDeviceGetAttributes, which nvml.h documents for MIG device handles only, so
 //     any failure falls back to SMCountOf(model); 0 = unknown.
@@ -74,6 +74,11 @@ func (b *backend) discoverOne(i int) (gonvml.Device, device.GPU, error) {
 		return nil, device.GPU{}, err
 	}
 	g.PCIBusID = busID(pci)
+	// The device node is /dev/nvidia<minor>, not /dev/nvidia<index> (nvidia-ctk's rule:
+	// nvidia-container-toolkit internal/platform-support/dgpu).
+	if g.Minor, err = call("nvmlDeviceGetMinorNumber", dev, h.GetMinorNumber); err != nil {
+		return nil, device.GPU{}, err
+	}
 
 	// nvmlDeviceGetAttributes "currently only supports MIG device handles" (nvml.h), so on a
 	// full GPU any failure only means "not reported": fall back to the model's known count.
