@@ -53,10 +53,10 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 	// alone by a restarted plugin.
 	req := gpuenv.Request{Grants: make([]gpuenv.Grant, len(devs)), CacheName: containerCacheName(cl.Pod.UID, cl.Container.Name)}
 	for i, d := range devs {
-		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
+		req.Grants[i] = gpuenv.Grant{UUID: d.UUID, PCIBusID: r.gpus[d.UUID].PCIBusID, MemoryMiB: d.MemoryMiB, CoresPercent: d.CoresPercent}
 	}
 	if len(devs) > 0 {
-		req.Model = r.gpus[devs[0].UUID].Model
+		req.Model = r.gpus[gpuenv.PCIOrder(req.Grants)[0].UUID].Model
 	}
 	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
 	out := planEdits{Env: e.Env, Dirs: e.Dirs, DriverCapabilities: e.DriverCapabilities}
@@ -67,7 +67,7 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 		}
 	}
 	if r.cfg.DeviceListStrategy == StrategyCDI {
-		for _, u := range req.UUIDs() {
+		for _, u := range (gpuenv.Request{Grants: gpuenv.PCIOrder(req.Grants)}).UUIDs() {
 			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)
 			if r.cfg.ToolkitCDIKind != "" {
 				// The toolkit's device brings the driver's libraries (libcuda.so.1,

@@ -25,6 +25,9 @@ type Grant struct {
 	UUID string `json:"uuid"`
 	// Model is the GPU's NVML model name.
 	Model string `json:"model"`
+	// PCIBusID is the GPU's NVML PCI bus id, which orders a claim's GPUs in its env
+	// (gpuenv.PCIOrder); "" in a checkpoint written before it was recorded.
+	PCIBusID string `json:"pciBusID,omitempty"`
 	// MemoryMiB is the consumed memory, MiB.
 	MemoryMiB int64 `json:"memoryMiB"`
 	// CoresPercent is the consumed compute, percent (0 = none).
@@ -100,7 +103,7 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			}
 			got[c.name] = val
 		}
-		g := Grant{Request: r.Request, Pool: r.Pool, Device: r.Device, UUID: gi.GPU.UUID, Model: gi.GPU.Model,
+		g := Grant{Request: r.Request, Pool: r.Pool, Device: r.Device, UUID: gi.GPU.UUID, Model: gi.GPU.Model, PCIBusID: gi.GPU.PCIBusID,
 			MemoryMiB: got[draapi.CapacityMemory] / MiB, CoresPercent: int(got[draapi.CapacityCores]), Sharers: got[draapi.CapacitySharers]}
 		if r.ShareID != nil {
 			g.ShareID = *r.ShareID
@@ -159,10 +162,16 @@ func requestCapacity(claim *resourceapi.ResourceClaim, name string) map[resource
 func envRequest(uid types.UID, grants []Grant) gpuenv.Request {
 	r := gpuenv.Request{Grants: make([]gpuenv.Grant, len(grants)), CacheName: string(uid)}
 	for i, g := range grants {
-		r.Grants[i] = gpuenv.Grant{UUID: g.UUID, MemoryMiB: g.MemoryMiB, CoresPercent: g.CoresPercent}
+		r.Grants[i] = gpuenv.Grant{UUID: g.UUID, PCIBusID: g.PCIBusID, MemoryMiB: g.MemoryMiB, CoresPercent: g.CoresPercent}
 	}
 	if len(grants) > 0 {
-		r.Model = grants[0].Model
+		first := gpuenv.PCIOrder(r.Grants)[0].UUID
+		for _, g := range grants {
+			if g.UUID == first {
+				r.Model = g.Model
+				break
+			}
+		}
 	}
 	return r
 }

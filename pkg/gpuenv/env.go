@@ -6,30 +6,63 @@ package gpuenv
 
 import (
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// Device-list env names every GPU container gets (docs/components.md); hami-go's own
-// variables are pkg/device's EnvGPUMemoryMiB, EnvGPUModel and EnvGPUUUIDs.
+// Device-list env names (docs/components.md); hami-go's own variables are pkg/device's
+// EnvGPUMemoryMiB, EnvGPUModel and EnvGPUUUIDs.
 const (
+	// EnvNVIDIAVisibleDevices names the GPUs NVIDIA's container runtime exposes (the envvar
+	// device-list strategy): Build sets it to the UUID list when Config.NVIDIAVisibleDevices.
 	EnvNVIDIAVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
-	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
+	// EnvCUDAVisibleDevices is never set by Build: every container sees only its own GPUs
+	// (CDI devices, or NVIDIA_VISIBLE_DEVICES=<its UUIDs>), and HAMi-core reads the variable
+	// with atoi (HAMi-core src/utils.c parse_cuda_visible_env; HAMi-core#319), so a UUID list
+	// maps every GPU to 0, and a list out of PCI order breaks its host-PID detection, which
+	// turns the core limit off (HAMi-core#225). HAMi does not set it either.
+	EnvCUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"
+	// EnvCUDADeviceOrder is pinned to CUDADeviceOrderPCI in every GPU container, so CUDA's
+	// ordinals follow the PCI bus order that NVML's indices, HAMi-core's per-GPU limits and the
+	// MPS ordinals all use (CUDA C Programming Guide, "CUDA Environment Variables": the default,
+	// FASTEST_FIRST, may put a faster GPU first).
+	EnvCUDADeviceOrder = "CUDA_DEVICE_ORDER"
+	CUDADeviceOrderPCI = "PCI_BUS_ID"
 )
 
 // HAMi-core (libvgpu.so) env and paths, as HAMi's own device plugin sets them
 // (Project-HAMi/HAMi pkg/device-plugin/nvidiadevice: CUDA_DEVICE_MEMORY_LIMIT_<i>="<MiB>m",
-// CUDA_DEVICE_SM_LIMIT="<percent>", CUDA_DEVICE_MEMORY_SHARED_CACHE, CUDA_OVERSUBSCRIBE, library
-// at /usr/local/vgpu/libvgpu.so preloaded through /etc/ld.so.preload).
+// CUDA_DEVICE_SM_LIMIT="<percent>", CUDA_DEVICE_MEMORY_SHARED_CACHE, CUDA_OVERSUBSCRIBE,
+// LIBCUDA_LOG_LEVEL, library at /usr/local/vgpu/libvgpu.so preloaded through /etc/ld.so.preload).
 const (
+	// EnvHAMiMemoryLimitPrefix + "<i>" is GPU i's memory limit, "<MiB>m"; i is the CUDA ordinal,
+	// i.e. the position in the PCI-ordered grant list (HAMi-core src/multiprocess/
+	// multiprocess_memory_limit.c do_init_device_memory_limits).
 	EnvHAMiMemoryLimitPrefix = "CUDA_DEVICE_MEMORY_LIMIT_"
-	EnvHAMiSMLimit           = "CUDA_DEVICE_SM_LIMIT"
-	EnvHAMiSharedCache       = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
-	EnvHAMiOversubscribe     = "CUDA_OVERSUBSCRIBE"
-	HAMiContainerDir         = "/usr/local/vgpu"
-	HAMiContainerLibrary     = HAMiContainerDir + "/libvgpu.so"
+	// EnvHAMiSMLimit is HAMi-core's compute limit for every GPU, percent; EnvHAMiSMLimit + "_<i>"
+	// overrides it for GPU i (do_init_device_sm_limits, same file). Build sets the per-GPU names
+	// only, so each GPU keeps its own grant's limit.
+	EnvHAMiSMLimit     = "CUDA_DEVICE_SM_LIMIT"
+	EnvHAMiSharedCache = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+	// EnvHAMiOversubscribe is set to "true" when Config.MemoryScaling > 1, as HAMi does. The
+	// open-source HAMi-core reads it nowhere (HAMi-core src/: no getenv of it), so memory scaling
+	// above 1 over-commits the GPU's physical memory with nothing behind it: the slices' limits
+	// add up to more than the GPU has, and an allocation past what is physically free fails
+	// with CUDA's out-of-memory error in whichever container asks last. Older libvgpu builds
+	// read it in postInit (allocmode); whether HAMi's libvgpu of v2.10 does could not be
+	// verified here, so the variable is kept, harmless where unread.
+	EnvHAMiOversubscribe = "CUDA_OVERSUBSCRIBE"
+	// EnvHAMiLogLevel is HAMi-core's log level (HAMi-core src/include/log_utils.h; higher
+	// prints more, and unset it prints on every CUDA process's stderr). Build sets HAMiLogLevel,
+	// as HAMi's device plugin does; the container's own value wins (the name is not protected:
+	// logging widens no limit; the NRI plugin adds it only where the container has none).
+	EnvHAMiLogLevel      = "LIBCUDA_LOG_LEVEL"
+	HAMiLogLevel         = "1"
+	HAMiContainerDir     = "/usr/local/vgpu"
+	HAMiContainerLibrary = HAMiContainerDir + "/libvgpu.so"
 	// HAMiPreloadFile beside the host library is mounted as /etc/ld.so.preload; without it the
 	// container gets LD_PRELOAD.
 	HAMiPreloadFile = "ld.so.preload"
@@ -42,6 +75,15 @@ const (
 	HAMiContainerCacheDir = HAMiContainerDir + "/cache"
 	// HAMiCacheSuffix ends the name of the shared cache file: "<Request.CacheName>.cache".
 	HAMiCacheSuffix = ".cache"
+	// HAMiOverrideEnv is the file HAMi-core reads at its first NVML init and loads into the
+	// process's env (HAMi-core src/nvml/hook.c nvml_preInit: load_env_from_file(
+	// ENV_OVERRIDE_FILE), src/multiprocess/multiprocess_memory_limit.h): an image shipping it
+	// could rewrite its own limits. Build masks it with HAMiOverrideEnvMask mounted
+	// read-only over it, as runc masks paths (OCI runtime-spec maskedPaths).
+	HAMiOverrideEnv = "/overrideEnv"
+	// HAMiOverrideEnvMask is the host file mounted over HAMiOverrideEnv: /dev/null, which
+	// exists on every host and reads empty, so no host file must be created for it.
+	HAMiOverrideEnvMask = "/dev/null"
 )
 
 // NVIDIA driver capabilities (NVIDIA Container Toolkit, "Driver capabilities"): which driver
@@ -51,7 +93,9 @@ const (
 	// HAMiCoreDriverCapabilities is what HAMi-core needs: "compute" brings libcuda.so.1 and
 	// "utility" libnvidia-ml.so.1, both linked by libvgpu.so; glibc skips a preloaded library
 	// whose dependencies are missing without failing the process, i.e. without limits. Unset,
-	// the toolkit gives "utility" only (NVIDIA Container Toolkit, "Driver capabilities").
+	// the toolkit gives "utility,compute" (nvidia-container-toolkit internal/config/image:
+	// DefaultDriverCapabilities), which HAMi-core needs; an image that sets a narrower list
+	// (e.g. "utility", or "video") is what loses it.
 	HAMiCoreDriverCapabilities = "compute,utility"
 )
 
@@ -79,8 +123,9 @@ type Config struct {
 	// NVIDIAVisibleDevices sets NVIDIA_VISIBLE_DEVICES to the UUID list (the device plugin's
 	// envvar strategy and the DRA driver); false when the devices are named through CDI.
 	NVIDIAVisibleDevices bool
-	// MemoryScaling is the memory over-commit factor (>= 1); above 1 HAMi-core may
-	// oversubscribe (CUDA_OVERSUBSCRIBE=true).
+	// MemoryScaling is the memory over-commit factor (>= 1); above 1 CUDA_OVERSUBSCRIBE=true is
+	// set, which the open-source HAMi-core does not read (EnvHAMiOversubscribe): the slices
+	// then share more memory than the GPU has, with nothing to back the excess.
 	MemoryScaling float64
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted read-only at HAMiContainerLibrary
 	// when it exists ("" = never); the HAMiPreloadFile beside it is mounted at
@@ -103,17 +148,23 @@ type Config struct {
 type Grant struct {
 	// UUID is the GPU's NVML UUID.
 	UUID string
+	// PCIBusID is the GPU's NVML PCI bus id ("00000000:07:00.0"; device.GPU.PCIBusID), which
+	// orders the container's GPUs (PCIOrder). "" = unknown: such grants keep their given order,
+	// before the known ones.
+	PCIBusID string
 	// MemoryMiB is the container's memory limit on the GPU, MiB.
 	MemoryMiB int64
 	// CoresPercent is the container's compute limit, percent of the GPU (0 = none).
 	CoresPercent int
 }
 
-// Request is one container's GPUs, in the one order every positional value follows
-// (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT_<i>, the MPS ordinals; cases C19, C22).
+// Request is one container's GPUs. Build orders them by PCI bus id (PCIOrder), the one order
+// every positional value follows (CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT_<i>,
+// HAMI_GO_GPU_UUIDS, NVIDIA_VISIBLE_DEVICES, the MPS ordinals; cases C19, C22), because it is
+// the order in which CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID) and NVML number the container's GPUs.
 type Request struct {
 	Grants []Grant
-	// Model is the NVML model name of the first GPU ("" = unknown).
+	// Model is the NVML model name of the first GPU in PCIOrder ("" = unknown).
 	Model string
 	// CacheName names the HAMi-core shared cache of this container: the file
 	// "<CacheName>.cache" and, with Config.HAMiCacheDir, the host directory
@@ -147,6 +198,34 @@ type Edits struct {
 	DriverCapabilities string
 }
 
+// NamesNoDevice reports whether value, the value of a device-list variable (name
+// EnvNVIDIAVisibleDevices or EnvCUDAVisibleDevices), gives the container no GPU, so that a
+// container may set it itself (it can only narrow): for NVIDIA_VISIBLE_DEVICES "", "void" and
+// "none" (NVIDIA Container Toolkit, "GPU enumeration"); for CUDA_VISIBLE_DEVICES also "-1"
+// (CUDA C Programming Guide, "CUDA Environment Variables": the list ends at its first invalid
+// entry). A value that names devices, even a subset of the container's own, is not: a subset
+// or reordering of CUDA's ordinals would pair HAMi-core's positional limits with other GPUs.
+func NamesNoDevice(name, value string) bool {
+	switch strings.TrimSpace(value) {
+	case "", "void", "none":
+		return name == EnvNVIDIAVisibleDevices || name == EnvCUDAVisibleDevices
+	case "-1":
+		return name == EnvCUDAVisibleDevices
+	}
+	return false
+}
+
+// IdentityCUDAVisibleDevices is "0,1,…,n-1": the CUDA_VISIBLE_DEVICES value that names a
+// container's n GPUs in their own (PCI) order, the one list HAMi-core's atoi parse reads
+// correctly. "" for n <= 0.
+func IdentityCUDAVisibleDevices(n int) string {
+	ids := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		ids = append(ids, strconv.Itoa(i))
+	}
+	return strings.Join(ids, ",")
+}
+
 // ValidCacheName reports whether name can name a container's cache directory in
 // Config.HAMiCacheDir: one path element, not "." or "..", without NUL, at most 255 bytes.
 func ValidCacheName(name string) bool {
@@ -162,12 +241,63 @@ func (r Request) UUIDs() []string {
 	return out
 }
 
+// PCIOrder returns a copy of grants sorted by PCI bus id (domain, bus, device, function, as
+// hex numbers, so "0000:07:00.0" and "00000000:07:00.0" are the same GPU's), the order CUDA
+// (CUDA_DEVICE_ORDER=PCI_BUS_ID) and NVML give the container's GPUs. The sort is stable:
+// grants with an unknown bus id ("") come first, in their given order.
+func PCIOrder(grants []Grant) []Grant {
+	out := append([]Grant(nil), grants...)
+	sort.SliceStable(out, func(i, j int) bool { return pciLess(out[i].PCIBusID, out[j].PCIBusID) })
+	return out
+}
+
+// pciLess compares two NVML bus ids ("<domain>:<bus>:<device>.<function>", hex) numerically
+// field by field; an id that does not parse compares as a string after the ones that do.
+func pciLess(a, b string) bool {
+	ka, oka := pciKey(a)
+	kb, okb := pciKey(b)
+	switch {
+	case a == "" || b == "":
+		return a == "" && b != ""
+	case oka && okb:
+		for i := range ka {
+			if ka[i] != kb[i] {
+				return ka[i] < kb[i]
+			}
+		}
+		return false
+	case oka != okb:
+		return oka
+	}
+	return a < b
+}
+
+func pciKey(id string) ([4]uint64, bool) {
+	var k [4]uint64
+	dom, rest, ok1 := strings.Cut(id, ":")
+	bus, rest, ok2 := strings.Cut(rest, ":")
+	dev, fn, ok3 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !ok3 {
+		return k, false
+	}
+	for i, f := range []string{dom, bus, dev, fn} {
+		v, err := strconv.ParseUint(f, 16, 64)
+		if err != nil {
+			return k, false
+		}
+		k[i] = v
+	}
+	return k, true
+}
+
 // Build returns the container's env and mounts for r under cfg, and the host directories the
 // caller must create for them (Edits.Dirs). exists reports whether a host path exists (the
-// HAMi-core library and its preload file).
+// HAMi-core library and its preload file). Every positional value comes from r's grants in
+// PCIOrder.
 func Build(cfg Config, r Request, exists func(string) bool) Edits {
 	e := Edits{Env: map[string]string{}}
-	devs := r.Grants
+	devs := PCIOrder(r.Grants)
+	r.Grants = devs
 	var total int64
 	cores := 0
 	for _, d := range devs {
@@ -180,22 +310,23 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 	if cfg.NVIDIAVisibleDevices {
 		e.Env[EnvNVIDIAVisibleDevices] = list
 	}
-	e.Env[EnvCUDAVisibleDevices] = list
 	e.Env[device.EnvGPUUUIDs] = list
 	e.Env[device.EnvGPUMemoryMiB] = strconv.FormatInt(total, 10)
 	model := device.UnknownModel
 	if len(devs) > 0 {
 		model = device.RayAcceleratorType(r.Model)
+		e.Env[EnvCUDADeviceOrder] = CUDADeviceOrderPCI
 	}
 	e.Env[device.EnvGPUModel] = model
 	switch cfg.Enforcement {
 	case EnforceHAMiCore:
 		for i, d := range devs {
 			e.Env[EnvHAMiMemoryLimitPrefix+strconv.Itoa(i)] = strconv.FormatInt(d.MemoryMiB, 10) + "m"
+			if d.CoresPercent > 0 && d.CoresPercent < 100 {
+				e.Env[EnvHAMiSMLimit+"_"+strconv.Itoa(i)] = strconv.Itoa(d.CoresPercent)
+			}
 		}
-		if cores > 0 && cores < 100 {
-			e.Env[EnvHAMiSMLimit] = strconv.Itoa(cores)
-		}
+		e.Env[EnvHAMiLogLevel] = HAMiLogLevel
 		e.DriverCapabilities = HAMiCoreDriverCapabilities
 		if cfg.MemoryScaling > 1 {
 			e.Env[EnvHAMiOversubscribe] = "true"
@@ -209,6 +340,9 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 				e.Env["LD_PRELOAD"] = HAMiContainerLibrary
 			}
 		}
+		// HAMi-core brought by the image reads /overrideEnv too: masked whether or not the
+		// node's library is mounted.
+		e.Mounts = append(e.Mounts, Mount{ContainerPath: HAMiOverrideEnv, HostPath: HAMiOverrideEnvMask, ReadOnly: true})
 		switch {
 		case cfg.HAMiCacheDir == "":
 			e.Env[EnvHAMiSharedCache] = HAMiContainerDir + "/" + r.CacheName + HAMiCacheSuffix
@@ -220,8 +354,9 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 		}
 	case EnforceMPS:
 		// "<device ordinal>=<limit>" pairs, comma-separated ("0=1G,1=512MB" in NVIDIA's MPS
-		// documentation, Appendix: Environment Variables): the ordinal is the client's, i.e. the
-		// position in CUDA_VISIBLE_DEVICES, as for CUDA_DEVICE_MEMORY_LIMIT_<i>.
+		// documentation, Appendix: Environment Variables): the ordinal is the client's CUDA
+		// ordinal, i.e. the position in the PCI-ordered list, as for CUDA_DEVICE_MEMORY_LIMIT_<i>.
+		// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is one value per client: the largest grant's.
 		lim := make([]string, len(devs))
 		for i, d := range devs {
 			lim[i] = strconv.Itoa(i) + "=" + strconv.FormatInt(d.MemoryMiB, 10) + "M"

@@ -24,6 +24,7 @@ func TestBuildHAMiCacheLegacy(t *testing.T) {
 	want := []Mount{
 		{ContainerPath: "/usr/local/vgpu/libvgpu.so", HostPath: "/usr/local/vgpu/libvgpu.so.v2.10.0", ReadOnly: true},
 		{ContainerPath: "/etc/ld.so.preload", HostPath: "/usr/local/vgpu/ld.so.preload", ReadOnly: true},
+		{ContainerPath: "/overrideEnv", HostPath: "/dev/null", ReadOnly: true},
 	}
 	if !reflect.DeepEqual(e.Mounts, want) || e.Dirs != nil {
 		t.Errorf("mounts %+v dirs %q, want %+v and none", e.Mounts, e.Dirs, want)
@@ -48,6 +49,7 @@ func TestBuildHAMiCacheDir(t *testing.T) {
 	want := []Mount{
 		{ContainerPath: "/usr/local/vgpu/libvgpu.so", HostPath: "/usr/local/vgpu/libvgpu.so.v2.10.0", ReadOnly: true},
 		{ContainerPath: "/etc/ld.so.preload", HostPath: "/usr/local/vgpu/ld.so.preload", ReadOnly: true},
+		{ContainerPath: "/overrideEnv", HostPath: "/dev/null", ReadOnly: true},
 		{ContainerPath: "/usr/local/vgpu/cache", HostPath: "/usr/local/vgpu/containers/6f1c_main"},
 	}
 	if !reflect.DeepEqual(e.Mounts, want) {
@@ -59,7 +61,7 @@ func TestBuildHAMiCacheDir(t *testing.T) {
 	// The cache directory does not depend on the library being there: HAMi-core brought by
 	// the image itself needs it too.
 	e = Build(cfg, Request{Grants: grants, CacheName: "6f1c_main"}, func(string) bool { return false })
-	if len(e.Mounts) != 1 || e.Mounts[0].ContainerPath != HAMiContainerCacheDir || len(e.Dirs) != 1 {
+	if len(e.Mounts) != 2 || e.Mounts[0].ContainerPath != HAMiOverrideEnv || e.Mounts[1].ContainerPath != HAMiContainerCacheDir || len(e.Dirs) != 1 {
 		t.Errorf("without the library: mounts %+v dirs %q", e.Mounts, e.Dirs)
 	}
 }
@@ -71,7 +73,7 @@ func TestBuildHAMiCacheDirInvalidName(t *testing.T) {
 	cfg.HAMiCacheDir = "/usr/local/vgpu/containers"
 	for _, name := range []string{"", ".", "..", "../etc", "a/b", "a\x00b", strings.Repeat("n", 256)} {
 		e := Build(cfg, Request{Grants: grants, CacheName: name}, all)
-		if _, ok := e.Env[EnvHAMiSharedCache]; ok || len(e.Dirs) != 0 || len(e.Mounts) != 2 {
+		if _, ok := e.Env[EnvHAMiSharedCache]; ok || len(e.Dirs) != 0 || len(e.Mounts) != 3 {
 			t.Errorf("CacheName %q: env %q mounts %+v dirs %q", name, e.Env[EnvHAMiSharedCache], e.Mounts, e.Dirs)
 		}
 	}

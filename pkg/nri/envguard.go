@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // EnvChange is one NRI env adjustment: set Name=Value. A protected name hami-go did not set is
@@ -36,10 +37,17 @@ type RefusedError struct {
 	// Repeated is true when hami-go's answer put no entry of Name in the env (a name its answer
 	// leaves to the NRI plugin, the device plugin's pending answer; or one it does not set) and the env has more than one.
 	Repeated bool
+	// DeviceList is true for a GPU container's own CUDA_VISIBLE_DEVICES that names devices
+	// where no adjustment can replace it (after hami-go's entries, or repeated).
+	DeviceList bool
 }
 
 func (e *RefusedError) Error() string {
 	switch {
+	case e.DeviceList:
+		return fmt.Sprintf("hami-go: the container's env sets %s=%s; the container sees only its own GPUs, in PCI bus order, and may "+
+			"narrow them to none (%s=-1, none, void or empty) but not name devices, which would pair HAMi-core's per-GPU limits "+
+			"with other GPUs (remove %s from the container's env and envFrom)", e.Name, e.Value, e.Name, e.Name)
 	case e.HasWant && e.Repeated:
 		return fmt.Sprintf("hami-go: the container's env sets %s more than once (last %s=%s); hami-go sets %s=%s for this container "+
 			"and cannot override a repeated name (remove %s from the container's env, envFrom and image ENV)",
@@ -53,18 +61,19 @@ func (e *RefusedError) Error() string {
 		"and cannot remove a repeated name (remove %s from the container's env and envFrom)", e.Name, e.Value, e.Name, e.Name)
 }
 
-// PlanEnv returns the env adjustment that leaves every protected name exactly once in the
-// container's env with the value hami-go allocated (want), and empties the protected names
-// hami-go did not set; or a *RefusedError when no adjustment can do so.
+// PlanEnv returns the env adjustment that leaves every name hami-go set (want) exactly once in
+// the container's env with hami-go's value, and closes what a protected name hami-go did not
+// set could widen; or a *RefusedError when no adjustment can do so.
 //
 // env is the container's OCI process env as NRI delivers it at CreateContainer ("NAME=VALUE";
 // entries without '=' are ignored): image ENV first, then the CRI env in the kubelet's order
 // (the device plugin's env, then the container's envFrom and env values), duplicates kept
-// (containerd 2.4, pkg/oci replaceOrAppendEnvValues). answer is the protected env hami-go's own
-// answer put in env before the container's values: the device plugin's Allocate response or the
-// DRA claims' CDI specs, which is want itself; or, for the device plugin, which applies the pod's
-// plan at CreateContainer, only the empty MarkerEnv (its pending answer). want is the env the container must
-// run with; names that are not protected are ignored; nil for a container without GPUs.
+// (containerd 2.4, pkg/oci replaceOrAppendEnvValues). answer is the env hami-go's own answer put
+// in env before the container's values: the device plugin's Allocate response or the DRA
+// claims' CDI specs, which is want itself; or, for the device plugin, which applies the pod's
+// plan at CreateContainer, only its pending answer. want is the env the container must run
+// with (nil for a container without GPUs); a name is checked when it is protected
+// (device.IsProtectedEnv) or hami-go sets it.
 //
 // What an adjustment can do follows from how containerd 2.4 applies it (NRI v0.12
 // pkg/runtime-tools/generate AdjustEnv over containerd's spec generator, whose AddProcessEnv
@@ -72,7 +81,7 @@ func (e *RefusedError) Error() string {
 // so that every name appears once, at its first position, with its LAST value, except that the
 // first entry of an adjusted name takes the adjustment's value before the later entries are
 // written over it; runc also keeps the last value of a repeated name (both measured on
-// containerd 2.4.2 with Debian's runc 1.1.5). Hence:
+// containerd 2.4.2 with Debian's runc 1.1.5). Hence, for a GPU container:
 //   - a name of the answer whose last value is the answer's (for example image ENV before the
 //     plugin's entry) is set to want's value, which also drops the earlier entries: when the two
 //     differ (the pending answer's marker) only one entry may be there;
@@ -82,21 +91,38 @@ func (e *RefusedError) Error() string {
 //   - a wanted name the answer left out (the pending answer) with an entry after the answer's is
 //     refused: the container's own envFrom or env set it, and a tenant gets feedback rather than
 //     a silent override;
-//   - any other protected name is set (to want's value, or emptied) when it appears once, and
-//     refused when it appears more than once (the later entry's value would be written over the
-//     adjusted one).
+//   - except (issue 36, case C53) where the container's last value only narrows: a device list
+//     that names no device (gpuenv.NamesNoDevice: the container then sees no GPU), an LD_PRELOAD
+//     that still lists hami-go's, and LIBCUDA_LOG_LEVEL (gpuenv.EnvHAMiLogLevel: set only
+//     where the container has none); these are left as the container set them;
+//   - a protected name hami-go did not set: LD_PRELOAD is left alone (HAMi-core comes from the
+//     read-only /etc/ld.so.preload, which LD_PRELOAD does not unload; docs/threat-model.md says
+//     what a tenant's own preload can do); a device list that names no device is left alone;
+//     CUDA_VISIBLE_DEVICES naming devices once, before the answer (image ENV), is set to
+//     gpuenv.IdentityCUDAVisibleDevices of the container's GPU count, and refused after it or
+//     repeated; any other is emptied when it appears once and refused when it appears more
+//     than once (the later entry's value would be written over the adjusted one).
+//
+// For a container without GPUs (want nil) only NVIDIA_VISIBLE_DEVICES can widen anything (the
+// NVIDIA runtime gives the GPUs it names): a value naming devices is emptied, or refused when
+// repeated; every other name, and a value naming no device, is left as it is (case C53).
 //
 // The changes are sorted by name. An error names the first refused name in name order.
 func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) {
+	checked := func(name string) bool {
+		_, w := want[name]
+		_, a := answer[name]
+		return w || a || device.IsProtectedEnv(name)
+	}
 	last := map[string]string{}
 	count := map[string]int{}
-	// late names the protected names with an entry after the answer's first one: the
+	// late names the checked names with an entry after the answer's first one: the
 	// container's own envFrom and env values, which the kubelet lists after the device plugin's.
 	late := map[string]bool{}
 	answerAt := -1
 	for i, e := range env {
 		name, value, ok := strings.Cut(e, "=")
-		if !ok || !device.IsProtectedEnv(name) {
+		if !ok || !checked(name) {
 			continue
 		}
 		last[name] = value
@@ -112,7 +138,7 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 		names = append(names, n)
 	}
 	for n := range want {
-		if _, seen := last[n]; !seen && device.IsProtectedEnv(n) {
+		if _, seen := last[n]; !seen {
 			names = append(names, n)
 		}
 	}
@@ -121,6 +147,34 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 	for _, n := range names {
 		w, wanted := want[n]
 		a, answered := answer[n]
+		if want == nil {
+			// A container without GPUs: only a device list the NVIDIA runtime reads can widen.
+			if n != gpuenv.EnvNVIDIAVisibleDevices || gpuenv.NamesNoDevice(n, last[n]) {
+				continue
+			}
+			if count[n] > 1 {
+				return nil, &RefusedError{Name: n, Value: last[n]}
+			}
+			changes = append(changes, EnvChange{Name: n})
+			continue
+		}
+		if count[n] > 0 && last[n] != w && narrows(n, last[n], w, wanted) {
+			continue
+		}
+		if !wanted {
+			switch {
+			case n == envLDPreload:
+				continue
+			case n == gpuenv.EnvCUDAVisibleDevices && count[n] == 1 && !late[n]:
+				if id := gpuenv.IdentityCUDAVisibleDevices(gpuCount(want)); id != "" {
+					changes = append(changes, EnvChange{Name: n, Value: id})
+					continue
+				}
+				return nil, &RefusedError{Name: n, Value: last[n], DeviceList: true}
+			case n == gpuenv.EnvCUDAVisibleDevices:
+				return nil, &RefusedError{Name: n, Value: last[n], DeviceList: true}
+			}
+		}
 		switch {
 		case answered && count[n] > 0 && last[n] != a:
 			return nil, &RefusedError{Name: n, Value: last[n], Want: a, HasWant: true}
@@ -134,4 +188,37 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 		changes = append(changes, EnvChange{Name: n, Value: w})
 	}
 	return changes, nil
+}
+
+const envLDPreload = "LD_PRELOAD"
+
+// narrows reports whether a GPU container's own last value of name, which differs from
+// hami-go's (w, set when wanted), can stay (PlanEnv): it names no device, it is an LD_PRELOAD
+// list (colon- or space-separated, ld.so(8)) that still holds hami-go's library, or it sets
+// HAMi-core's log level.
+func narrows(name, value, w string, wanted bool) bool {
+	switch name {
+	case gpuenv.EnvNVIDIAVisibleDevices, gpuenv.EnvCUDAVisibleDevices:
+		return gpuenv.NamesNoDevice(name, value)
+	case gpuenv.EnvHAMiLogLevel:
+		return true
+	case envLDPreload:
+		if !wanted {
+			return false
+		}
+		for _, lib := range strings.FieldsFunc(value, func(r rune) bool { return r == ':' || r == ' ' }) {
+			if lib == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gpuCount is the number of GPUs in want's HAMI_GO_GPU_UUIDS (0 when none).
+func gpuCount(want map[string]string) int {
+	if u := want[device.EnvGPUUUIDs]; u != "" {
+		return len(strings.Split(u, ","))
+	}
+	return 0
 }

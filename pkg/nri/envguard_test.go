@@ -3,6 +3,7 @@ package nri
 import (
 	"errors"
 	"reflect"
+	"sort"
 	"testing"
 )
 
@@ -14,7 +15,7 @@ func empty(n string) EnvChange  { return EnvChange{Name: n} }
 // case C37: what PlanEnv decides for each order containerd 2.4 produces (image ENV, then the
 // device plugin's env, then the pod's envFrom and env, duplicates kept).
 func TestPlanEnv(t *testing.T) {
-	gpu := map[string]string{mem0: "1000m", "CUDA_VISIBLE_DEVICES": "GPU-a", "PATH": "/ignored"}
+	gpu := map[string]string{mem0: "1000m", "CUDA_VISIBLE_DEVICES": "GPU-a"}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -37,14 +38,14 @@ func TestPlanEnv(t *testing.T) {
 		out:  []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a")},
 	}, {
 		name: "a protected name the allocation does not set is emptied (image ENV)",
-		env:  []string{"LD_PRELOAD=/evil.so", mem0 + "=1000m", "CUDA_VISIBLE_DEVICES=GPU-a"},
+		env:  []string{"CUDA_DEVICE_SM_LIMIT=100", mem0 + "=1000m", "CUDA_VISIBLE_DEVICES=GPU-a"},
 		want: gpu,
-		out:  []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), empty("LD_PRELOAD")},
+		out:  []EnvChange{set(mem0, "1000m"), set("CUDA_DEVICE_SM_LIMIT", ""), set("CUDA_VISIBLE_DEVICES", "GPU-a")},
 	}, {
-		name: "container without GPUs: every protected name emptied, others kept",
-		env:  []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "HAMI_GO_GPU_MODEL=H100", "FOO=1", "broken"},
+		name: "container without GPUs: a widening NVIDIA_VISIBLE_DEVICES emptied, everything else kept (case C53)",
+		env:  []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "HAMI_GO_GPU_MODEL=H100", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "FOO=1", "broken"},
 		want: nil,
-		out:  []EnvChange{empty("HAMI_GO_GPU_MODEL"), empty("NVIDIA_VISIBLE_DEVICES")},
+		out:  []EnvChange{empty("NVIDIA_VISIBLE_DEVICES")},
 	}, {
 		name: "container without GPUs and no protected env: nothing",
 		env:  []string{"PATH=/bin", "CUDA_HOME=/usr/local/cuda"},
@@ -102,6 +103,109 @@ func TestPlanEnvRefuses(t *testing.T) {
 		})
 	}
 }
+
+// case C53 (issue 36 item 9): what a container may set itself. The GPU container's want is what
+// gpuenv.Build gives it now: no CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and the log level set.
+func TestPlanEnvC53LeavesNarrowingValues(t *testing.T) {
+	jemalloc := "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+	gpu := map[string]string{mem0: "1000m", "HAMI_GO_GPU_UUIDS": "GPU-a,GPU-b", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "LIBCUDA_LOG_LEVEL": "1"}
+	pinned := []EnvChange{set("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), set(mem0, "1000m"), set("HAMI_GO_GPU_UUIDS", "GPU-a,GPU-b")}
+	plugin := []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", mem0 + "=1000m", "HAMI_GO_GPU_UUIDS=GPU-a,GPU-b", "LIBCUDA_LOG_LEVEL=1"}
+	withLog := append(append([]EnvChange(nil), pinned...), set("LIBCUDA_LOG_LEVEL", "1"))
+	sortChanges(withLog)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want map[string]string
+		out  []EnvChange
+	}{{
+		name: "no GPU: the pod's own LD_PRELOAD, CUDA_VISIBLE_DEVICES=-1, NVIDIA_VISIBLE_DEVICES=none untouched",
+		env:  []string{jemalloc, "CUDA_VISIBLE_DEVICES=-1", "NVIDIA_VISIBLE_DEVICES=none", mem0 + "=5m"},
+		out:  nil,
+	}, {
+		name: "no GPU: repeated, the last naming no device",
+		env:  []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=void"},
+		out:  nil,
+	}, {
+		name: "GPU: the pod's own unrelated LD_PRELOAD after hami-go's env is kept",
+		env:  append(append([]string{}, plugin...), jemalloc),
+		want: gpu,
+		out:  withLog,
+	}, {
+		name: "GPU: image LD_PRELOAD is kept",
+		env:  append([]string{jemalloc}, plugin...),
+		want: gpu,
+		out:  withLog,
+	}, {
+		name: "GPU: the pod narrows to no device after hami-go's env",
+		env:  append(append([]string{}, plugin...), "CUDA_VISIBLE_DEVICES=-1", "NVIDIA_VISIBLE_DEVICES=void"),
+		want: gpu,
+		out:  withLog,
+	}, {
+		name: "GPU: the pod's own log level wins",
+		env:  append(append([]string{}, plugin...), "LIBCUDA_LOG_LEVEL=4"),
+		want: gpu,
+		out:  pinned,
+	}, {
+		name: "GPU: an image CUDA_VISIBLE_DEVICES naming devices becomes the identity list",
+		env:  append([]string{"CUDA_VISIBLE_DEVICES=1"}, plugin...),
+		want: gpu,
+		out:  append([]EnvChange{set("CUDA_VISIBLE_DEVICES", "0,1")}, withLog...),
+	}, {
+		name: "GPU, hami-go's LD_PRELOAD (no preload file): a list that keeps it stays",
+		env:  []string{mem0 + "=1000m", "LD_PRELOAD=/usr/local/vgpu/libvgpu.so", "LD_PRELOAD=/usr/local/vgpu/libvgpu.so:/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+		want: map[string]string{"LD_PRELOAD": "/usr/local/vgpu/libvgpu.so", mem0: "1000m"},
+		out:  []EnvChange{set(mem0, "1000m")},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := tc.want
+			got, err := PlanEnv(tc.env, answer, tc.want)
+			if err != nil {
+				t.Fatalf("PlanEnv: %v", err)
+			}
+			sortChanges(tc.out)
+			if !reflect.DeepEqual(got, tc.out) {
+				t.Errorf("PlanEnv = %+v\nwant       %+v", got, tc.out)
+			}
+		})
+	}
+}
+
+// case C53: what still widens is refused (or, where an adjustment can, closed above).
+func TestPlanEnvC53RefusesWidening(t *testing.T) {
+	gpu := map[string]string{mem0: "1000m", "HAMI_GO_GPU_UUIDS": "GPU-a,GPU-b"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want map[string]string
+		err  RefusedError
+	}{{
+		name: "GPU: the pod names devices in CUDA_VISIBLE_DEVICES",
+		env:  []string{mem0 + "=1000m", "HAMI_GO_GPU_UUIDS=GPU-a,GPU-b", "CUDA_VISIBLE_DEVICES=1,0"},
+		want: gpu,
+		err:  RefusedError{Name: "CUDA_VISIBLE_DEVICES", Value: "1,0", DeviceList: true},
+	}, {
+		name: "GPU, hami-go's LD_PRELOAD: the pod's list drops it",
+		env:  []string{"LD_PRELOAD=/usr/local/vgpu/libvgpu.so", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+		want: map[string]string{"LD_PRELOAD": "/usr/local/vgpu/libvgpu.so"},
+		err:  RefusedError{Name: "LD_PRELOAD", Value: "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", Want: "/usr/local/vgpu/libvgpu.so", HasWant: true},
+	}, {
+		name: "GPU: the pod's own CUDA_DEVICE_ORDER",
+		env:  []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_DEVICE_ORDER=FASTEST_FIRST"},
+		want: map[string]string{"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+		err:  RefusedError{Name: "CUDA_DEVICE_ORDER", Value: "FASTEST_FIRST", Want: "PCI_BUS_ID", HasWant: true},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := PlanEnv(tc.env, tc.want, tc.want)
+			var r *RefusedError
+			if !errors.As(err, &r) || *r != tc.err {
+				t.Fatalf("PlanEnv error %v, want %+v", err, tc.err)
+			}
+		})
+	}
+}
+
+func sortChanges(c []EnvChange) { sort.Slice(c, func(i, j int) bool { return c[i].Name < c[j].Name }) }
 
 func TestRefusedErrorMessage(t *testing.T) {
 	e := &RefusedError{Name: mem0, Value: "81920m", Want: "1000m", HasWant: true}

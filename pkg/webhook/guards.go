@@ -59,7 +59,7 @@ func (h *PodHandler) ephemeralUpdate(req admission.Request) admission.Response {
 			added = append(added, c)
 		}
 	}
-	if err := device.ProtectedEnvError(&corev1.PodSpec{EphemeralContainers: added}); err != nil {
+	if err := h.protectedEnvError(&corev1.PodSpec{EphemeralContainers: added}); err != nil {
 		return admission.Denied(err.Error())
 	}
 	return admission.Allowed("hami-go: ephemeral containers set no protected env")

@@ -33,11 +33,11 @@ func TestProtectedEnvRefused(t *testing.T) {
 			"spec.containers[main].env[CUDA_DEVICE_MEMORY_LIMIT_0]: a container may not set CUDA_DEVICE_MEMORY_LIMIT_0 itself"},
 		{"C37 non-GPU container names GPUs for NVIDIA's runtime", newPod(withEnv(ctr("cpu"), "NVIDIA_VISIBLE_DEVICES", "all")),
 			"spec.containers[cpu].env[NVIDIA_VISIBLE_DEVICES]"},
-		{"C37 init container preloads", func() *corev1.Pod {
-			p := newPod(gpu)
-			p.Spec.InitContainers = []corev1.Container{withEnv(ctr("init"), "LD_PRELOAD", "")}
+		{"C37 GPU init container widens its memory limit", func() *corev1.Pod {
+			p := newPod(ctr("main"))
+			p.Spec.InitContainers = []corev1.Container{withEnv(ctr("init", "nvidia.com/gpu", "1"), "CUDA_DEVICE_MEMORY_LIMIT_0", "81920m")}
 			return p
-		}(), "spec.initContainers[init].env[LD_PRELOAD]"},
+		}(), "spec.initContainers[init].env[CUDA_DEVICE_MEMORY_LIMIT_0]: a container may not set CUDA_DEVICE_MEMORY_LIMIT_0 itself; hami-go's device plugin sets it"},
 		{"C37 MPS limit", newPod(withEnv(gpu, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")), "env[CUDA_MPS_ACTIVE_THREAD_PERCENTAGE]"},
 		{"C37 hami-go's own", newPod(withEnv(gpu, "HAMI_GO_GPU_MEMORY_MIB", "81920")), "env[HAMI_GO_GPU_MEMORY_MIB]"},
 	} {
@@ -56,6 +56,47 @@ func TestProtectedEnvRefused(t *testing.T) {
 		if r := run(t, h, admissionv1.Create, "team-a", p); !r.resp.Allowed {
 			t.Errorf("denied: %s", r.resp.Result.Message)
 		}
+	}
+}
+
+// case C53 (issue 36 item 9): a pod or container without GPUs is left alone (only a
+// NVIDIA_VISIBLE_DEVICES naming GPUs is refused, above), and a GPU container may keep its own
+// LD_PRELOAD and narrow its devices to none; naming devices is refused, in DRA mode with DRA's
+// mechanism in the message.
+func TestC53EnvOfPodsWithoutGPUs(t *testing.T) {
+	h, _, _ := testHandlers(nil)
+	gpu := ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000")
+	jemalloc := "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+	initPre := newPod(gpu)
+	initPre.Spec.InitContainers = []corev1.Container{withEnv(ctr("init"), "LD_PRELOAD", "", "CUDA_DEVICE_MEMORY_LIMIT_0", "5m")}
+	for name, p := range map[string]*corev1.Pod{
+		"no GPU: LD_PRELOAD":                  newPod(withEnv(ctr("cpu"), "LD_PRELOAD", jemalloc)),
+		"no GPU: CUDA_VISIBLE_DEVICES=-1":     newPod(withEnv(ctr("cpu"), "CUDA_VISIBLE_DEVICES", "-1")),
+		"no GPU: NVIDIA_VISIBLE_DEVICES=none": newPod(withEnv(ctr("cpu"), "NVIDIA_VISIBLE_DEVICES", "none")),
+		"no GPU: HAMI_GO_ and CUDA_MPS_":      newPod(withEnv(ctr("cpu"), "HAMI_GO_GPU_MODEL", "x", "CUDA_MPS_PIPE_DIRECTORY", "/tmp")),
+		"GPU pod, non-GPU init container":     initPre,
+		"GPU: own LD_PRELOAD":                 newPod(withEnv(gpu, "LD_PRELOAD", jemalloc)),
+		"GPU: CUDA_VISIBLE_DEVICES=-1":        newPod(withEnv(gpu, "CUDA_VISIBLE_DEVICES", "-1")),
+		"GPU: NVIDIA_VISIBLE_DEVICES=void":    newPod(withEnv(gpu, "NVIDIA_VISIBLE_DEVICES", "void")),
+	} {
+		if r := run(t, h, admissionv1.Create, "team-a", p); !r.resp.Allowed {
+			t.Errorf("%s: denied: %s", name, r.resp.Result.Message)
+		}
+	}
+	r := run(t, h, admissionv1.Create, "team-a", newPod(withEnv(gpu, "CUDA_VISIBLE_DEVICES", "1")))
+	if want := "spec.containers[main].env[CUDA_VISIBLE_DEVICES]: a container may not set CUDA_VISIBLE_DEVICES itself; hami-go's device plugin"; r.resp.Allowed || !strings.Contains(r.resp.Result.Message, want) {
+		t.Errorf("GPU container naming devices: allowed=%v %q, want %q", r.resp.Allowed, r.resp.Result.Message, want)
+	}
+	dra := &PodHandler{cfg: h.cfg}
+	dra.cfg.Mode = ModeDRA
+	err := dra.protectedEnvError(&newPod(withEnv(gpu, "CUDA_DEVICE_MEMORY_LIMIT_0", "81920m")).Spec)
+	if err == nil || !strings.Contains(err.Error(), "hami-go's DRA driver sets it through the GPU claim's CDI spec") || strings.Contains(err.Error(), "device plugin") {
+		t.Errorf("DRA mode: %v", err)
+	}
+	claim := withEnv(ctr("claims"), "CUDA_VISIBLE_DEVICES", "0")
+	claim.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	if err := dra.protectedEnvError(&newPod(claim).Spec); err == nil {
+		t.Error("a container with a resource claim naming devices was let through")
 	}
 }
 
@@ -78,8 +119,8 @@ func TestEphemeralContainerEnv(t *testing.T) {
 		}})
 	}
 	bad := old.DeepCopy()
-	bad.Spec.EphemeralContainers = append(bad.Spec.EphemeralContainers, eph("debugger", "CUDA_DEVICE_MEMORY_LIMIT_0", "81920m"))
-	if resp := review(bad); resp.Allowed || !strings.Contains(resp.Result.Message, "spec.ephemeralContainers[debugger].env[CUDA_DEVICE_MEMORY_LIMIT_0]") {
+	bad.Spec.EphemeralContainers = append(bad.Spec.EphemeralContainers, eph("debugger", "NVIDIA_VISIBLE_DEVICES", "all")) // it gets no GPU: only naming GPUs is refused (C53)
+	if resp := review(bad); resp.Allowed || !strings.Contains(resp.Result.Message, "spec.ephemeralContainers[debugger].env[NVIDIA_VISIBLE_DEVICES]") {
 		t.Fatalf("allowed=%v %q, want a denial naming the ephemeral container and the variable", resp.Allowed, resp.Result.Message)
 	}
 	good := old.DeepCopy()

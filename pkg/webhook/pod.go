@@ -79,7 +79,7 @@ func (h *PodHandler) handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("opted out (" + device.LabelOptOut + "=true)")
 	}
 	// case C37: GPU pod or not (NVIDIA_VISIBLE_DEVICES exposes GPUs through NVIDIA's runtime).
-	if err := device.ProtectedEnvError(&pod.Spec); err != nil {
+	if err := h.protectedEnvError(&pod.Spec); err != nil {
 		return admission.Denied(err.Error())
 	}
 	// case C39: slice resources written as annotations are refused (or warned about).
