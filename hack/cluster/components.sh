@@ -238,12 +238,15 @@ import_images() {
   local out=$STATE/images tars=() CUDAPROBE=
   mkdir -p "$out"
   [[ -x $out/cudaprobe ]] && CUDAPROBE=$out/cudaprobe   # built by install_gpu_node (gpunode.sh)
+  local HAMICORE_LIB= HAMICORE_TAG=
+  # shellcheck source=/dev/null
+  [[ -f $HAMICORE_ENV ]] && source "$HAMICORE_ENV"
   log "building images into $out (progress below; output: $LOGS/images.log)"
   IMG_DIR=$out
   step_image 1 "workload binaries (go build ./hack/workload, gcc -static hack/getenv)" build_workload "$out"
   step_image 2 "pause and workload images (hack/images/mkimage)" \
     go_logged images "$REPO_ROOT/hack/images" run ./mkimage --out "$out" --workload-bin "$out/workload" --getenv-bin "$out/getenv" --version "$VERSION" \
-    ${CUDAPROBE:+--cudaprobe-bin "$CUDAPROBE"}
+    ${CUDAPROBE:+--cudaprobe-bin "$CUDAPROBE"} ${HAMICORE_LIB:+--hamicore-lib "$HAMICORE_LIB" --hamicore-tag "$HAMICORE_TAG"}
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
   IMG_DIR=$REPO_ROOT/_output/images

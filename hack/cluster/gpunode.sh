@@ -13,6 +13,7 @@ SIMGPU_BIN=$STATE/bin/simgpu
 TOOLKIT_DIR=$STATE/toolkit               # GPU Operator: /usr/local/nvidia/toolkit
 TOOLKIT_CONFIG=$TOOLKIT_DIR/.config/nvidia-container-runtime/config.toml
 TOOLKIT_CDI_SPEC=/var/run/cdi/nvidia.yaml   # nvidia-ctk's spec: nvidia.com/gpu=<index|UUID|all>
+HAMICORE_ENV=$STATE/hamicore.env         # HAMICORE_LIB, HAMICORE_TAG, HAMICORE_SKIP of build_hamicore
 
 # gpu_node_on: whether the node gets the simulated driver and the toolkit.
 gpu_node_on() { [[ $GPU_NODE == sim ]]; }
@@ -24,10 +25,27 @@ install_gpu_node() {
   gpu_node_on || { log "HAMI_GO_GPU_NODE=$GPU_NODE: no simulated GPU driver on the node"; return 0; }
   [[ $GPU_NODE == sim ]] || die "HAMI_GO_GPU_NODE=$GPU_NODE: want sim or none"
   mkdir -p "$DRIVER_LIBDIR" "$(dirname "$SIMGPU_SOCK")" "$STATE/bin" "$(dirname "$TOOLKIT_CONFIG")"
-  step 1 4 "simulated driver libraries and cudaprobe (hack/simgpu/c/build.sh)" build_simgpu
-  step 2 4 "simulated driver daemon and device nodes" start_simgpu
-  step 3 4 "NVIDIA Container Toolkit config and runtime" write_toolkit
-  step 4 4 "CDI spec (nvidia-ctk cdi generate over $DRIVER_ROOT)" generate_toolkit_cdi
+  step 1 5 "simulated driver libraries and cudaprobe (hack/simgpu/c/build.sh)" build_simgpu
+  step 2 5 "simulated driver daemon and device nodes" start_simgpu
+  step 3 5 "NVIDIA Container Toolkit config and runtime" write_toolkit
+  step 4 5 "CDI spec (nvidia-ctk cdi generate over $DRIVER_ROOT)" generate_toolkit_cdi
+  step 5 5 "HAMi-core from its source (hack/simgpu/hamicore.sh; optional)" build_hamicore
+  # shellcheck source=/dev/null
+  source "$HAMICORE_ENV"
+  [[ -z $HAMICORE_SKIP ]] || log "HAMi-core: $HAMICORE_SKIP; GPU containers get their limits in env, with no library to enforce them"
+}
+
+# build_hamicore: libvgpu.so from HAMi-core's source against the simulated driver, where the
+# source and a cuda.h are on the machine (hack/simgpu/hamicore-src.sh puts them in the cache);
+# its outcome in $HAMICORE_ENV for import_images and install_chart.
+build_hamicore() {
+  local out rc=0
+  out=$("$REPO_ROOT/hack/simgpu/hamicore.sh" "$DRIVER_LIBDIR" 2>>"$LOGS/simgpu-build.log") || rc=$?
+  case $rc in
+  0) printf 'HAMICORE_LIB=%q\nHAMICORE_TAG=%q\nHAMICORE_SKIP=\n' "$out" "$(basename "$(dirname "$out")" | cut -c1-12)" >"$HAMICORE_ENV" ;;
+  3) printf 'HAMICORE_LIB=\nHAMICORE_TAG=\nHAMICORE_SKIP=%q\n' "${out#skip: }" >"$HAMICORE_ENV" ;;
+  *) return 1 ;;
+  esac
 }
 
 build_simgpu() {
@@ -106,6 +124,25 @@ containerd_nvidia_runtime() {
           BinaryName = '$TOOLKIT_DIR/nvidia-container-runtime'
           SystemdCgroup = false
 EOF
+}
+
+# gpu_node_chart_args: the chart values of the node's GPUs: the nvml backend over the simulated
+# driver root, and HAMi-core from the local hamicore image where it was built (else none: the
+# chart's "bring your own" path, with no library there).
+gpu_node_chart_args() {
+  if ! gpu_node_on; then
+    echo --set devicePlugin.backend=fake
+    return 0
+  fi
+  # shellcheck source=/dev/null
+  source "$HAMICORE_ENV"
+  echo --set devicePlugin.backend=nvml --set devicePlugin.driverRoot="$DRIVER_ROOT"
+  if [[ -n $HAMICORE_LIB ]]; then
+    echo --set hamiCore.image.repository=docker.io/hami-go/hamicore-sim --set hamiCore.image.tag="$HAMICORE_TAG" \
+      --set hamiCore.image.pullPolicy=Never
+  else
+    echo --set hamiCore.install=false
+  fi
 }
 
 # default_runtime: the node's default runtime name.

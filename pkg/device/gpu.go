@@ -14,9 +14,10 @@ type GPU struct {
 	Index int `json:"index"`
 	// Minor is the driver's minor number of the GPU's device node, /dev/nvidia<Minor>
 	// (nvmlDeviceGetMinorNumber); it need not equal Index (NVML orders by PCI bus, the driver
-	// numbers in probe order). Optional on the wire: absent (0) in inventories of agents that
-	// predate it; only the node's own agent uses it (its CDI spec).
-	Minor int `json:"minor,omitempty"`
+	// numbers in probe order). Not on the wire: only the node's own agent uses it (its CDI
+	// spec), and an extender of the previous release refuses an inventory with unknown fields
+	// during a rolling upgrade.
+	Minor int `json:"-"`
 	// Model is NVML's device name, e.g. "NVIDIA H100 80GB HBM3".
 	Model string `json:"model"`
 	// MemoryMiB is the GPU's total memory in MiB.

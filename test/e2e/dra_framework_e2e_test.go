@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -309,10 +310,23 @@ func (c *Cluster) nodeIP(t testing.TB) string {
 	return ""
 }
 
-// fakeFault posts to the node agent's fault API (agentMetricsPort) (--fake-fault-injection; the chart's
-// devicePlugin.fake.faultInjection, on in values-local.yaml): path "xid" with xid, or "recover".
+// fakeFault injects a fault on a GPU of the node: path "xid" with xid, or "recover". With the
+// nvml backend (the local node's simulated driver, docs/simgpu.md) it goes to the driver, as a
+// real XID would: `simgpu xid|recover` on the driver's socket; with the fake backend to the node
+// agent's fault API on agentMetricsPort (--fake-fault-injection; the chart's
+// devicePlugin.fake.faultInjection).
 func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 	t.Helper()
+	if c.agentBackend(t) == "nvml" {
+		args := []string{path, "--socket", filepath.Join(c.State, "driver/run/nvidia-persistenced/socket"), "--gpu", uuid}
+		if path == "xid" {
+			args = append(args, "--xid", fmt.Sprint(xid))
+		}
+		if out, err := exec.Command(filepath.Join(c.State, "bin/simgpu"), args...).CombinedOutput(); err != nil {
+			t.Fatalf("simgpu %v: %v\n%s", args, err, out)
+		}
+		return
+	}
 	q := url.Values{"uuid": {uuid}}
 	if path == "xid" {
 		q.Set("xid", fmt.Sprint(xid))
@@ -326,6 +340,29 @@ func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST %s: %s", u, resp.Status)
 	}
+}
+
+// agentBackend is the node agent's --backend ("nvml" or "fake"), read from its pod's args.
+func (c *Cluster) agentBackend(t testing.TB) string {
+	t.Helper()
+	var p corev1.Pod
+	if c.isDRAMode(t) {
+		p = c.driverPod(t)
+	} else {
+		for _, dp := range c.devicePluginPods(t) {
+			if dp.DeletionTimestamp == nil {
+				p = dp
+			}
+		}
+	}
+	for _, ct := range p.Spec.Containers {
+		for _, a := range ct.Args {
+			if b, ok := strings.CutPrefix(a, "--backend="); ok {
+				return b
+			}
+		}
+	}
+	return "fake"
 }
 
 // agentMetricsPort is the node agent's metrics port (its container port "metrics"): the DRA

@@ -28,7 +28,13 @@ type Config struct {
 	// GlibcFiles are host files copied to the same path in the image with CudaprobeBin (the
 	// loader and libc.so.6; DefaultGlibcFiles).
 	GlibcFiles []string
-	Version    string
+	// HAMiCoreLib is a libvgpu.so built from HAMi-core's source against the simulated driver
+	// (hack/simgpu/hamicore.sh; optional): written as HAMiCoreRepo:HAMiCoreTag with the file at
+	// /k8s-vgpu/lib/nvidia/libvgpu.so.<HAMiCoreTag>, the layout of HAMi's hamicore image that
+	// the chart installs from (hamiCore.libraryPath).
+	HAMiCoreLib string
+	HAMiCoreTag string
+	Version     string
 	RayVersion string
 }
 
@@ -40,6 +46,8 @@ const (
 	// container sees when its image sets a protected variable).
 	ImageEnvRepo = "docker.io/hami-go/workload-imageenv"
 	RayRepo      = "docker.io/rayproject/ray"
+	// HAMiCoreRepo is the local cluster's HAMi-core image (never pushed: a test build).
+	HAMiCoreRepo = "docker.io/hami-go/hamicore-sim"
 )
 
 // ImageEnv is the ENV of the ImageEnvRepo image: a widened HAMi-core memory limit.
@@ -76,6 +84,9 @@ func Build(cfg Config) ([]string, error) {
 		if _, err := name.NewTag(ref); err != nil {
 			return nil, fmt.Errorf("%s: %q is not an image reference: %w", flagName, ref, err)
 		}
+	}
+	if err := checkHAMiCore(cfg); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
@@ -145,6 +156,13 @@ func Build(cfg Config) ([]string, error) {
 	}
 	written = append(written, filepath.Join(cfg.Out, "workload-imageenv.tar"))
 
+	if cfg.HAMiCoreLib != "" {
+		w, err := hamiCoreImage(cfg)
+		if err != nil {
+			return nil, err
+		}
+		written = append(written, w)
+	}
 	return written, nil
 }
 
@@ -180,6 +198,36 @@ func cudaprobeFiles(cfg Config) ([]imagebuild.File, error) {
 		files = append(files, imagebuild.File{Path: g, Mode: 0o755, Src: src})
 	}
 	return files, nil
+}
+
+// checkHAMiCore checks the HAMi-core inputs, if any, before anything is written.
+func checkHAMiCore(cfg Config) error {
+	if cfg.HAMiCoreLib == "" {
+		return nil
+	}
+	if _, err := os.Stat(cfg.HAMiCoreLib); err != nil {
+		return fmt.Errorf("--hamicore-lib %q: %w", cfg.HAMiCoreLib, err)
+	}
+	ref := HAMiCoreRepo + ":" + cfg.HAMiCoreTag
+	if _, err := name.NewTag(ref); err != nil || cfg.HAMiCoreTag == "" {
+		return fmt.Errorf("--hamicore-tag %q: %q is not an image reference", cfg.HAMiCoreTag, ref)
+	}
+	return nil
+}
+
+// hamiCoreImage writes hamicore.tar: HAMiCoreRepo:<tag> with the library where HAMi's image keeps it.
+func hamiCoreImage(cfg Config) (string, error) {
+	ref := HAMiCoreRepo + ":" + cfg.HAMiCoreTag
+	img, err := image([]imagebuild.File{
+		{Path: "/k8s-vgpu", Dir: true, Mode: 0o755}, {Path: "/k8s-vgpu/lib", Dir: true, Mode: 0o755},
+		{Path: "/k8s-vgpu/lib/nvidia", Dir: true, Mode: 0o755},
+		{Path: "/k8s-vgpu/lib/nvidia/libvgpu.so." + cfg.HAMiCoreTag, Mode: 0o755, Src: cfg.HAMiCoreLib},
+	}, v1.Config{})
+	if err != nil {
+		return "", fmt.Errorf("hamicore image: %w", err)
+	}
+	out := filepath.Join(cfg.Out, "hamicore.tar")
+	return out, imagebuild.Write(out, map[string]v1.Image{ref: img})
 }
 
 // image makes a one-layer linux image of files with config c (PATH set).

@@ -35,11 +35,11 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		t.Fatal(err)
 	}
 	written, err := Build(Config{Out: out, WorkloadBin: bin, BashBin: bin, BusyboxBin: bin, GetenvBin: bin,
-		CudaprobeBin: bin, GlibcFiles: []string{loader, libc}, Version: "0.1.0", RayVersion: "2.46.0"})
+		CudaprobeBin: bin, GlibcFiles: []string{loader, libc}, HAMiCoreLib: bin, HAMiCoreTag: "8f3a89c67b03", Version: "0.1.0", RayVersion: "2.46.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{filepath.Join(out, "pause.tar"), filepath.Join(out, "workload.tar"), filepath.Join(out, "workload-imageenv.tar")}; strings.Join(written, " ") != strings.Join(want, " ") {
+	if want := []string{filepath.Join(out, "pause.tar"), filepath.Join(out, "workload.tar"), filepath.Join(out, "workload-imageenv.tar"), filepath.Join(out, "hamicore.tar")}; strings.Join(written, " ") != strings.Join(want, " ") {
 		t.Fatalf("written %v, want %v (kube-scheduler.tar is hack/images')", written, want)
 	}
 	for _, tc := range []struct {
@@ -53,6 +53,7 @@ func TestBuildWritesImportableArchives(t *testing.T) {
 		{"workload.tar", "docker.io/hami-go/workload:0.1.0", []string{"bin/busybox", "bin/getenv", "bin/cudaprobe",
 			strings.TrimPrefix(loader, "/"), strings.TrimPrefix(libc, "/"), "etc/ld.so.conf", "usr/lib/x86_64-linux-gnu/"}, ""},
 		{"workload-imageenv.tar", "docker.io/hami-go/workload-imageenv:0.1.0", []string{"bin/getenv", "bin/sh"}, ""},
+		{"hamicore.tar", HAMiCoreRepo + ":8f3a89c67b03", []string{"k8s-vgpu/lib/nvidia/libvgpu.so.8f3a89c67b03"}, ""},
 	} {
 		tag, _ := name.NewTag(tc.tag)
 		img, err := tarball.ImageFromPath(filepath.Join(out, tc.file), &tag)
@@ -131,6 +132,8 @@ func TestBuildNamesMissingCudaprobeInput(t *testing.T) {
 	}{
 		{Config{CudaprobeBin: "/nonexistent/cudaprobe"}, `--cudaprobe-bin "/nonexistent/cudaprobe"`},
 		{Config{CudaprobeBin: "/bin/sh", GlibcFiles: []string{"/nonexistent/libc.so.6"}}, `glibc file "/nonexistent/libc.so.6"`},
+		{Config{HAMiCoreLib: "/nonexistent/libvgpu.so", HAMiCoreTag: "x"}, `--hamicore-lib "/nonexistent/libvgpu.so"`},
+		{Config{HAMiCoreLib: "/bin/sh", HAMiCoreTag: "bad tag"}, `--hamicore-tag "bad tag"`},
 	} {
 		tc.cfg.Out, tc.cfg.WorkloadBin, tc.cfg.BashBin, tc.cfg.BusyboxBin = out, "/bin/sh", "/bin/sh", "/bin/sh"
 		tc.cfg.Version, tc.cfg.RayVersion = "0.1.0", "2.46.0"

@@ -31,6 +31,8 @@ func main() {
 	fs.StringVar(&cfg.BusyboxBin, "busybox", "/bin/busybox", "static busybox (Debian busybox-static)")
 	fs.StringVar(&cfg.GetenvBin, "getenv-bin", "", "static C program of hack/getenv, added as /bin/getenv (optional)")
 	fs.StringVar(&cfg.CudaprobeBin, "cudaprobe-bin", "", "hack/simgpu's cudaprobe (dynamically linked), added as /bin/cudaprobe with the host's loader and libc (optional)")
+	fs.StringVar(&cfg.HAMiCoreLib, "hamicore-lib", "", "libvgpu.so built by hack/simgpu/hamicore.sh: written as "+HAMiCoreRepo+":<--hamicore-tag> in hamicore.tar (optional)")
+	fs.StringVar(&cfg.HAMiCoreTag, "hamicore-tag", "", "the hamicore image's tag and the library's version suffix (with --hamicore-lib)")
 	fs.StringVar(&cfg.Version, "version", "0.1.0", "hami-go version (workload image tag)")
 	fs.StringVar(&cfg.RayVersion, "ray-version", "2.46.0", "tag of docker.io/rayproject/ray (KubeRay v1.5.0's quick-start rayVersion)")
 	_ = fs.Parse(os.Args[1:])
