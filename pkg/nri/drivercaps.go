@@ -18,7 +18,9 @@ import (
 // at CreateContainer (see PlanEnv).
 //
 // The NVIDIA Container Toolkit reads the variable when the runtime creates the container, after
-// NRI's adjustments: unset, it gives "utility" only, and without "compute" and "utility"
+// NRI's adjustments: unset, it gives "utility,compute" (nvidia-container-toolkit
+// internal/config/image: DefaultDriverCapabilities), the list added here too; an image's own
+// narrower list (e.g. "utility" or "video") lacks one, and without "compute" and "utility"
 // HAMi-core's libvgpu.so cannot resolve libcuda.so.1 and libnvidia-ml.so.1, so glibc skips it
 // and the process runs without limits (fail open). An adjustment sets the first entry of a name
 // and the later entries are written over it (PlanEnv), so a name repeated in env whose last value

@@ -91,7 +91,7 @@ func (e *RefusedError) Error() string {
 //   - a wanted name the answer left out (the pending answer) with an entry after the answer's is
 //     refused: the container's own envFrom or env set it, and a tenant gets feedback rather than
 //     a silent override;
-//   - except (issue 36, case C53) where the container's last value only narrows: a device list
+//   - except (issue 36, case C54) where the container's last value only narrows: a device list
 //     that names no device (gpuenv.NamesNoDevice: the container then sees no GPU), an LD_PRELOAD
 //     that still lists hami-go's, and LIBCUDA_LOG_LEVEL (gpuenv.EnvHAMiLogLevel: set only
 //     where the container has none); these are left as the container set them;
@@ -105,7 +105,7 @@ func (e *RefusedError) Error() string {
 //
 // For a container without GPUs (want nil) only NVIDIA_VISIBLE_DEVICES can widen anything (the
 // NVIDIA runtime gives the GPUs it names): a value naming devices is emptied, or refused when
-// repeated; every other name, and a value naming no device, is left as it is (case C53).
+// repeated; every other name, and a value naming no device, is left as it is (case C54).
 //
 // The changes are sorted by name. An error names the first refused name in name order.
 func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) {

@@ -42,7 +42,7 @@ func TestPlanEnv(t *testing.T) {
 		want: gpu,
 		out:  []EnvChange{set(mem0, "1000m"), set("CUDA_DEVICE_SM_LIMIT", ""), set("CUDA_VISIBLE_DEVICES", "GPU-a")},
 	}, {
-		name: "container without GPUs: a widening NVIDIA_VISIBLE_DEVICES emptied, everything else kept (case C53)",
+		name: "container without GPUs: a widening NVIDIA_VISIBLE_DEVICES emptied, everything else kept (case C54)",
 		env:  []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "HAMI_GO_GPU_MODEL=H100", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "FOO=1", "broken"},
 		want: nil,
 		out:  []EnvChange{empty("NVIDIA_VISIBLE_DEVICES")},
@@ -104,9 +104,9 @@ func TestPlanEnvRefuses(t *testing.T) {
 	}
 }
 
-// case C53 (issue 36 item 9): what a container may set itself. The GPU container's want is what
+// case C54 (issue 36 item 9): what a container may set itself. The GPU container's want is what
 // gpuenv.Build gives it now: no CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and the log level set.
-func TestPlanEnvC53LeavesNarrowingValues(t *testing.T) {
+func TestPlanEnvC54LeavesNarrowingValues(t *testing.T) {
 	jemalloc := "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 	gpu := map[string]string{mem0: "1000m", "HAMI_GO_GPU_UUIDS": "GPU-a,GPU-b", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "LIBCUDA_LOG_LEVEL": "1"}
 	pinned := []EnvChange{set("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), set(mem0, "1000m"), set("HAMI_GO_GPU_UUIDS", "GPU-a,GPU-b")}
@@ -171,8 +171,8 @@ func TestPlanEnvC53LeavesNarrowingValues(t *testing.T) {
 	}
 }
 
-// case C53: what still widens is refused (or, where an adjustment can, closed above).
-func TestPlanEnvC53RefusesWidening(t *testing.T) {
+// case C54: what still widens is refused (or, where an adjustment can, closed above).
+func TestPlanEnvC54RefusesWidening(t *testing.T) {
 	gpu := map[string]string{mem0: "1000m", "HAMI_GO_GPU_UUIDS": "GPU-a,GPU-b"}
 	for _, tc := range []struct {
 		name string

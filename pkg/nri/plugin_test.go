@@ -218,7 +218,7 @@ func TestGuardDecide(t *testing.T) {
 		env:  envOf([]string{mem0 + "=99999m", "LD_PRELOAD=/evil.so"}, pluginEnv),
 		src:  &standInSource{out: map[string]standIn{"main": gpuAllocated}},
 		out: []EnvChange{set(mem0, "1000m"), set("CUDA_VISIBLE_DEVICES", "GPU-a"), set("HAMI_GO_GPU_MEMORY_MIB", "1000"),
-			set(MarkerEnv, "GPU-a")}, // case C53: a GPU container's own LD_PRELOAD is kept
+			set(MarkerEnv, "GPU-a")}, // case C54: a GPU container's own LD_PRELOAD is kept
 		asks: true,
 	}, {
 		name:    "the pod's env sets the marker again: refused, and not passed on as the answer (two writers)",

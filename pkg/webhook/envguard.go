@@ -11,7 +11,7 @@ import (
 
 // protectedEnvError returns an error naming the first container (init, app or ephemeral, in
 // that order) whose `env` sets a protected variable (device.IsProtectedEnv) it may not set, or
-// nil (case C37; issue 36, case C53). A container without GPUs is left alone, except for an
+// nil (case C37; issue 36, case C54). A container without GPUs is left alone, except for an
 // NVIDIA_VISIBLE_DEVICES that names devices, which the NVIDIA runtime would give it around the
 // scheduler. A GPU container (a slice resource in its limits or requests, or a resource claim,
 // which may be one of the GPU class: DRA mode) may set LD_PRELOAD (HAMi-core comes from the

@@ -59,11 +59,11 @@ func TestProtectedEnvRefused(t *testing.T) {
 	}
 }
 
-// case C53 (issue 36 item 9): a pod or container without GPUs is left alone (only a
+// case C54 (issue 36 item 9): a pod or container without GPUs is left alone (only a
 // NVIDIA_VISIBLE_DEVICES naming GPUs is refused, above), and a GPU container may keep its own
 // LD_PRELOAD and narrow its devices to none; naming devices is refused, in DRA mode with DRA's
 // mechanism in the message.
-func TestC53EnvOfPodsWithoutGPUs(t *testing.T) {
+func TestC54EnvOfPodsWithoutGPUs(t *testing.T) {
 	h, _, _ := testHandlers(nil)
 	gpu := ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000")
 	jemalloc := "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -119,7 +119,7 @@ func TestEphemeralContainerEnv(t *testing.T) {
 		}})
 	}
 	bad := old.DeepCopy()
-	bad.Spec.EphemeralContainers = append(bad.Spec.EphemeralContainers, eph("debugger", "NVIDIA_VISIBLE_DEVICES", "all")) // it gets no GPU: only naming GPUs is refused (C53)
+	bad.Spec.EphemeralContainers = append(bad.Spec.EphemeralContainers, eph("debugger", "NVIDIA_VISIBLE_DEVICES", "all")) // it gets no GPU: only naming GPUs is refused (C54)
 	if resp := review(bad); resp.Allowed || !strings.Contains(resp.Result.Message, "spec.ephemeralContainers[debugger].env[NVIDIA_VISIBLE_DEVICES]") {
 		t.Fatalf("allowed=%v %q, want a denial naming the ephemeral container and the variable", resp.Allowed, resp.Result.Message)
 	}
