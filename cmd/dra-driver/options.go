@@ -43,6 +43,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", c.CDIDir, "the container runtime's CDI directory, where claim specs are written")
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", c.PluginDataDir, "directory of the driver's socket and checkpoint")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", c.RegistrarDir, "the kubelet's plugin registration directory")
+	fs.StringVar(&c.ToolkitCDIKind, "toolkit-cdi-kind", dra.DefaultToolkitCDIKind, "the NVIDIA Container Toolkit's CDI kind (nvidia-ctk cdi generate): each GPU of a claim is also named <kind>=<UUID>, which brings the device nodes and the driver's libraries; empty = none, for nodes that deliver the driver otherwise (default for --backend=fake: none)")
 	order := fs.String("device-order", string(c.DeviceOrder), "order of the GPUs in the published ResourceSlice, which kube-scheduler's first-fit device allocator follows: index (NVML index order, never republished), binpack (fullest GPU first, by the prepared claims) or spread (emptiest first)")
 	fs.DurationVar(&c.RepublishDelay, "republish-delay", c.RepublishDelay, "how long changes of prepared claims are gathered before the reordered ResourceSlice is republished (at most one update per delay; 0 = at every change)")
 	fs.DurationVar(&c.PrepareWait, "prepare-wait", c.PrepareWait, "how long a claim that does not fit beside the claims prepared on its GPU waits for those of stopped pods to be unprepared before it is refused (0s: refuse at once; at most 40s, below the kubelet's 45s call timeout)")
@@ -69,8 +70,10 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
 	// Real GPUs: the device nodes and driver libraries come from the NVIDIA Container
-	// Toolkit's CDI spec (nvidia.com/gpu=<UUID>).
-	c.ToolkitCDI = n.Backend == nodeagent.BackendNVML
+	// Toolkit's CDI spec (nvidia.com/gpu=<UUID>); fake GPUs have none unless asked.
+	if n.Backend == nodeagent.BackendFake && !fs.Changed("toolkit-cdi-kind") {
+		c.ToolkitCDIKind = ""
+	}
 	if c.RegistrarDir == "" {
 		return o, fmt.Errorf("--registrar-dir is empty")
 	}

@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := o.Driver
-	if c.NodeName != "n1" || o.Node.Backend != "nvml" || !c.ToolkitCDI || o.Node.FakeProfile != "dgxh100" || o.Node.FakeProfileLabel != "hami-go.io/fake-profile" ||
+	if c.NodeName != "n1" || o.Node.Backend != "nvml" || c.ToolkitCDIKind != "nvidia.com/gpu" || o.Node.FakeProfile != "dgxh100" || o.Node.FakeProfileLabel != "hami-go.io/fake-profile" ||
 		c.SplitCount != 10 || c.MemoryScaling != 1 || c.ReservedMemory.String() != "" || c.Enforcement != "hami-core" ||
 		c.CDIDir != "/var/run/cdi" || c.PluginDataDir != "/var/lib/kubelet/plugins/gpu.hami-go.io" || c.RegistrarDir != "/var/lib/kubelet/plugins_registry" ||
 		c.HAMiCoreLibrary != "/usr/local/vgpu/libvgpu.so" || c.MPSPipeDir != "/tmp/nvidia-mps" ||
@@ -43,11 +43,11 @@ func TestEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := o.Driver
-	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDI, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
+	got := []any{o.Node.Kubeconfig, c.NodeName, o.Node.Backend, c.ToolkitCDIKind, o.Node.FakeProfile, o.Node.FakeProfileLabel, c.SplitCount, c.MemoryScaling,
 		c.ReservedMemory.String(), c.Enforcement, c.HAMiCoreLibrary, c.MPSPipeDir, c.CDIDir, c.PluginDataDir, c.RegistrarDir,
 		cliflags.JoinXIDs(c.ApplicationXIDs), c.RecoveryProbes, c.ProbeInterval, c.MetricsAddress, o.FakeFaultInjection, c.NRISocket, strings.Join(c.NRIExemptNamespaces, ","),
 		string(c.DeviceOrder), c.RepublishDelay, c.PrepareWait, o.KubeAPIQPS, o.KubeAPIBurst}
-	want := []any{"/k", "n2", "fake", false, "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
+	want := []any{"/k", "n2", "fake", "", "2x24576:NVIDIA A10", "x/y", 4, 1.5, "2048,3=0,GPU-a=4096", "mps", "/l.so", "/m", "/c", "/p", "/r",
 		"13,79", 5, 2 * time.Second, ":1", true, "", "sys", "spread", 250 * time.Millisecond, 12 * time.Second, float32(7.5), 9}
 	flagtest.Fields(t, got, want)
 	// The client limits reach the REST config the driver's clientset is built from.

@@ -73,7 +73,7 @@ type Config struct {
 
 // DefaultToolkitCDIKind is the CDI kind of the NVIDIA Container Toolkit's generated spec
 // (`nvidia-ctk cdi generate`: nvidia.com/gpu=<index|UUID|all>); the DRA driver names the same
-// (pkg/dra ToolkitCDIKind).
+// (pkg/dra DefaultToolkitCDIKind).
 const DefaultToolkitCDIKind = "nvidia.com/gpu"
 
 // EffectiveDevRoot is DevRoot, or DriverRoot when DevRoot is empty (nvidia-ctk's rule).

@@ -176,13 +176,21 @@ func (p *Plugin) SetPreflight(r preflight.Report) {
 }
 
 // PreflightInput is what the node's preflight checks that only the plugin knows; g is its NRI
-// plugin (runtime and connection).
+// plugin (runtime and connection). Under the cdi strategy it names the toolkit's CDI kind and
+// the GPUs, whose <kind>=<UUID> every plan names (preflight.FindingToolkitCDISpec, case C55).
 func (p *Plugin) PreflightInput(g *nri.Plugin) preflight.Input {
 	dir := ""
 	if p.cfg.DeviceListStrategy == StrategyCDI {
 		dir = p.cfg.CDISpecDir
 	}
-	return p.enf.PreflightInput(g, p.cfg.DeviceListStrategy, dir)
+	in := p.enf.PreflightInput(g, p.cfg.DeviceListStrategy, dir)
+	if p.cfg.DeviceListStrategy == StrategyCDI {
+		in.ToolkitCDIKind = p.cfg.ToolkitCDIKind
+	}
+	for _, gpu := range p.gpus {
+		in.GPUUUIDs = append(in.GPUUUIDs, gpu.UUID)
+	}
+	return in
 }
 
 // inventoryMiB returns the memory, MiB, that the published inventory gives the GPU uuid: the

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"time"
 
+	"tags.cncf.io/container-device-interface/pkg/parser"
+
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
@@ -22,9 +24,9 @@ const CDIClass = "claim"
 // CDIKind is the CDI kind of the claim specs.
 const CDIKind = draapi.DriverName + "/" + CDIClass
 
-// ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (`nvidia-ctk cdi generate`); on
-// the NVML backend each GPU is named as ToolkitCDIKind + "=" + UUID beside the claim's device.
-const ToolkitCDIKind = "nvidia.com/gpu"
+// DefaultToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (`nvidia-ctk cdi generate`),
+// --toolkit-cdi-kind's default on the NVML backend (pkg/deviceplugin DefaultToolkitCDIKind).
+const DefaultToolkitCDIKind = "nvidia.com/gpu"
 
 // Config is everything the DRA driver needs; cmd/dra-driver fills it from flags
 // (docs/components.md, "dra-driver").
@@ -40,8 +42,13 @@ type Config struct {
 	PluginDataDir string
 	// RegistrarDir is the kubelet's plugin registration directory.
 	RegistrarDir string
-	// ToolkitCDI names nvidia.com/gpu=<UUID> beside each claim's device (real GPUs).
-	ToolkitCDI bool
+	// ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind (--toolkit-cdi-kind): each GPU
+	// of a claim is also named <ToolkitCDIKind>=<UUID> beside the claim's device, which brings
+	// the device nodes, the driver's libraries and the toolkit's hooks (real GPUs), and
+	// NVIDIA_VISIBLE_DEVICES is left out of the container's env. "" names none (the fake
+	// backend's default; Defaults names none too): for nodes that deliver the driver another
+	// way.
+	ToolkitCDIKind string
 	// DeviceOrder is the order of the devices in the ResourceSlice (--device-order): index,
 	// binpack (fullest first) or spread (emptiest first), by the prepared claims' use.
 	DeviceOrder DeviceOrder
@@ -84,6 +91,11 @@ func (c *Config) Validate() error {
 	}
 	if c.PluginDataDir == "" {
 		return fmt.Errorf("--plugin-data-dir is empty")
+	}
+	if k := c.ToolkitCDIKind; k != "" {
+		if _, _, _, err := parser.ParseQualifiedName(k + "=GPU-0"); err != nil {
+			return fmt.Errorf("--toolkit-cdi-kind: %q is not a CDI kind (vendor/class, e.g. %s): %v", k, DefaultToolkitCDIKind, err)
+		}
 	}
 	if _, err := ParseDeviceOrder("--device-order", string(c.DeviceOrder)); err != nil {
 		return err

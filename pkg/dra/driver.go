@@ -173,9 +173,15 @@ func (d *Driver) Enforcement() device.Enforcement { return d.enf.State() }
 func (d *Driver) SetPreflight(r preflight.Report) { d.enf.SetPreflight(r) }
 
 // PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
-// plugin (runtime and connection). The driver names devices through CDI only.
+// plugin (runtime and connection). The driver names devices through CDI only, each GPU also as
+// <ToolkitCDIKind>=<UUID> (preflight.FindingToolkitCDISpec, case C55).
 func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
-	return d.enf.PreflightInput(g, preflight.StrategyCDI, d.cfg.CDIDir)
+	in := d.enf.PreflightInput(g, preflight.StrategyCDI, d.cfg.CDIDir)
+	in.ToolkitCDIKind = d.cfg.ToolkitCDIKind
+	for _, gpu := range d.gpus {
+		in.GPUUUIDs = append(in.GPUUUIDs, gpu.GPU.UUID)
+	}
+	return in
 }
 
 // Health returns the driver's health state machine.
@@ -216,7 +222,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin: each claim's GPUs (its allocation
 // results for this driver, in their order) get one CDI spec named by the claim UID with the
 // shared builder's env and mounts; the result names that CDI device (on the first GPU, for all
-// requests, listed on it) and, with ToolkitCDI, nvidia.com/gpu=<UUID> per GPU. Preparing a prepared claim
+// requests, listed on it) and, with ToolkitCDIKind, <kind>=<UUID> per GPU. Preparing a prepared claim
 // again returns the same result. Refusals are per claim; a failed checkpoint write fails the
 // claims this call prepared (and removes their specs).
 //
@@ -408,8 +414,8 @@ func (d *Driver) resultDevices(p Prepared) []kubeletplugin.Device {
 			dev.Requests = all
 			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ClaimCDIDevice(p.UID))
 		}
-		if d.cfg.ToolkitCDI {
-			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ToolkitCDIKind+"="+g.UUID)
+		if k := d.cfg.ToolkitCDIKind; k != "" {
+			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, k+"="+g.UUID)
 		}
 		if g.ShareID != "" {
 			s := g.ShareID

@@ -26,7 +26,7 @@ func (d *Driver) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 // each prepared claim; for a name two claims set, the later device's value, as the runtime
 // applies the edits in order). A container without such a device has no GPUs from hami-go. A
 // device naming a claim this driver has not prepared is an error (the NRI plugin refuses the
-// container; the kubelet retries). With Config.ToolkitCDI, NVIDIA_VISIBLE_DEVICES is left out:
+// container; the kubelet retries). With Config.ToolkitCDIKind, NVIDIA_VISIBLE_DEVICES is left out:
 // the NVIDIA Container Toolkit's CDI spec, applied after the claim's, sets it to "void" (its
 // spec-level edits: the devices come as CDI device nodes, not through that variable), so the
 // NRI plugin empties it instead of refusing every GPU container.
@@ -52,7 +52,7 @@ func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error
 			out.Env[k] = v
 		}
 		out.DriverCapabilities = gpuenv.MergeDriverCapabilities(out.DriverCapabilities, e.DriverCapabilities)
-		if d.cfg.ToolkitCDI {
+		if d.cfg.ToolkitCDIKind != "" {
 			delete(out.Env, gpuenv.EnvNVIDIAVisibleDevices)
 		}
 	}

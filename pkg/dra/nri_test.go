@@ -63,7 +63,7 @@ func TestNRISourceFromCDIDevices(t *testing.T) {
 // NVIDIA_VISIBLE_DEVICES: it empties the toolkit's "void" instead of refusing the container.
 func TestNRISourceToolkitCDI(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.ToolkitCDI = true
+	cfg.ToolkitCDIKind = DefaultToolkitCDIKind
 	d, _ := newTestDriver(t, cfg, "dgxh100")
 	c := testClaim("a", 4000, 0, result{device: "gpu-0", memMiB: 4000})
 	if res := prepare(t, d, c)[c.UID]; res.Err != nil {

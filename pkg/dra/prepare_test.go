@@ -115,7 +115,7 @@ func TestPrepareCDISpecEnv(t *testing.T) {
 // backend's toolkit devices are named beside the claim's.
 func TestPrepareTwoGPUsOrderToolkit(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.ToolkitCDI = true
+	cfg.ToolkitCDIKind = DefaultToolkitCDIKind
 	d, _ := newTestDriver(t, cfg, "dgxh100")
 	g := d.GPUs()
 	c := testClaim("two", 20000, 30, result{device: "gpu-3", memMiB: 20000, cores: 30}, result{device: "gpu-1", memMiB: 10000})

@@ -24,7 +24,9 @@ const PreflightInterval = time.Minute
 
 // HostRoot is where the node agents' DaemonSets mount the host's /etc read-only (as
 // <HostRoot>/etc), for the preflight's reading of the runtime's and the NVIDIA container
-// toolkit's configuration.
+// toolkit's configuration, and /var/run/cdi (as <HostRoot>/var/run/cdi) for the runtime's CDI
+// specs (preflight.FindingToolkitCDISpec); the device plugin's driver dev root is there too
+// (<HostRoot><driverRoot>/dev).
 const HostRoot = "/host"
 
 // Preflight evaluates a node's preflight (pkg/preflight) and reports it where an operator looks:
@@ -38,8 +40,8 @@ type Preflight struct {
 	// HostRoot is where the host's root filesystem (at least its /etc) is mounted read-only in
 	// the agent ("/host"); "" reads nothing (the configs count as absent).
 	HostRoot string
-	// Input returns what only the running agent knows (runtime, NRI, strategy, enforcement);
-	// Run fills Toolkit and Containerd from HostRoot.
+	// Input returns what only the running agent knows (runtime, NRI, strategy, enforcement,
+	// GPUs, toolkit CDI kind); Run fills Toolkit, Containerd and CDISpecs from HostRoot.
 	Input func() preflight.Input
 	// Changed, when set, returns a channel closed at the next change of what Input reports (the
 	// NRI plugin's connection): Run evaluates again at once.
@@ -58,6 +60,11 @@ func (p *Preflight) Evaluate(ctx context.Context) preflight.Report {
 		host := os.DirFS(p.HostRoot)
 		in.Toolkit = preflight.ReadToolkitConfig(host)
 		in.Containerd = preflight.ReadContainerdConfig(host)
+		if in.ToolkitCDIApplies() {
+			// The runtime's CDI spec directories: /etc/cdi under the host's /etc, /var/run/cdi
+			// mounted at <HostRoot>/var/run/cdi (the charts' host-cdi volume).
+			in.CDISpecs = preflight.ReadCDISpecs(p.HostRoot, in.RuntimeCDISpecDirs())
+		}
 	}
 	r := preflight.Evaluate(in)
 	changed := !sameFindings(r, p.last)

@@ -80,6 +80,45 @@ type Input struct {
 	// GPUs after a mode switch (nodeagent.ModeSwitchWait); it adds the error finding
 	// FindingOldModeInUse.
 	OldModeInUse string
+	// ToolkitCDIKind is the NVIDIA Container Toolkit's CDI kind the agent names beside its own
+	// CDI device for each GPU of a container, as <kind>=<UUID> (--toolkit-cdi-kind, e.g.
+	// "nvidia.com/gpu"); "" = none, and FindingToolkitCDISpec does not apply.
+	ToolkitCDIKind string
+	// GPUUUIDs are the node's GPUs: each must resolve as <ToolkitCDIKind>=<UUID>.
+	GPUUUIDs []string
+	// CDISpecs is what ReadCDISpecs found in the runtime's CDI spec directories
+	// (Input.RuntimeCDISpecDirs); the zero value: not read.
+	CDISpecs CDISpecs
+}
+
+// CDISpecs is what the container runtime's CDI spec directories define, read the way the
+// runtime reads them (the CDI library's cache: .json and .yaml files, invalid specs skipped,
+// a device two specs of one directory define dropped).
+type CDISpecs struct {
+	// Dirs are the directories read (host paths, the runtime's order); nil: not read.
+	Dirs []string
+	// Absent are those of Dirs that do not exist on the host (or are not mounted into the
+	// agent).
+	Absent []string
+	// Devices are the qualified device names ("vendor/class=name") the specs define, sorted.
+	Devices []string
+	// Errors are the specs the runtime skips, "path: error", sorted.
+	Errors []string
+}
+
+// ToolkitCDIApplies reports whether FindingToolkitCDISpec has something to check: real GPUs
+// named through CDI with a toolkit kind. The caller reads CDISpecs only then.
+func (in Input) ToolkitCDIApplies() bool {
+	return realGPUs(in) && in.ToolkitCDIKind != "" && in.DeviceListStrategy == StrategyCDI
+}
+
+// RuntimeCDISpecDirs returns the CDI spec directories the runtime reads: containerd's
+// cdi_spec_dirs (Containerd.CDISpecDirs), else the defaults (DefaultCDISpecDirs, also CRI-O's).
+func (in Input) RuntimeCDISpecDirs() []string {
+	if runtimeKind(in.RuntimeName) != RuntimeCRIO && in.Containerd.CDISpecDirs != nil {
+		return in.Containerd.CDISpecDirs
+	}
+	return DefaultCDISpecDirs
 }
 
 // Severity ranks a Finding: SeverityInfo for a check that holds (or does not apply),
@@ -110,6 +149,7 @@ const (
 	FindingNRIConnected                  = "NRIConnected"
 	FindingCDIEnabled                    = "CDIEnabled"
 	FindingCDISpecDir                    = "CDISpecDir"
+	FindingToolkitCDISpec                = "ToolkitCDISpec"
 	FindingToolkitConfig                 = "ToolkitConfig"
 	FindingContainerdConfig              = "ContainerdConfig"
 	FindingToolkitEnvvarWhenUnprivileged = "ToolkitEnvvarWhenUnprivileged"
@@ -278,6 +318,7 @@ func Evaluate(in Input) Report {
 	add(checkNRI(in, rt))
 	add(checkCDI(in, rt))
 	add(checkCDISpecDir(in, rt))
+	add(checkToolkitCDISpec(in))
 	add(checkConfigFile(FindingToolkitConfig, "NVIDIA Container Toolkit config", in.Toolkit.Found, in.Toolkit.Path, in.Toolkit.Err,
 		"defaults assumed ("+KeyAcceptEnvvarUnprivileged+" = true)"))
 	if rt == RuntimeCRIO {
@@ -477,6 +518,58 @@ func checkCDISpecDir(in Input, rt string) Finding {
 	}
 	return miss(n, SeverityError, fmt.Sprintf("hami-go writes its CDI spec to %s, which is not in %s %q: add it to cdi_spec_dirs, or point hami-go's --cdi-spec-dir (chart: devicePlugin cdiSpecDir) at one of them",
 		in.CDISpecDir, where, dirs))
+}
+
+// maxSpecErrors bounds the skipped specs a ToolkitCDISpec message lists.
+const maxSpecErrors = 3
+
+// checkToolkitCDISpec checks that every GPU resolves as <ToolkitCDIKind>=<UUID> in the
+// runtime's CDI specs: a container naming a device no spec defines fails to start
+// ("unresolvable CDI devices"), so a node without the NVIDIA Container Toolkit's spec fails
+// every GPU container (case C55).
+func checkToolkitCDISpec(in Input) Finding {
+	const n = FindingToolkitCDISpec
+	switch {
+	case !realGPUs(in):
+		return ok(n, "fake backend: not applicable")
+	case in.ToolkitCDIKind == "":
+		return ok(n, "no toolkit CDI kind (--toolkit-cdi-kind empty): hami-go names no NVIDIA Container Toolkit device")
+	case in.DeviceListStrategy != StrategyCDI:
+		return ok(n, "device-list strategy "+strategyName(in)+": no CDI device named")
+	case len(in.GPUUUIDs) == 0:
+		return ok(n, "no GPUs to resolve")
+	}
+	kind, s := in.ToolkitCDIKind, in.CDISpecs
+	if s.Dirs == nil {
+		return miss(n, SeverityWarning, "the runtime's CDI spec directories were not read (the host's root is not mounted into the agent): whether "+kind+"=<UUID> resolves is unknown")
+	}
+	have := make(map[string]bool, len(s.Devices))
+	for _, d := range s.Devices {
+		have[d] = true
+	}
+	var missing []string
+	for _, u := range in.GPUUUIDs {
+		if id := kind + "=" + u; !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	where := "the CDI specs in " + strings.Join(s.Dirs, ", ")
+	if len(s.Absent) > 0 {
+		where += " (absent: " + strings.Join(s.Absent, ", ") + ")"
+	}
+	if len(missing) == 0 {
+		return ok(n, fmt.Sprintf("every GPU (%d) resolves as %s=<UUID> in %s", len(in.GPUUUIDs), kind, where))
+	}
+	if len(s.Errors) > 0 {
+		errs := s.Errors
+		if len(errs) > maxSpecErrors {
+			errs = append(errs[:maxSpecErrors:maxSpecErrors], fmt.Sprintf("%d more", len(s.Errors)-maxSpecErrors))
+		}
+		where += " (specs the runtime skips: " + strings.Join(errs, "; ") + ")"
+	}
+	msg := fmt.Sprintf("%s not defined by %s: every GPU container on this node fails to start (\"unresolvable CDI devices\"); generate the NVIDIA Container Toolkit's CDI spec naming the GPUs by UUID (nvidia-ctk cdi generate --device-name-strategy=uuid --output=/var/run/cdi/nvidia.yaml; the GPU Operator: cdi.enabled=true), or set --toolkit-cdi-kind (chart: devicePlugin.toolkitCDIKind) to the kind the node's spec defines, empty where the driver reaches containers otherwise",
+		strings.Join(missing, ", "), where)
+	return miss(n, SeverityError, msg)
 }
 
 func checkConfigFile(name, what string, found bool, p string, err error, assumed string) Finding {

@@ -263,7 +263,7 @@ func orReason(name string) string {
 }
 
 var allFindings = []string{
-	FindingRuntimeVersion, FindingNRIConnected, FindingCDIEnabled, FindingCDISpecDir, FindingToolkitConfig,
+	FindingRuntimeVersion, FindingNRIConnected, FindingCDIEnabled, FindingCDISpecDir, FindingToolkitCDISpec, FindingToolkitConfig,
 	FindingContainerdConfig, FindingToolkitEnvvarWhenUnprivileged, FindingToolkitVolumeMounts,
 	FindingEnforcementPresent, FindingFailOpenWindow,
 }
@@ -302,7 +302,7 @@ func TestEvaluateZeroInput(t *testing.T) {
 func TestCondition(t *testing.T) {
 	in := base(t)
 	c := Evaluate(in).Condition()
-	if c != (Condition{Type: ConditionType, Status: "True", Reason: ConditionReasonPassed, Message: "all 10 checks passed"}) {
+	if c != (Condition{Type: ConditionType, Status: "True", Reason: ConditionReasonPassed, Message: "all 11 checks passed"}) {
 		t.Errorf("passing: %+v", c)
 	}
 

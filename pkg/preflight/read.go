@@ -4,13 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 // This file is the preflight's only I/O: reading the node's configs from an fs.FS whose root is
 // the host's / (os.DirFS("/"), or os.DirFS("/host") where the host root is mounted there), so
-// tests read testdata through os.DirFS or fstest.MapFS.
+// tests read testdata through os.DirFS or fstest.MapFS; and the runtime's CDI specs through the
+// CDI library's cache, which reads OS paths (ReadCDISpecs: the host root's directory).
 
 // maxImportDepth bounds containerd import chains (containerd itself does not nest deeper in
 // practice; the bound only stops a cycle through globs).
@@ -135,4 +141,61 @@ func mergeImports(fsys fs.FS, file string, m map[string]any, imported *[]string,
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReadCDISpecs reads the CDI specs of dirs (host paths, the runtime's cdi_spec_dirs in its
+// order: Input.RuntimeCDISpecDirs) below root, the directory the host's / is mounted at ("/host";
+// "/" in the host's own mount namespace), with the CDI library's cache as the runtime does. A
+// directory under /var/run that is absent is also looked for under /run and the other way round
+// (one directory on the host; the agents mount /var/run/cdi).
+func ReadCDISpecs(root string, dirs []string) CDISpecs {
+	s := CDISpecs{Dirs: slices.Clone(dirs)}
+	if s.Dirs == nil {
+		s.Dirs = []string{}
+	}
+	var local []string
+	for _, d := range dirs {
+		found := ""
+		for _, c := range runAliases(d) {
+			p := filepath.Join(root, fsPath(c))
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				found = p
+				break
+			}
+		}
+		if found == "" {
+			s.Absent = append(s.Absent, d)
+			continue
+		}
+		local = append(local, found)
+	}
+	if len(local) == 0 {
+		return s // an empty list would make the cache read its defaults, the agent's own
+	}
+	c, _ := cdi.NewCache(cdi.WithSpecDirs(local...), cdi.WithAutoRefresh(false)) // the error is always nil
+	s.Devices = c.ListDevices()
+	r := filepath.Clean(root)
+	for p, errs := range c.GetErrors() {
+		msg := errors.Join(errs...).Error()
+		if r != "/" {
+			// Name host paths, not the agent's mount of them.
+			p = strings.TrimPrefix(p, r)
+			msg = strings.ReplaceAll(msg, r+"/", "/")
+		}
+		s.Errors = append(s.Errors, p+": "+strings.ReplaceAll(msg, "\n", "; "))
+	}
+	slices.Sort(s.Errors)
+	return s
+}
+
+// runAliases returns d, then its other spelling under /run or /var/run (if any).
+func runAliases(d string) []string {
+	d = path.Clean("/" + d)
+	switch {
+	case strings.HasPrefix(d+"/", "/var/run/"):
+		return []string{d, strings.TrimPrefix(d, "/var")}
+	case strings.HasPrefix(d+"/", "/run/"):
+		return []string{d, "/var" + d}
+	}
+	return []string{d}
 }
