@@ -14,8 +14,10 @@ const (
 	// EnvGPUModel is the GPU model as Ray's accelerator type (RayAcceleratorType of the first
 	// GPU's NVML name, e.g. "H100"); UnknownModel when the container has no GPU.
 	EnvGPUModel = "HAMI_GO_GPU_MODEL"
-	// EnvGPUUUIDs lists the container's GPU UUIDs, comma-separated, in the positional order of
-	// CUDA_VISIBLE_DEVICES (cases C19, C22).
+	// EnvGPUUUIDs lists the container's GPU UUIDs, comma-separated, in PCI bus order: the order
+	// of CUDA's ordinals (CUDA_DEVICE_ORDER=PCI_BUS_ID) and of the per-GPU limits
+	// CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT_<i> (cases C19, C22). hami-go sets no
+	// CUDA_VISIBLE_DEVICES: the container sees only its own GPUs.
 	EnvGPUUUIDs = "HAMI_GO_GPU_UUIDS"
 )
 

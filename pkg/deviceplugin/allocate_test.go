@@ -42,9 +42,12 @@ func TestAllocateC18(t *testing.T) {
 
 	ids := []string{"GPU-A::0", "GPU-A::1", "GPU-A::2", "GPU-A::3", "GPU-B::0", "GPU-C::0", "GPU-D::0", "GPU-E::0"}
 	r := mustCreate(t, p, pod, "main", ids...)
-	want := strings.Join(planned, ",")
-	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != want || r.Envs[gpuenv.EnvCUDAVisibleDevices] != want {
-		t.Fatalf("visible = %q / %q, want %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], want)
+	want := strings.Join(planned, ",") // GPU-A..GPU-H: also their PCI order
+	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != want || r.Envs[device.EnvGPUUUIDs] != want {
+		t.Fatalf("visible = %q / %q, want %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[device.EnvGPUUUIDs], want)
+	}
+	if v, ok := r.Envs[gpuenv.EnvCUDAVisibleDevices]; ok {
+		t.Fatalf("%s=%q is set; the container sees only its own GPUs", gpuenv.EnvCUDAVisibleDevices, v)
 	}
 	for i := 0; i < 8; i++ {
 		if v := r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]; v != "40000m" {
@@ -59,19 +62,40 @@ func TestAllocateC18(t *testing.T) {
 	}
 }
 
-// positional returns (uuid, limit) pairs read back from a response the way HAMi-core does.
-func positional(t *testing.T, r *pluginapi.ContainerAllocateResponse) map[string]string {
+// positional returns (uuid, limit) pairs read back from a response the way HAMi-core and CUDA
+// do: CUDA ordinal i (CUDA_DEVICE_ORDER=PCI_BUS_ID) is the container's i-th GPU in PCI bus order,
+// which HAMI_GO_GPU_UUIDS lists, and CUDA_DEVICE_MEMORY_LIMIT_<i> is its limit. It fails t
+// unless the list is in the PCI order of b's GPUs, NVIDIA_VISIBLE_DEVICES (envvar) is the same
+// list, and CUDA_VISIBLE_DEVICES is not set.
+func positional(t *testing.T, b *testBackend, r *pluginapi.ContainerAllocateResponse) map[string]string {
 	t.Helper()
-	vis := strings.Split(r.Envs[gpuenv.EnvCUDAVisibleDevices], ",")
+	list := r.Envs[device.EnvGPUUUIDs]
+	vis := strings.Split(list, ",")
+	bus := map[string]string{}
+	for _, g := range b.gpus {
+		bus[g.UUID] = g.PCIBusID
+	}
 	out := map[string]string{}
 	for i, u := range vis {
 		if _, dup := out[u]; dup {
-			t.Fatalf("GPU %s appears twice in %q", u, r.Envs[gpuenv.EnvCUDAVisibleDevices])
+			t.Fatalf("GPU %s appears twice in %q", u, list)
+		}
+		if i > 0 && bus[vis[i-1]] >= bus[u] { // the test backends' ids compare as strings
+			t.Fatalf("%s = %q is not in PCI bus order (%s at %s before %s at %s)", device.EnvGPUUUIDs, list, vis[i-1], bus[vis[i-1]], u, bus[u])
 		}
 		out[u] = r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]
 	}
-	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != r.Envs[gpuenv.EnvCUDAVisibleDevices] || r.Envs[device.EnvGPUUUIDs] != r.Envs[gpuenv.EnvCUDAVisibleDevices] {
-		t.Fatalf("device lists differ: %q %q %q", r.Envs[gpuenv.EnvNVIDIAVisibleDevices], r.Envs[gpuenv.EnvCUDAVisibleDevices], r.Envs[device.EnvGPUUUIDs])
+	if _, extra := r.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", len(vis))]; extra {
+		t.Fatalf("a limit past the %d GPUs of %q: %v", len(vis), list, r.Envs)
+	}
+	if r.Envs[gpuenv.EnvNVIDIAVisibleDevices] != list {
+		t.Fatalf("device lists differ: %s=%q, %s=%q", gpuenv.EnvNVIDIAVisibleDevices, r.Envs[gpuenv.EnvNVIDIAVisibleDevices], device.EnvGPUUUIDs, list)
+	}
+	if v, ok := r.Envs[gpuenv.EnvCUDAVisibleDevices]; ok {
+		t.Fatalf("%s=%q is set; the container sees only its own GPUs (HAMi-core parses it with atoi)", gpuenv.EnvCUDAVisibleDevices, v)
+	}
+	if r.Envs[gpuenv.EnvCUDADeviceOrder] != gpuenv.CUDADeviceOrderPCI {
+		t.Fatalf("%s = %q, want %s", gpuenv.EnvCUDADeviceOrder, r.Envs[gpuenv.EnvCUDADeviceOrder], gpuenv.CUDADeviceOrderPCI)
 	}
 	return out
 }
@@ -86,6 +110,8 @@ func TestAllocateEnvs(t *testing.T) {
 		// limit pairs of the response, by position (each GPU once).
 		env   map[string]string
 		pairs map[string]string
+		// absent are variables the response must not carry.
+		absent []string
 	}
 	for _, tc := range []struct {
 		name  string
@@ -105,8 +131,9 @@ func TestAllocateEnvs(t *testing.T) {
 		name: "C21 one call per container", gpus: 3,
 		pod: []ctr{{name: "c1", mem: 1000, gpus: []string{"GPU-A"}}, {name: "c2", mem: 2000, cores: 30, gpus: []string{"GPU-B", "GPU-C"}}},
 		calls: []call{
-			{ctr: "c1", ids: []string{"GPU-C::0"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-A", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m"}},
-			{ctr: "c2", ids: []string{"GPU-A::4", "GPU-B::2"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-B,GPU-C", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m", gpuenv.EnvHAMiSMLimit: "30"}},
+			{ctr: "c1", ids: []string{"GPU-C::0"}, env: map[string]string{device.EnvGPUUUIDs: "GPU-A", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m"}},
+			{ctr: "c2", ids: []string{"GPU-A::4", "GPU-B::2"}, env: map[string]string{device.EnvGPUUUIDs: "GPU-B,GPU-C", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m",
+				gpuenv.EnvHAMiSMLimit + "_0": "30", gpuenv.EnvHAMiSMLimit + "_1": "30"}, absent: []string{gpuenv.EnvHAMiSMLimit, gpuenv.EnvCUDAVisibleDevices}},
 		},
 	}, {
 		// case C21: a pod with one GPU and one non-GPU container works.
@@ -115,10 +142,11 @@ func TestAllocateEnvs(t *testing.T) {
 		calls: []call{{ctr: "gpu", ids: []string{"GPU-A::7"}, env: map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "5000m"}}},
 	}, {
 		// case C22: the kubelet's IDs name several slices of one GPU: each physical GPU once,
-		// from the recorded allocation (split count 100 makes long lists).
+		// from the recorded allocation (split count 100 makes long lists), in PCI bus order
+		// whatever the plan's order.
 		name: "C22 several slices of one GPU", gpus: 4, split: 100,
 		pod: []ctr{{name: "c", mem: 7000, gpus: []string{"GPU-C", "GPU-D", "GPU-A"}}},
-		calls: []call{{ctr: "c", ids: []string{"GPU-B::97", "GPU-B::98", "GPU-B::99"}, env: map[string]string{gpuenv.EnvCUDAVisibleDevices: "GPU-C,GPU-D,GPU-A"},
+		calls: []call{{ctr: "c", ids: []string{"GPU-B::97", "GPU-B::98", "GPU-B::99"}, env: map[string]string{device.EnvGPUUUIDs: "GPU-A,GPU-C,GPU-D"},
 			pairs: map[string]string{"GPU-C": "7000m", "GPU-D": "7000m", "GPU-A": "7000m"}}},
 	}, {
 		// Init containers: the kubelet calls Allocate for init containers first and may reuse an
@@ -149,8 +177,13 @@ func TestAllocateEnvs(t *testing.T) {
 						t.Fatalf("call %d (%v): %s = %q, want %q (env %v)", i, c.ids, k, r.Envs[k], v, r.Envs)
 					}
 				}
+				for _, k := range c.absent {
+					if v, ok := r.Envs[k]; ok {
+						t.Fatalf("call %d (%v): %s=%q is set (env %v)", i, c.ids, k, v, r.Envs)
+					}
+				}
 				if c.pairs != nil {
-					if got := positional(t, r); !reflect.DeepEqual(got, c.pairs) {
+					if got := positional(t, b, r); !reflect.DeepEqual(got, c.pairs) {
 						t.Fatalf("call %d (%v): pairs = %v, want %v", i, c.ids, got, c.pairs)
 					}
 				}
@@ -159,16 +192,19 @@ func TestAllocateEnvs(t *testing.T) {
 	}
 }
 
-// case C19 property: for random GPU sets, per-GPU limits and kubelet orders (including several
-// slices of one GPU, case C22), every (uuid, limit) pair survives and each GPU appears once.
+// case C19 property: for random GPU sets, per-GPU limits, PCI bus ids and kubelet orders
+// (including several slices of one GPU, case C22), every (uuid, limit) pair survives, each GPU
+// appears once, and the list is in PCI bus order.
 func TestAllocateC19Property(t *testing.T) {
 	rng := rand.New(rand.NewSource(19))
 	for iter := 0; iter < 300; iter++ {
 		n := 1 + rng.Intn(8)
 		b := newTestBackend(8, 81559)
 		mem := map[string]int64{}
-		for i := range b.gpus { // GPUs of random sizes; the pod asks 100% of each
+		bus := rng.Perm(len(b.gpus)) // PCI order unrelated to the UUIDs' or the plan's
+		for i := range b.gpus {      // GPUs of random sizes; the pod asks 100% of each
 			b.gpus[i].MemoryMiB = 1 + rng.Int63n(81559)
+			b.gpus[i].PCIBusID = fmt.Sprintf("00000000:%02X:00.0", 0x18+0x10*bus[i])
 			mem[b.gpus[i].UUID] = b.gpus[i].MemoryMiB
 		}
 		p, _ := newTestPlugin(t, testConfig(t.TempDir()), b)
@@ -190,7 +226,7 @@ func TestAllocateC19Property(t *testing.T) {
 			list = append(list, id)
 		}
 		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-		got := positional(t, mustCreate(t, p, pod, "c", list...))
+		got := positional(t, b, mustCreate(t, p, pod, "c", list...))
 		if len(got) != n {
 			t.Fatalf("iter %d: %d GPUs visible, want %d", iter, len(got), n)
 		}
@@ -237,7 +273,7 @@ func TestAllocateRepeat(t *testing.T) {
 	p.Ledger().UpsertPod(pod)
 	r1 := mustCreate(t, p, pod, "c", "GPU-A::2")
 	r2 := mustCreate(t, p, pod, "c", "GPU-A::2")
-	if fmt.Sprint(r1.Envs) != fmt.Sprint(r2.Envs) || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B" {
+	if fmt.Sprint(r1.Envs) != fmt.Sprint(r2.Envs) || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || r1.Envs[device.EnvGPUUUIDs] != "GPU-B" {
 		t.Fatalf("first %v, repeat %v; want both 3000m of GPU-B", r1.Envs, r2.Envs)
 	}
 }
@@ -383,18 +419,30 @@ func TestAllocateResponseTwoContainers(t *testing.T) {
 		check func(t *testing.T, r1, r2 *pluginapi.ContainerAllocateResponse)
 	}{{
 		name: gpuenv.EnforceHAMiCore,
-		check: func(t *testing.T, r1, _ *pluginapi.ContainerAllocateResponse) {
-			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || r1.Envs[gpuenv.EnvCUDAVisibleDevices] != "GPU-B,GPU-A" || r1.Envs[device.EnvGPUMemoryMiB] != "30000" || r1.Envs[device.EnvGPUModel] != "H100" {
+		check: func(t *testing.T, r1, r2 *pluginapi.ContainerAllocateResponse) {
+			// The plan lists GPU-B first; the container's ordinals follow PCI order (GPU-A first).
+			if r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "10000m" || r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_1"] != "20000m" || r1.Envs[device.EnvGPUUUIDs] != "GPU-A,GPU-B" ||
+				r1.Envs[gpuenv.EnvHAMiSMLimit+"_0"] != "30" || r1.Envs[gpuenv.EnvHAMiSMLimit+"_1"] != "30" || r1.Envs[gpuenv.EnvCUDADeviceOrder] != gpuenv.CUDADeviceOrderPCI ||
+				r1.Envs[device.EnvGPUMemoryMiB] != "30000" || r1.Envs[device.EnvGPUModel] != "H100" || r1.Envs[gpuenv.EnvHAMiLogLevel] != gpuenv.HAMiLogLevel {
 				t.Fatalf("hami-core container 1: %v", r1.Envs)
 			}
-			if len(r1.Mounts) != 2 || r1.Mounts[0].ContainerPath != gpuenv.HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" {
+			for _, k := range []string{gpuenv.EnvCUDAVisibleDevices, gpuenv.EnvHAMiSMLimit, gpuenv.EnvHAMiSMLimit + "_2"} {
+				if v, ok := r1.Envs[k]; ok {
+					t.Fatalf("hami-core container 1 sets %s=%q: %v", k, v, r1.Envs)
+				}
+			}
+			if r2.Envs[gpuenv.EnvHAMiSMLimit+"_0"] != "10" || r2.Envs[device.EnvGPUUUIDs] != "GPU-A" {
+				t.Fatalf("hami-core container 2: %v", r2.Envs)
+			}
+			if len(r1.Mounts) != 3 || r1.Mounts[0].ContainerPath != gpuenv.HAMiContainerLibrary || r1.Mounts[1].ContainerPath != "/etc/ld.so.preload" ||
+				r1.Mounts[2].ContainerPath != gpuenv.HAMiOverrideEnv || r1.Mounts[2].HostPath != "/dev/null" || !r1.Mounts[2].ReadOnly {
 				t.Fatalf("mounts %v", r1.Mounts)
 			}
 		},
 	}, {
 		name: gpuenv.EnforceMPS,
 		check: func(t *testing.T, r1, r2 *pluginapi.ContainerAllocateResponse) {
-			if r1.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=20000M,1=10000M" || r1.Envs[gpuenv.EnvMPSActiveThreadPct] != "30" || r2.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[gpuenv.EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
+			if r1.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=10000M,1=20000M" || r1.Envs[gpuenv.EnvMPSActiveThreadPct] != "30" || r2.Envs[gpuenv.EnvMPSPinnedMemLimit] != "0=4096M" || r1.Envs[gpuenv.EnvMPSPipeDirectory] != "/tmp/nvidia-mps" {
 				t.Fatalf("mps: %v / %v", r1.Envs, r2.Envs)
 			}
 			if _, ok := r1.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"]; ok {
@@ -445,16 +493,20 @@ func TestResponseNoneAndCDI(t *testing.T) {
 	pod := testPod("p", t0, testNode, ctr{name: "c", mem: 100, gpus: []string{"GPU-B", "GPU-A"}})
 	p.Ledger().UpsertPod(pod)
 	r := mustCreate(t, p, pod, "c", "GPU-A::0", "GPU-B::0")
-	// Each GPU by hami-go's device (its nodes) and the toolkit's (the driver's libraries; C53).
-	if len(r.CdiDevices) != 4 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[1].Name != "nvidia.com/gpu=GPU-B" ||
-		r.CdiDevices[2].Name != "hami-go.io/gpu=GPU-A" || r.CdiDevices[3].Name != "nvidia.com/gpu=GPU-A" {
+	// Each GPU by hami-go's device (its nodes) and the toolkit's (the driver's libraries; C53),
+	// in PCI bus order (GPU-A first), not the plan's.
+	if len(r.CdiDevices) != 4 || r.CdiDevices[0].Name != "hami-go.io/gpu=GPU-A" || r.CdiDevices[1].Name != "nvidia.com/gpu=GPU-A" ||
+		r.CdiDevices[2].Name != "hami-go.io/gpu=GPU-B" || r.CdiDevices[3].Name != "nvidia.com/gpu=GPU-B" {
 		t.Fatalf("cdi = %v", r.CdiDevices)
+	}
+	if r.Envs[device.EnvGPUUUIDs] != "GPU-A,GPU-B" || r.Envs[gpuenv.EnvCUDADeviceOrder] != gpuenv.CUDADeviceOrderPCI {
+		t.Fatalf("env %v; want %s=GPU-A,GPU-B and %s=%s (the ordinals follow PCI order in every mode)", r.Envs, device.EnvGPUUUIDs, gpuenv.EnvCUDADeviceOrder, gpuenv.CUDADeviceOrderPCI)
 	}
 	if v := r.Envs[gpuenv.EnvNVIDIAVisibleDevices]; v != "void" {
 		t.Fatalf("cdi strategy sets NVIDIA_VISIBLE_DEVICES=%q; want void (the CDI devices name the GPUs; case C52)", v)
 	}
 	for k := range r.Envs {
-		if strings.HasPrefix(k, "CUDA_DEVICE_") || strings.HasPrefix(k, "CUDA_MPS_") {
+		if (strings.HasPrefix(k, "CUDA_DEVICE_") && k != gpuenv.EnvCUDADeviceOrder) || strings.HasPrefix(k, "CUDA_MPS_") || k == gpuenv.EnvCUDAVisibleDevices || k == gpuenv.EnvHAMiLogLevel {
 			t.Fatalf("none mode sets %s", k)
 		}
 	}

@@ -39,10 +39,15 @@ func TestAllocateEnvIsProtected(t *testing.T) {
 			if got, want := r.Envs[gpuenv.EnvNVIDIADriverCapabilities], map[bool]string{true: "compute,utility"}[mode == gpuenv.EnforceHAMiCore]; got != want {
 				t.Errorf("%s/%s: %s=%q, want %q", mode, strategy, gpuenv.EnvNVIDIADriverCapabilities, got, want)
 			}
+			// LIBCUDA_LOG_LEVEL is HAMi-core's log level, which widens no limit: the container's
+			// own value wins (the NRI plugin sets it only where the container has none).
 			for k := range r.Envs {
-				if !device.IsProtectedEnv(k) && k != gpuenv.EnvNVIDIADriverCapabilities {
+				if !device.IsProtectedEnv(k) && k != gpuenv.EnvNVIDIADriverCapabilities && k != gpuenv.EnvHAMiLogLevel {
 					t.Errorf("%s/%s: the plugin sets %s, which a container could override", mode, strategy, k)
 				}
+			}
+			if device.IsProtectedEnv(gpuenv.EnvHAMiLogLevel) {
+				t.Errorf("%s is protected; a container may lower or raise HAMi-core's log level", gpuenv.EnvHAMiLogLevel)
 			}
 			if _, ok := r.Envs["LD_PRELOAD"]; mode == gpuenv.EnforceHAMiCore && !ok {
 				t.Errorf("hami-core without ld.so.preload: no LD_PRELOAD in %v", r.Envs)

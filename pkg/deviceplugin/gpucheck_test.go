@@ -157,7 +157,10 @@ func TestGPUCheckNVML(t *testing.T) {
 		t.FailNow()
 	}
 	env := cr.Envs
-	check("container "+gpuenv.EnvCUDAVisibleDevices, g.UUID, env[gpuenv.EnvCUDAVisibleDevices])
+	cvd, cvdSet := env[gpuenv.EnvCUDAVisibleDevices]
+	check("container "+gpuenv.EnvCUDAVisibleDevices+" (never set: the container sees only its own GPUs)", "unset", map[bool]string{true: "set to " + cvd, false: "unset"}[cvdSet])
+	check("container "+device.EnvGPUUUIDs, g.UUID, env[device.EnvGPUUUIDs])
+	check("container "+gpuenv.EnvCUDADeviceOrder, gpuenv.CUDADeviceOrderPCI, env[gpuenv.EnvCUDADeviceOrder])
 	check("container "+gpuenv.EnvNVIDIAVisibleDevices, g.UUID, env[gpuenv.EnvNVIDIAVisibleDevices])
 	check("container "+gpuenv.EnvMPSPinnedMemLimit, "0=4000M", env[gpuenv.EnvMPSPinnedMemLimit])
 	check("container "+gpuenv.EnvMPSActiveThreadPct, "25", env[gpuenv.EnvMPSActiveThreadPct])

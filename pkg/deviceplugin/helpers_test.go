@@ -43,6 +43,9 @@ func newTestBackend(n int, memMiB int64) *testBackend {
 		b.gpus = append(b.gpus, device.GPU{
 			UUID: fmt.Sprintf("GPU-%c", 'A'+i), Index: i, Model: "NVIDIA H100 80GB HBM3",
 			MemoryMiB: memMiB, NUMANode: i % 2, Healthy: true,
+			// NVML's bus ids, ascending with the index (GPU-A first in PCI order) unless a test
+			// reorders them.
+			PCIBusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+0x10*i),
 		})
 	}
 	return b

@@ -260,11 +260,15 @@ func TestGPUCheckRunOnFakeFleet(t *testing.T) {
 		t.Errorf("prepared %q, CDI devices %v", rep.Prepared, rep.CDIDevices)
 	}
 	for k, want := range map[string]string{
-		gpuenv.EnvCUDAVisibleDevices: gpus[0].UUID, gpuenv.EnvHAMiMemoryLimitPrefix + "0": "4000m", gpuenv.EnvHAMiSMLimit: "25",
+		device.EnvGPUUUIDs: gpus[0].UUID, gpuenv.EnvHAMiMemoryLimitPrefix + "0": "4000m", gpuenv.EnvHAMiSMLimit + "_0": "25",
+		gpuenv.EnvCUDADeviceOrder: gpuenv.CUDADeviceOrderPCI,
 	} {
 		if rep.Env[k] != want {
 			t.Errorf("CDI env %s = %q, want %q (env %v)", k, rep.Env[k], want, rep.Env)
 		}
+	}
+	if v, ok := rep.Env[gpuenv.EnvCUDAVisibleDevices]; ok {
+		t.Errorf("CDI env sets %s=%q; the container sees only its own GPUs", gpuenv.EnvCUDAVisibleDevices, v)
 	}
 	for _, f := range []string{gpuCheckSliceFile, gpuCheckCDIFile} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {

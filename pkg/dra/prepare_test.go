@@ -81,9 +81,10 @@ func TestPrepareCDISpecEnv(t *testing.T) {
 	env := specEnv(s)
 	want := map[string]string{
 		"CUDA_DEVICE_MEMORY_LIMIT_0":      "4000m",
-		"CUDA_DEVICE_SM_LIMIT":            "25",
+		"CUDA_DEVICE_SM_LIMIT_0":          "25",
+		"CUDA_DEVICE_ORDER":               "PCI_BUS_ID",
+		"LIBCUDA_LOG_LEVEL":               "1",
 		"HAMI_GO_GPU_MEMORY_MIB":          "4000",
-		"CUDA_VISIBLE_DEVICES":            uuid,
 		"NVIDIA_VISIBLE_DEVICES":          uuid,
 		"HAMI_GO_GPU_UUIDS":               uuid,
 		"HAMI_GO_GPU_MODEL":               "H100",
@@ -99,7 +100,8 @@ func TestPrepareCDISpecEnv(t *testing.T) {
 		t.Errorf("env = %v, want exactly %v", env, want)
 	}
 	m := s.Devices[0].ContainerEdits.Mounts
-	if len(m) != 1 || m[0].HostPath != cfg.HAMiCoreLibrary || m[0].ContainerPath != gpuenv.HAMiContainerLibrary || !slices.Contains(m[0].Options, "ro") {
+	if len(m) != 2 || m[0].HostPath != cfg.HAMiCoreLibrary || m[0].ContainerPath != gpuenv.HAMiContainerLibrary || !slices.Contains(m[0].Options, "ro") ||
+		m[1].HostPath != "/dev/null" || m[1].ContainerPath != gpuenv.HAMiOverrideEnv || !slices.Contains(m[1].Options, "ro") {
 		t.Fatalf("mounts = %+v", m)
 	}
 	// The same slice through the device plugin's builder gives the same env (one builder).
@@ -111,8 +113,9 @@ func TestPrepareCDISpecEnv(t *testing.T) {
 	}
 }
 
-// Two GPUs in one claim follow the allocation's order in every positional value; the NVML
-// backend's toolkit devices are named beside the claim's.
+// Two GPUs in one claim follow PCI bus order in every positional value, not the allocation's
+// (gpu-3 first), each with its own compute limit; the NVML backend's toolkit devices are named
+// beside the claim's.
 func TestPrepareTwoGPUsOrderToolkit(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.ToolkitCDIKind = DefaultToolkitCDIKind
@@ -124,9 +127,18 @@ func TestPrepareTwoGPUsOrderToolkit(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	env := specEnv(readSpec(t, d, c.UID))
-	if env["CUDA_VISIBLE_DEVICES"] != g[3].GPU.UUID+","+g[1].GPU.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "20000m" ||
-		env["CUDA_DEVICE_MEMORY_LIMIT_1"] != "10000m" || env["HAMI_GO_GPU_MEMORY_MIB"] != "30000" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
+	if g[1].GPU.PCIBusID >= g[3].GPU.PCIBusID {
+		t.Fatalf("fixture: gpu-1 at %s is not before gpu-3 at %s on the PCI bus", g[1].GPU.PCIBusID, g[3].GPU.PCIBusID)
+	}
+	if env["HAMI_GO_GPU_UUIDS"] != g[1].GPU.UUID+","+g[3].GPU.UUID || env["NVIDIA_VISIBLE_DEVICES"] != env["HAMI_GO_GPU_UUIDS"] ||
+		env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "10000m" || env["CUDA_DEVICE_MEMORY_LIMIT_1"] != "20000m" || env["HAMI_GO_GPU_MEMORY_MIB"] != "30000" ||
+		env["CUDA_DEVICE_SM_LIMIT_1"] != "30" || env["CUDA_DEVICE_ORDER"] != "PCI_BUS_ID" {
 		t.Fatalf("env = %v", env)
+	}
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_SM_LIMIT_0"} {
+		if v, ok := env[k]; ok {
+			t.Fatalf("env sets %s=%q (gpu-1 has no compute limit): %v", k, v, env)
+		}
 	}
 	if len(res.Devices) != 2 || res.Devices[0].DeviceName != "gpu-3" || res.Devices[1].DeviceName != "gpu-1" ||
 		!slices.Equal(res.Devices[0].CDIDeviceIDs, []string{"gpu.hami-go.io/claim=uid-two", "nvidia.com/gpu=" + g[3].GPU.UUID}) ||
