@@ -77,8 +77,9 @@ func semVer(v string) string {
 // compareDRA compares the devices and the prepared claim of rep with nvidia-smi's rows, the
 // CUDA version of its header and sysfs's NUMA nodes in sysfsDir, GPU by GPU (matched by the
 // uuid attribute). Memory capacity is memory.total × 1 MiB bytes (no reserved memory, scaling
-// 1); the prepared claim's CDI env must name the GPU's UUID and carry the HAMi-core limits
-// (CUDA_DEVICE_MEMORY_LIMIT_0 = "<MiB>m", CUDA_DEVICE_SM_LIMIT = the percent).
+// 1); the prepared claim's CDI env must name the GPU's UUID (HAMI_GO_GPU_UUIDS; no
+// CUDA_VISIBLE_DEVICES: the container sees only its own GPUs) and carry the HAMi-core limits of
+// its CUDA ordinal 0 (CUDA_DEVICE_MEMORY_LIMIT_0 = "<MiB>m", CUDA_DEVICE_SM_LIMIT_0 = the percent).
 func compareDRA(rows []smiGPU, smiCUDA string, rep draReport, sysfsDir string) []Value {
 	vals := []Value{
 		eq("test steps", "ok", orOK(rep.Error)),
@@ -126,9 +127,10 @@ func compareDRA(rows []smiGPU, smiCUDA string, rep draReport, sysfsDir string) [
 	vals = append(vals,
 		eq("Prepare error", "none", orNone1(rep.PrepareError)),
 		eq("Prepare: the claim's GPU "+rep.Prepared+" is one nvidia-smi lists", "yes", yesNo(preparedUUID != "")),
-		eq("CDI CUDA_VISIBLE_DEVICES", preparedUUID, rep.Env["CUDA_VISIBLE_DEVICES"]),
+		eq("CDI HAMI_GO_GPU_UUIDS", preparedUUID, rep.Env["HAMI_GO_GPU_UUIDS"]),
+		eq("CDI CUDA_VISIBLE_DEVICES (never set)", "", rep.Env["CUDA_VISIBLE_DEVICES"]),
 		eq("CDI CUDA_DEVICE_MEMORY_LIMIT_0", strconv.FormatInt(rep.MemoryMiB, 10)+"m", rep.Env["CUDA_DEVICE_MEMORY_LIMIT_0"]),
-		eq("CDI CUDA_DEVICE_SM_LIMIT", strconv.FormatInt(rep.Cores, 10), rep.Env["CUDA_DEVICE_SM_LIMIT"]),
+		eq("CDI CUDA_DEVICE_SM_LIMIT_0", strconv.FormatInt(rep.Cores, 10), rep.Env["CUDA_DEVICE_SM_LIMIT_0"]),
 	)
 	return vals
 }

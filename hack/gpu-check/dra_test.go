@@ -44,8 +44,8 @@ func draH200() draReport {
 			dev("gpu-1", "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff", "1", "0000:9a:00.0", "1"),
 		},
 		CDIDevices: []string{"gpu.hami-go.io/claim=uid-gpu-check"},
-		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-3a1d5e6f-0000-1111-2222-333344445555",
-			"CUDA_DEVICE_MEMORY_LIMIT_0": "4000m", "CUDA_DEVICE_SM_LIMIT": "25"}}
+		Env: map[string]string{"HAMI_GO_GPU_UUIDS": "GPU-3a1d5e6f-0000-1111-2222-333344445555",
+			"CUDA_DEVICE_MEMORY_LIMIT_0": "4000m", "CUDA_DEVICE_SM_LIMIT_0": "25"}}
 }
 
 func TestCompareDRAEqual(t *testing.T) {
@@ -56,8 +56,8 @@ func TestCompareDRAEqual(t *testing.T) {
 	sys := sysfsFixture(t, map[string]string{"0000:19:00.0": "0", "0000:9a:00.0": "1"})
 	vals := compareDRA(rows, "12.4", draH200(), sys)
 	// 2 overall + 12 per GPU x 2 + 5 for the prepared claim.
-	if len(vals) != 31 {
-		t.Fatalf("%d values, want 31: %+v", len(vals), vals)
+	if len(vals) != 32 {
+		t.Fatalf("%d values, want 32: %+v", len(vals), vals)
 	}
 	for _, v := range vals {
 		if !v.OK {
@@ -93,9 +93,9 @@ func TestCompareDRAFindsDifferences(t *testing.T) {
 	rep.Devices[1].Capacity[draCapMemory] = "143771" // MiB, not bytes
 	rep.Devices[1].Capacity[draCapSharers] = "10"
 	rep.Devices[1].Taints = 1
-	rep.Env["CUDA_VISIBLE_DEVICES"] = "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff"
+	rep.Env["HAMI_GO_GPU_UUIDS"] = "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff"
 	rep.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "4000"
-	delete(rep.Env, "CUDA_DEVICE_SM_LIMIT")
+	delete(rep.Env, "CUDA_DEVICE_SM_LIMIT_0")
 	rep.Error = "CDI spec: no device"
 
 	vals := compareDRA(rows, "12.4", rep, sys)
@@ -112,7 +112,7 @@ func TestCompareDRAFindsDifferences(t *testing.T) {
 		u0 + "attribute resource.kubernetes.io/numaNode",
 		u1 + "attribute productName", u1 + "capacity memory (bytes)", u1 + "capacity sharers",
 		u1 + "attribute resource.kubernetes.io/numaNode", u1 + "taints",
-		"CDI CUDA_VISIBLE_DEVICES", "CDI CUDA_DEVICE_MEMORY_LIMIT_0", "CDI CUDA_DEVICE_SM_LIMIT"}
+		"CDI HAMI_GO_GPU_UUIDS", "CDI CUDA_DEVICE_MEMORY_LIMIT_0", "CDI CUDA_DEVICE_SM_LIMIT_0"}
 	for _, w := range want {
 		if !bad[w] {
 			t.Errorf("%q not flagged", w)
@@ -173,8 +173,8 @@ func TestDRACheck(t *testing.T) {
 		}
 	}
 	r := draCheck(context.Background(), f.host(), out, "nvidia-smi", "/stage/bin/dra.test", sys)
-	if r.Status != Pass || len(r.Values) != 31 {
-		t.Fatalf("dra-driver = %s (%s) with %d values, want pass with 31", r.Status, r.Reason, len(r.Values))
+	if r.Status != Pass || len(r.Values) != 32 {
+		t.Fatalf("dra-driver = %s (%s) with %d values, want pass with 32", r.Status, r.Reason, len(r.Values))
 	}
 	if env := strings.Join(f.envs["dra.test -test.run"], " "); env != "HAMI_GO_GPU_CHECK=1 HAMI_GO_GPU_CHECK_OUT="+rawDir(out) {
 		t.Fatalf("test env = %q", env)

@@ -180,13 +180,14 @@ type isoProbes struct {
 // mps: MPS enforcement, whose limits are per client). It returns the values and the table row.
 func evalIsolation(p isoProbes, env map[string]string, mps bool) ([]Value, isolationRow) {
 	var vals []Value
-	limitKeys := []string{"CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LD_PRELOAD"}
-	smWhat := fmt.Sprintf("matmul rate at CUDA_DEVICE_SM_LIMIT=%d / unlimited", sliceCoresPercent)
+	limitKeys := []string{"CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_SM_LIMIT_0", "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LD_PRELOAD"}
+	smWhat := fmt.Sprintf("matmul rate at CUDA_DEVICE_SM_LIMIT_0=%d / unlimited", sliceCoresPercent)
 	if mps {
 		limitKeys = []string{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY"}
 		smWhat = fmt.Sprintf("matmul rate at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d / unlimited", sliceCoresPercent)
 	}
-	for _, k := range append([]string{"CUDA_VISIBLE_DEVICES"}, limitKeys...) {
+	// HAMI_GO_GPU_UUIDS names the slice's GPU; CUDA_VISIBLE_DEVICES is hostEnv's pin to it.
+	for _, k := range append([]string{"HAMI_GO_GPU_UUIDS", "CUDA_VISIBLE_DEVICES"}, limitKeys...) {
 		got := "(client gave no env)"
 		if p.Steps.Env != nil {
 			got = p.Steps.Env[k]

@@ -11,8 +11,8 @@ import (
 
 // Outputs as isolation_probe.py writes them under HAMi-core.
 const (
-	probeStepsJSON = `{"mode": "steps", "env": {"CUDA_VISIBLE_DEVICES": "%UUID%", "LD_PRELOAD": "/w/libvgpu.so",
- "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m", "CUDA_DEVICE_SM_LIMIT": "30", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/w/steps.cache"},
+	probeStepsJSON = `{"mode": "steps", "env": {"HAMI_GO_GPU_UUIDS": "%UUID%", "CUDA_VISIBLE_DEVICES": "0", "LD_PRELOAD": "/w/libvgpu.so",
+ "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m", "CUDA_DEVICE_SM_LIMIT_0": "30", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/w/steps.cache"},
  "torch": "2.5.1", "device": "NVIDIA H200", "memGetInfoMiB": {"api": "torch.cuda.mem_get_info", "free": 4000, "total": 4000},
  "steps": [{"mib": 1000, "ok": true}, {"mib": 2000, "ok": true}, {"mib": 3000, "ok": true}, {"mib": 3900, "ok": true},
   {"mib": 4100, "ok": false, "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 3.91 GiB"},
@@ -24,8 +24,8 @@ const (
 )
 
 func hamiEnv() map[string]string {
-	return map[string]string{"CUDA_VISIBLE_DEVICES": testUUID, "LD_PRELOAD": "/w/libvgpu.so", "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m",
-		"CUDA_DEVICE_SM_LIMIT": "30", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/w/steps.cache"}
+	return map[string]string{"HAMI_GO_GPU_UUIDS": testUUID, "CUDA_VISIBLE_DEVICES": "0", "LD_PRELOAD": "/w/libvgpu.so", "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m",
+		"CUDA_DEVICE_SM_LIMIT_0": "30", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/w/steps.cache"}
 }
 
 func parseProbe(t *testing.T, s string) probeOut {
@@ -49,8 +49,8 @@ func TestEvalIsolationEnforced(t *testing.T) {
 			t.Errorf("%+v differs, want every value ok", v)
 		}
 	}
-	if len(vals) != 11 {
-		t.Fatalf("%d values, want 11: %+v", len(vals), vals)
+	if len(vals) != 12 {
+		t.Fatalf("%d values, want 12: %+v", len(vals), vals)
 	}
 	want := isolationRow{LimitMiB: 4000, LargestOKMiB: 3900, FirstFailedMiB: 4100,
 		Error:      "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 3.91 GiB",
@@ -103,7 +103,7 @@ func TestEvalIsolationNotEnforced(t *testing.T) {
 	// MPS limits each client: two clients together is report-only.
 	p = enforcedProbes(t)
 	p.Shared.Second = &probeAlloc{MiB: 2500, OK: true}
-	p.Steps.Env = map[string]string{"CUDA_VISIBLE_DEVICES": testUUID, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4000M",
+	p.Steps.Env = map[string]string{"HAMI_GO_GPU_UUIDS": testUUID, "CUDA_VISIBLE_DEVICES": "0", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4000M",
 		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30", "CUDA_MPS_PIPE_DIRECTORY": "/tmp/p"}
 	vals, _ = evalIsolation(p, p.Steps.Env, true)
 	for _, v := range vals {
@@ -177,7 +177,7 @@ func TestIsolationCheck(t *testing.T) {
 	}
 	// Each group of clients has its own cache file; the two shared clients one.
 	for i, want := range []string{"steps.cache", "shared.cache", "", "limited.cache"} {
-		if env := strings.Join(envs[i], " "); !strings.Contains(env, "CUDA_DEVICE_SM_LIMIT=30") && want != "" ||
+		if env := strings.Join(envs[i], " "); !strings.Contains(env, "CUDA_DEVICE_SM_LIMIT_0=30") && want != "" ||
 			!strings.Contains(env, "CUDA_DEVICE_MEMORY_SHARED_CACHE="+filepath.Join(work, want)) && want != "" {
 			t.Errorf("client %d env = %q, want the slice with cache %s", i, env, want)
 		}
@@ -198,7 +198,7 @@ func TestIsolationMPSCheck(t *testing.T) {
 	if r := isolationMPSCheck(context.Background(), (&fakeHost{}).host(), out, c); r.Status != Skip || !strings.Contains(r.Reason, "MPS is not installed") {
 		t.Fatalf("without MPS: %s (%s)", r.Status, r.Reason)
 	}
-	mpsSteps := `{"mode": "steps", "env": {"CUDA_VISIBLE_DEVICES": "%UUID%", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4000M",
+	mpsSteps := `{"mode": "steps", "env": {"HAMI_GO_GPU_UUIDS": "%UUID%", "CUDA_VISIBLE_DEVICES": "0", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4000M",
  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30", "CUDA_MPS_PIPE_DIRECTORY": "` + pipe + `"},
  "memGetInfoMiB": {"api": "torch.cuda.mem_get_info", "free": 3990, "total": 4000},
  "steps": [{"mib": 3000, "ok": true}, {"mib": 3900, "ok": false, "error": "OutOfMemoryError: CUDA out of memory."},

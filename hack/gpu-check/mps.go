@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // The slice the MPS check enforces: the device-plugin check plans a pod with these limits.
@@ -171,7 +173,7 @@ func mpsCheck(ctx context.Context, h host, out string, c mpsConfig) Result {
 	_ = os.MkdirAll(raw, 0o755)
 	envFile := filepath.Join(raw, "allocate-env.json")
 	var env map[string]string
-	if b, err := os.ReadFile(envFile); err != nil || json.Unmarshal(b, &env) != nil || env["CUDA_VISIBLE_DEVICES"] == "" {
+	if b, err := os.ReadFile(envFile); err != nil || json.Unmarshal(b, &env) != nil || env[device.EnvGPUUUIDs] == "" {
 		r.Status, r.Reason = Skip, "no Allocate env: the device-plugin check wrote no usable raw/allocate-env.json"
 		return r
 	}
@@ -195,7 +197,7 @@ func mpsCheck(ctx context.Context, h host, out string, c mpsConfig) Result {
 		r.Status, r.Reason = Skip, why
 		return r
 	}
-	mode, why := mpsComputeMode(ctx, h, c.SMI, env["CUDA_VISIBLE_DEVICES"])
+	mode, why := mpsComputeMode(ctx, h, c.SMI, env[device.EnvGPUUUIDs])
 	r.Values = append(r.Values, Value{What: "compute mode (read, never changed)", Want: "Default or Exclusive_Process", Got: mode, OK: why == ""})
 	if why != "" {
 		r.Status, r.Reason = Skip, why

@@ -59,10 +59,16 @@ def main():
         with open(a.env) as f:
             for k, v in json.load(f).items():
                 os.environ[k] = v
+        # The Allocate env names the slice's GPUs in HAMI_GO_GPU_UUIDS and sets no
+        # CUDA_VISIBLE_DEVICES (a container sees only its own GPUs); on this host the client is
+        # pinned to them as the container runtime would (MPS clients are not HAMi-core's, so
+        # CUDA's UUID form is read right).
+        if os.environ.get("HAMI_GO_GPU_UUIDS") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+            os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HAMI_GO_GPU_UUIDS"]
         if a.threads:
             os.environ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = a.threads
         res["env"] = {k: os.environ.get(k, "") for k in (
-            "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+            "HAMI_GO_GPU_UUIDS", "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")}
         import torch
         res["torch"] = torch.__version__

@@ -65,7 +65,7 @@ func TestMPSCheckSkips(t *testing.T) {
 	if r.Status != Skip || !strings.Contains(r.Reason, "no Allocate env") {
 		t.Fatalf("without the Allocate env: %s (%s)", r.Status, r.Reason)
 	}
-	env, _ := json.Marshal(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"})
+	env, _ := json.Marshal(map[string]string{"HAMI_GO_GPU_UUIDS": "GPU-a", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"})
 	if err := os.WriteFile(filepath.Join(rawDir(out), "allocate-env.json"), env, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestMPSCheckSkips(t *testing.T) {
 // file; a daemon that cannot start is reported with its log.
 func TestMPSCheckRuns(t *testing.T) {
 	out := outDir(t)
-	env, _ := json.Marshal(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a"})
+	env, _ := json.Marshal(map[string]string{"HAMI_GO_GPU_UUIDS": "GPU-a"})
 	_ = os.WriteFile(filepath.Join(rawDir(out), "allocate-env.json"), env, 0o644)
 	cfg := mpsConfig{Control: "nvidia-cuda-mps-control", Python: "python3", Script: "mps_check.py", SMI: "nvidia-smi", PipeDir: "/tmp/p"}
 	write := func(name string, v any) {

@@ -17,6 +17,10 @@ const (
 	sliceCoresPercent = 30
 	// sliceCacheName is the HAMi-core cache name (the DRA driver uses the claim's UID).
 	sliceCacheName = "hami-go-gpu-check"
+	// sliceHostOrdinal is the CUDA ordinal on this machine of the slice's GPU: nvidia-smi's GPU 0
+	// (gpu0), which is CUDA ordinal 0 under the slice env's CUDA_DEVICE_ORDER=PCI_BUS_ID
+	// (nvidia-smi lists GPUs in PCI bus order).
+	sliceHostOrdinal = "0"
 )
 
 // sliceSpec says which slice env to build.
@@ -47,9 +51,12 @@ func sliceEnv(s sliceSpec, exists func(string) bool) gpuenv.Edits {
 }
 
 // hostEnv turns a container's env into the env of a process on this machine: a value naming a
-// mount's container path names its host path (LD_PRELOAD: the built libvgpu.so), and the HAMi-core
+// mount's container path names its host path (LD_PRELOAD: the built libvgpu.so), the HAMi-core
 // cache file, inside the container's own root filesystem, becomes cacheFile (a private file, one
-// per group of processes that share a limit). Nothing else changes.
+// per group of processes that share a limit), and CUDA_VISIBLE_DEVICES=sliceHostOrdinal shows
+// the process only the slice's GPU, as the container runtime shows a container only its own
+// (the container env sets no CUDA_VISIBLE_DEVICES; an ordinal, not a UUID, because HAMi-core
+// parses the variable with atoi, HAMi-core#319). Nothing else changes.
 func hostEnv(e gpuenv.Edits, cacheFile string) map[string]string {
 	out := make(map[string]string, len(e.Env))
 	for k, v := range e.Env {
@@ -63,6 +70,7 @@ func hostEnv(e gpuenv.Edits, cacheFile string) map[string]string {
 	if _, ok := out[gpuenv.EnvHAMiSharedCache]; ok {
 		out[gpuenv.EnvHAMiSharedCache] = cacheFile
 	}
+	out[gpuenv.EnvCUDAVisibleDevices] = sliceHostOrdinal
 	return out
 }
 
