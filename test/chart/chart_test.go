@@ -75,6 +75,7 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--metrics-address": ":9400", "--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 		"--nri-socket": "/var/run/nri/nri.sock", "--nri-exempt-namespaces": "hami-go-system,kube-system",
+		"--driver-root": "/", "--toolkit-cdi-kind": "nvidia.com/gpu", // cases C53, C55
 	}
 	if got := flags(c); !mapsEqual(got, wantFlags) {
 		t.Errorf("flags %v\nwant %v", got, wantFlags)
@@ -89,12 +90,17 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		t.Error("KUBERNETES_SERVICE_HOST set without apiServer.host")
 	}
 	// case C37: real GPUs get the cdi strategy by default, so the CDI spec dir is mounted read-write.
-	// The host's /etc (read-only) is the preflight's (runtime and toolkit configuration).
-	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri", "host-etc": "/etc"}
+	// The host's /etc (read-only) is the preflight's (runtime and toolkit configuration), and so
+	// is its /var/run/cdi (read-only, the toolkit's CDI spec: case C55); the driver root's /dev
+	// (read-only) holds the device nodes the CDI spec lists (case C53; pkg/deviceplugin run.go
+	// looks for them under /host<driverRoot>/dev).
+	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri", "host-etc": "/etc",
+		"driver-dev": "/dev", "host-cdi": "/var/run/cdi"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
-	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/hami-core-image": "hami-core-image", "/host/etc": "host-etc"}
+	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/hami-core-image": "hami-core-image", "/host/etc": "host-etc",
+		"/host/dev": "driver-dev", "/host/var/run/cdi": "host-cdi"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}
@@ -151,6 +157,17 @@ func TestDevicePluginFakeMode(t *testing.T) {
 	}
 	if _, ok := hostPaths(spec)["hami-core"]; ok {
 		t.Error("HAMi-core directory mounted in fake mode")
+	}
+	// Fake GPUs have no driver root and no toolkit spec (cases C53, C55).
+	for _, k := range []string{"--driver-root", "--toolkit-cdi-kind"} {
+		if _, ok := f[k]; ok {
+			t.Errorf("%s given to the fake backend", k)
+		}
+	}
+	for _, v := range []string{"driver-dev", "host-cdi"} {
+		if _, ok := hostPaths(spec)[v]; ok {
+			t.Errorf("volume %s in fake mode", v)
+		}
 	}
 	// The nvml backend gets no fake flags.
 	nf := flags(container(t, daemonSet(t, renderChart(t, nil), dpDS).Spec.Template.Spec, "device-plugin"))

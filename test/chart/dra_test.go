@@ -106,6 +106,13 @@ func TestModeDRA(t *testing.T) {
 	if m["/k/plugins/gpu.hami-go.io"] != "plugins" || m["/k/plugins_registry"] != "plugins-registry" || m["/etc/cdi"] != "cdi" || m["/run/nri"] != "nri" {
 		t.Errorf("mounts = %v", m)
 	}
+	// Fake GPUs: no toolkit device, nothing of the host's CDI specs to read (case C55).
+	if _, ok := f["--toolkit-cdi-kind"]; ok {
+		t.Errorf("--toolkit-cdi-kind given to the fake backend")
+	}
+	if _, ok := hp["host-cdi"]; ok {
+		t.Errorf("host-cdi mounted with the fake backend")
+	}
 	dc := typedAs[*resourcev1.DeviceClass](t, r, draDC)
 	if sel := dc.Spec.Selectors; len(sel) != 1 || sel[0].CEL == nil || sel[0].CEL.Expression != `device.driver == "gpu.hami-go.io"` {
 		t.Errorf("DeviceClass selectors = %+v", sel)
@@ -115,6 +122,25 @@ func TestModeDRA(t *testing.T) {
 	}
 	if !r.has(draSvc) {
 		t.Error("no metrics Service for the DRA driver")
+	}
+}
+
+// case C55: with the nvml backend the DRA driver names the toolkit's device of each GPU
+// (--toolkit-cdi-kind, devicePlugin.toolkitCDIKind) and reads the host's CDI specs for the
+// preflight (/var/run/cdi read-only at /host/var/run/cdi; /etc/cdi is under /host/etc) beside its
+// own read-write claim spec directory.
+func TestModeDRAToolkitCDIKindC55(t *testing.T) {
+	spec := daemonSet(t, renderChart(t, sets(t, "mode=dra")), draDS).Spec.Template.Spec
+	c := container(t, spec, "dra-driver")
+	if k := flags(c)["--toolkit-cdi-kind"]; k != "nvidia.com/gpu" {
+		t.Errorf("--toolkit-cdi-kind = %q, want nvidia.com/gpu", k)
+	}
+	if hostPaths(spec)["host-cdi"] != "/var/run/cdi" || mounts(c)["/host/var/run/cdi"] != "host-cdi" || readOnly(c, "host-cdi") != "true" ||
+		mounts(c)["/var/run/cdi"] != "cdi" || readOnly(c, "cdi") != "false" {
+		t.Errorf("hostPaths %v mounts %v: want /var/run/cdi read-only at /host/var/run/cdi beside the read-write claim spec directory", hostPaths(spec), mounts(c))
+	}
+	if _, ok := flags(c)["--driver-root"]; ok {
+		t.Error("--driver-root given to the DRA driver (the toolkit's spec names the device nodes)")
 	}
 }
 

@@ -66,6 +66,8 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 		{"hamiCore.image.pullPolicy=Sometimes", `hamiCore.image.pullPolicy must be "Always", "IfNotPresent" or "Never", got "Sometimes"`},
 		{"hamiCore.libraryPath=/k8s-vgpu/lib/nvidia/libvgpu.so", `hamiCore.libraryPath must be a pattern relative to the image's root, got "/k8s-vgpu/lib/nvidia/libvgpu.so"`},
 		{"hamiCore.hostDir=vgpu", `hamiCore.hostDir must be an absolute host path, got "vgpu"`},
+		{"devicePlugin.driverRoot=run/nvidia/driver", `devicePlugin.driverRoot must be an absolute host path ("/" for a driver installed on the host), got "run/nvidia/driver"`},
+		{"devicePlugin.toolkitCDIKind=gpu", `devicePlugin.toolkitCDIKind must be a CDI kind <vendor>/<class> such as nvidia.com/gpu, or "" for none, got "gpu"`},
 		{"webhook.failurePolicy=fail", `webhook.failurePolicy must be "Fail" or "Ignore", got "fail"`},
 		{"webhook.privileged=allow", `webhook.privileged must be "deny" or "ignore", got "allow"`},
 		{"webhook.draSchedulerName=packed", `webhook.draSchedulerName is for mode dra (mode deviceplugin sets scheduler.name on GPU pods), got "packed"`},

@@ -182,6 +182,28 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return flags(container(t, spec, "device-plugin"))["--cdi-spec-dir"] + " " + hostPaths(spec)["cdi"] + " " + mounts(container(t, spec, "device-plugin"))["/etc/cdi"]
 		}, "/etc/cdi /etc/cdi cdi"},
+		// case C53: the driver root's /dev is the CDI spec's hostPath, seen by the plugin at
+		// /host<driverRoot>/dev (pkg/deviceplugin run.go).
+		{[]string{"devicePlugin.driverRoot=/run/nvidia/driver"}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
+			c := container(t, spec, "device-plugin")
+			return words(dpFlag("--driver-root")(t, r), hostPaths(spec)["driver-dev"], mounts(c)["/host/run/nvidia/driver/dev"], readOnly(c, "driver-dev"))
+		}, "/run/nvidia/driver /run/nvidia/driver/dev driver-dev true"},
+		// case C55: the toolkit's CDI kind, in both agents; "" names none and reads no host spec.
+		{[]string{"devicePlugin.toolkitCDIKind=example.com/gpu"}, dpFlag("--toolkit-cdi-kind"), "example.com/gpu"},
+		{[]string{"mode=dra", "devicePlugin.toolkitCDIKind=example.com/gpu"}, draFlag("--toolkit-cdi-kind"), "example.com/gpu"},
+		{[]string{"devicePlugin.toolkitCDIKind="}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
+			k, has := flags(container(t, spec, "device-plugin"))["--toolkit-cdi-kind"]
+			_, cdi := hostPaths(spec)["host-cdi"]
+			return words(k == "", has, cdi)
+		}, "true true false"},
+		{[]string{"mode=dra", "devicePlugin.toolkitCDIKind="}, func(t testing.TB, r rendered) string {
+			spec := daemonSet(t, r, draDS).Spec.Template.Spec
+			k, has := flags(container(t, spec, "dra-driver"))["--toolkit-cdi-kind"]
+			_, cdi := hostPaths(spec)["host-cdi"]
+			return words(k == "", has, cdi)
+		}, "true true false"},
 		{[]string{"hamiCore.install=false", "devicePlugin.hamiCoreLibrary=/opt/hami/libvgpu.so"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--hami-core-library")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["hami-core"]
 		}, "/opt/hami/libvgpu.so /opt/hami"},

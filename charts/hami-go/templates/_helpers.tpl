@@ -153,6 +153,15 @@ seccompProfile:
 {{- toJson $ips -}}
 {{- end -}}
 
+{{/*
+The driver root's dev directory on the host (devicePlugin.driverRoot "/" -> /dev,
+/run/nvidia/driver -> /run/nvidia/driver/dev); the device plugin sees it at /host<this>
+(pkg/deviceplugin run.go: nodeagent.HostRoot + the CDI spec's hostPath).
+*/}}
+{{- define "hami-go.driverDevDir" -}}
+{{- printf "%s/dev" (trimSuffix "/" (toString .Values.devicePlugin.driverRoot)) -}}
+{{- end -}}
+
 {{/* Checks of values the templates cannot express in their schema: fail with the value named. */}}
 {{/*
 A Go duration of whole units (h, m, s, ms; "15s", "1m30s", "500ms") in milliseconds, or "" when the
@@ -207,6 +216,12 @@ value is not one: include "hami-go.ms" "1m30s" -> 90000.
 {{- end -}}
 {{- if and (eq .Values.mode "deviceplugin") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
 {{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI env guard adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
+{{- end -}}
+{{- if not (hasPrefix "/" (toString $dp.driverRoot)) -}}
+{{- fail (printf "devicePlugin.driverRoot must be an absolute host path (\"/\" for a driver installed on the host), got %q" (toString $dp.driverRoot)) -}}
+{{- end -}}
+{{- if and $dp.toolkitCDIKind (not (regexMatch "^[a-zA-Z0-9][a-zA-Z0-9.-]*[a-zA-Z0-9]/[a-zA-Z0-9][a-zA-Z0-9_.-]*[a-zA-Z0-9]$" (toString $dp.toolkitCDIKind))) -}}
+{{- fail (printf "devicePlugin.toolkitCDIKind must be a CDI kind <vendor>/<class> such as nvidia.com/gpu, or \"\" for none, got %q" (toString $dp.toolkitCDIKind)) -}}
 {{- end -}}
 {{- if and .Values.webhook.gpuMemoryNodeAffinity (eq .Values.mode "dra") -}}
 {{- fail "webhook.gpuMemoryNodeAffinity is for mode deviceplugin (in mode dra the nodes carry no nvidia.com/gpu.memory label of hami-go's)" -}}
