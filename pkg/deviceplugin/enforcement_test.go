@@ -88,3 +88,46 @@ func TestPlanGivesAWritableCacheDir(t *testing.T) {
 		t.Errorf("CUDA_DEVICE_MEMORY_SHARED_CACHE = %q, want %q", cache, want)
 	}
 }
+
+// case C56: a container the kubelet creates again (it exited, or was killed) starts with a fresh
+// HAMi-core cache file: the file of its previous instance, whose slots still charge the killed
+// processes' memory, is removed at the (re)creation, before the container starts; the cache
+// directory stays, and other containers' files are left alone.
+func TestC56PlanRemovesStaleCacheFileAtRecreation(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.HAMiCacheDir = filepath.Join(t.TempDir(), "containers")
+	p, _ := newTestPlugin(t, cfg, newTestBackend(1, 81920))
+	pod := testPod("restarts", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}}, ctr{name: "side", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+	g := testNRIPlugin(t, p)
+	createC := func(name string) {
+		t.Helper()
+		c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: name}
+		if _, err := g.Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="}); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+	}
+	file := func(name string) string {
+		n := string(pod.UID) + "_" + name
+		return filepath.Join(cfg.HAMiCacheDir, n, n+".cache")
+	}
+	createC("main")
+	createC("side")
+	// The first instances ran CUDA processes: HAMi-core created and filled the files.
+	for _, n := range []string{"main", "side"} {
+		if err := os.WriteFile(file(n), []byte("slots of processes now killed"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createC("main") // main restarts
+	if _, err := os.Stat(file("main")); !os.IsNotExist(err) {
+		t.Errorf("the restarted container's stale cache file %s: %v; want it removed before the container starts", file("main"), err)
+	}
+	if st, err := os.Stat(filepath.Dir(file("main"))); err != nil || !st.IsDir() {
+		t.Errorf("the cache directory is gone: %v", err)
+	}
+	if _, err := os.Stat(file("side")); err != nil {
+		t.Errorf("the other container's cache file: %v; want it kept", err)
+	}
+	createC("main") // again, with no file there: fine
+}

@@ -54,12 +54,33 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
 		}
 	}
+	// Case C56: every creation of the container starts with a fresh HAMi-core cache file. A
+	// restarted container gets the same "<pod UID>_<container>" file, whose slots still charge
+	// its killed processes' memory (HAMi-core frees a slot only for a process it sees gone, and
+	// the new processes may reuse their PIDs). The previous instance has exited before the kubelet
+	// creates the next, and the file is this container's alone; removing, not truncating, it
+	// leaves any mapping still open on the old inode intact.
+	if err := removeCacheFile(e.CacheFile); err != nil {
+		return nri.Plan{}, fmt.Errorf("container %s: %w", c, err)
+	}
 	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices, DriverCapabilities: e.DriverCapabilities, Answer: pendingEnv(s.p.cfg)}
 	for _, m := range e.Mounts {
 		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath})
 	}
 	klog.V(2).InfoS("Applying the pod's plan at container creation", "pod", cl.Pod.String(), "container", c.Name, "gpus", e.Env[device.EnvGPUUUIDs], "repeat", cl.Repeat)
 	return p, nil
+}
+
+// removeCacheFile removes a container's HAMi-core cache file (host path; "" = none); one that is
+// not there is fine.
+func removeCacheFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove the stale HAMi-core cache file: %w", err)
+	}
+	return nil
 }
 
 // Granted implements nri.Source for a container the NRI plugin checks against its claim: GPU

@@ -38,6 +38,9 @@ type planEdits struct {
 	// with --hami-core-cache-dir), and Dirs the host directories they need created.
 	Mounts []gpuenv.Mount
 	Dirs   []string
+	// CacheFile is the host path of the container's HAMi-core cache file (gpuenv.Edits.CacheFile;
+	// "" = none on the host), which the NRI plugin's Plan removes before the container starts.
+	CacheFile string
 	// DriverCapabilities are what the container's NVIDIA_DRIVER_CAPABILITIES must include
 	// (gpuenv.Edits.DriverCapabilities).
 	DriverCapabilities string
@@ -59,7 +62,7 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 		req.Model = r.gpus[gpuenv.PCIOrder(req.Grants)[0].UUID].Model
 	}
 	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
-	out := planEdits{Env: e.Env, Dirs: e.Dirs, DriverCapabilities: e.DriverCapabilities}
+	out := planEdits{Env: e.Env, Dirs: e.Dirs, CacheFile: e.CacheFile, DriverCapabilities: e.DriverCapabilities}
 	for _, m := range e.Mounts {
 		if m.ContainerPath == gpuenv.HAMiContainerCacheDir {
 			// The library and its preload file name no GPU: the pending answer mounts them.

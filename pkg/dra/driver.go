@@ -58,6 +58,10 @@ type Driver struct {
 
 	mu       sync.Mutex
 	prepared map[types.UID]Prepared
+	// users are the containers ("<pod UID>/<name>") the NRI plugin saw with each prepared
+	// claim's CDI device (Granted), so that a container's creation removes the claim's HAMi-core
+	// cache file only where no other container may share it (case C56); forgotten at unprepare.
+	users map[types.UID]map[string]bool
 	// unprepared is closed and replaced (under mu) whenever Unprepare removes prepared claims.
 	unprepared chan struct{}
 	// enf is the node's enforcement (Enforcement); Run records the library it installed.
@@ -174,7 +178,7 @@ func (d *Driver) SetPreflight(r preflight.Report) { d.enf.SetPreflight(r) }
 
 // PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
 // plugin (runtime and connection). The driver names devices through CDI only, each GPU also as
-// <ToolkitCDIKind>=<UUID> (preflight.FindingToolkitCDISpec, case C55).
+// <ToolkitCDIKind>=<UUID> (preflight.FindingToolkitCDISpec, case C56).
 func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
 	in := d.enf.PreflightInput(g, preflight.StrategyCDI, d.cfg.CDIDir)
 	in.ToolkitCDIKind = d.cfg.ToolkitCDIKind
@@ -443,6 +447,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			removed[c.UID] = p
 			delete(d.prepared, c.UID)
 		}
+		delete(d.users, c.UID)
 		out[c.UID] = nil
 		klog.FromContext(ctx).V(2).Info("Unprepared", "claim", c.String())
 	}

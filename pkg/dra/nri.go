@@ -3,8 +3,10 @@ package dra
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
@@ -30,7 +32,10 @@ func (d *Driver) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 // the NVIDIA Container Toolkit's CDI spec, applied after the claim's, sets it to "void" (its
 // spec-level edits: the devices come as CDI device nodes, not through that variable), so the
 // NRI plugin empties it instead of refusing every GPU container.
-func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error) {
+//
+// At a container's creation (c.Creating) each claim's stale HAMi-core cache file is removed
+// first (case C56; cacheFileAtCreation).
+func (d *Driver) Granted(ctx context.Context, c nri.Container) (nri.Granted, error) {
 	var out nri.Granted
 	for _, name := range c.CDIDevices {
 		vendor, class, dev, err := parser.ParseQualifiedName(name)
@@ -48,6 +53,9 @@ func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error
 			out = nri.Granted{GPU: true, Env: map[string]string{}}
 		}
 		e := gpuenv.Build(d.cfg.envConfig(), envRequest(uid, p.Grants), d.opts.FileExists)
+		if err := d.cacheFileAtCreation(ctx, c, uid, e.CacheFile); err != nil {
+			return nri.Granted{}, err
+		}
 		for k, v := range e.Env {
 			out.Env[k] = v
 		}
@@ -57,4 +65,40 @@ func (d *Driver) Granted(_ context.Context, c nri.Container) (nri.Granted, error
 		}
 	}
 	return out, nil
+}
+
+// cacheFileAtCreation records c as a container of claim uid and, when c is being created
+// (c.Creating), removes the claim's HAMi-core cache file (host path file; "" = none on the host)
+// unless another container is known to use the claim (case C56). A container the kubelet creates
+// again (it exited) would otherwise find the slots of its killed processes, which still charge
+// their memory (HAMi-core frees a slot only for a process it sees gone, and the new processes
+// may reuse their PIDs). The file is the claim's, not the container's: where other containers
+// share the claim (of the same pod, or of pods sharing it) it is kept, because removing it
+// would split their accounting (each would get the whole limit) and truncating it would fault
+// their mappings. Containers are known from their creation or a running one's check at
+// Synchronize, and forgotten only at unprepare, so a claim once shared keeps its file
+// (the behaviour before C56).
+func (d *Driver) cacheFileAtCreation(ctx context.Context, c nri.Container, uid types.UID, file string) error {
+	key := c.PodUID + "/" + c.Name
+	d.mu.Lock()
+	if d.users == nil {
+		d.users = map[types.UID]map[string]bool{}
+	}
+	if d.users[uid] == nil {
+		d.users[uid] = map[string]bool{}
+	}
+	d.users[uid][key] = true
+	shared := len(d.users[uid]) > 1
+	d.mu.Unlock()
+	if !c.Creating || file == "" {
+		return nil
+	}
+	if shared {
+		klog.FromContext(ctx).V(2).Info("Keeping a shared claim's HAMi-core cache file at a container's creation", "claimUID", uid, "container", c.String())
+		return nil
+	}
+	if err := os.Remove(file); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("container %s: remove claim %s's stale HAMi-core cache file: %w", c, uid, err)
+	}
+	return nil
 }

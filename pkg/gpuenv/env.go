@@ -190,6 +190,12 @@ type Edits struct {
 	// is created: MkdirAll, then chmod 0777 so that a container running as any user can create
 	// its cache file (HAMi does the same). Build itself touches no host path.
 	Dirs []string
+	// CacheFile is the host path of the container's HAMi-core shared cache file (in Dirs'
+	// directory; "" when it is not on the host). HAMi-core keeps a slot per process in it and
+	// frees a slot only when it sees that process gone, so a container created again (it exited
+	// and the kubelet restarts it) would find its killed processes' slots, with their memory,
+	// still charged: the caller that creates the container removes the file first (case C56).
+	CacheFile string
 	// DriverCapabilities are the NVIDIA driver capabilities (comma-separated) the container's
 	// NVIDIA_DRIVER_CAPABILITIES must include for its enforcement to load
 	// (HAMiCoreDriverCapabilities under EnforceHAMiCore; "" = none). It is not in Env: only a
@@ -351,6 +357,7 @@ func Build(cfg Config, r Request, exists func(string) bool) Edits {
 			e.Env[EnvHAMiSharedCache] = HAMiContainerCacheDir + "/" + r.CacheName + HAMiCacheSuffix
 			e.Mounts = append(e.Mounts, Mount{ContainerPath: HAMiContainerCacheDir, HostPath: host})
 			e.Dirs = append(e.Dirs, host)
+			e.CacheFile = filepath.Join(host, r.CacheName+HAMiCacheSuffix)
 		}
 	case EnforceMPS:
 		// "<device ordinal>=<limit>" pairs, comma-separated ("0=1G,1=512MB" in NVIDIA's MPS

@@ -58,6 +58,11 @@ func TestBuildHAMiCacheDir(t *testing.T) {
 	if !reflect.DeepEqual(e.Dirs, []string{"/usr/local/vgpu/containers/6f1c_main"}) {
 		t.Errorf("dirs %q", e.Dirs)
 	}
+	// case C56: the host path of the file CUDA_DEVICE_MEMORY_SHARED_CACHE names, which the caller
+	// removes before a (re)created container starts.
+	if e.CacheFile != "/usr/local/vgpu/containers/6f1c_main/6f1c_main.cache" || e.Env[EnvHAMiSharedCache] != "/usr/local/vgpu/cache/6f1c_main.cache" {
+		t.Errorf("cache file %q (env %q)", e.CacheFile, e.Env[EnvHAMiSharedCache])
+	}
 	// The cache directory does not depend on the library being there: HAMi-core brought by
 	// the image itself needs it too.
 	e = Build(cfg, Request{Grants: grants, CacheName: "6f1c_main"}, func(string) bool { return false })

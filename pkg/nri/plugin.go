@@ -50,6 +50,10 @@ type Container struct {
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
+	// Creating is true at CreateContainer, where the container has not started yet (a Source
+	// may prepare host state for it, e.g. a fresh HAMi-core cache file: case C56), and false
+	// for a running container Synchronize checks.
+	Creating bool
 }
 
 func (c Container) String() string { return c.PodNamespace + "/" + c.PodName + "/" + c.Name }
@@ -367,6 +371,7 @@ func (g *Plugin) answerPending(env []string) bool {
 // CreateContainer; the kubelet shows it as the container's waiting reason and a Failed Event).
 func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	c := containerOf(pod, ctr)
+	c.Creating = true
 	d, err := g.Decide(ctx, c, ctr.GetEnv())
 	if err != nil {
 		klog.InfoS("Refusing container (protected env)", "pod", klog.KRef(c.PodNamespace, c.PodName), "podUID", c.PodUID, "container", c.Name, "err", err)

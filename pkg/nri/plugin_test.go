@@ -377,7 +377,8 @@ func TestGuardExemptNamespaces(t *testing.T) {
 	}
 }
 
-// case C37: CreateContainer passes the pod's identity and the CDI devices to the Source and
+// case C37: CreateContainer passes the pod's identity and the CDI devices to the Source, marked
+// as being created (case C56: a Source may prepare host state, a fresh HAMi-core cache file), and
 // turns the changes into NRI env adjustments.
 func TestGuardCreateContainer(t *testing.T) {
 	src := &standInSource{out: map[string]standIn{"main": gpuAllocated}}
@@ -388,7 +389,7 @@ func TestGuardCreateContainer(t *testing.T) {
 	if err != nil || upd != nil {
 		t.Fatalf("CreateContainer = %v, %v, %v", adj, upd, err)
 	}
-	want := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", CDIDevices: []string{"gpu.hami-go.io/claim=c1"}}
+	want := Container{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", CDIDevices: []string{"gpu.hami-go.io/claim=c1"}, Creating: true}
 	if got := src.calls(); !reflect.DeepEqual(got, []Container{want}) {
 		t.Errorf("Source asked %+v, want %+v", got, want)
 	}
@@ -438,6 +439,7 @@ func TestGuardSynchronize(t *testing.T) {
 	if err != nil || upd != nil {
 		t.Fatalf("Synchronize = %v, %v; want no updates, no error", upd, err)
 	}
+	// Running containers: not being created (Creating false; case C56).
 	want := []Container{
 		{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main"},
 		{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "widened"},
