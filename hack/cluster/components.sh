@@ -384,7 +384,7 @@ install_chart() {
   clear_undeployed_release
   log "installing charts/hami-go in mode $MODE (log: $LOGS/helm.log)"
   helm upgrade --install hami-go "$REPO_ROOT/charts/hami-go" -f "$REPO_ROOT/charts/hami-go/values-local.yaml" \
-    --set mode="$MODE" --set hamiCore.hostDir="$STATE/vgpu" \
+    --set mode="$MODE" --set hamiCore.hostDir="$STATE/vgpu" $(gpu_node_chart_args) \
     -n hami-go-system --create-namespace --wait --timeout 5m \
     --kubeconfig "$KUBECONFIG_FILE" >>"$LOGS/helm.log" 2>&1 || die "helm upgrade --install failed (see $LOGS/helm.log)"
   restart_if_images_changed
