@@ -22,8 +22,8 @@ import (
 // one, so the tests do not see each other's shares. They skip on a device-plugin-mode cluster.
 
 // TestDRAClaimsShareOneGPU: three claims with their own memory/cores share gpu-0; every
-// container sees its own limits (CUDA_DEVICE_MEMORY_LIMIT_0, CUDA_DEVICE_SM_LIMIT) and the
-// GPU's UUID through the claim's CDI spec; the webhook leaves claim pods on the default
+// container sees its own limits (CUDA_DEVICE_MEMORY_LIMIT_0, CUDA_DEVICE_SM_LIMIT_0) and the
+// GPU's UUID (HAMI_GO_GPU_UUIDS; no CUDA_VISIBLE_DEVICES) through the claim's CDI spec; the webhook leaves claim pods on the default
 // scheduler (no hami-go limits: the C38 matchConditions skip them).
 func TestDRAClaimsShareOneGPU(t *testing.T) {
 	c := draCluster(t)
@@ -55,11 +55,15 @@ func TestDRAClaimsShareOneGPU(t *testing.T) {
 		if tc.name == "a" {
 			t.Logf("pod %s (claim memory %s, cores %s) env:\n%s", tc.name, tc.memory, tc.cores, envLines(env, "CUDA_", "NVIDIA_", "HAMI_GO_", "LD_PRELOAD"))
 		}
-		want := map[string]string{envMemLimit0: tc.wantMem, "CUDA_DEVICE_SM_LIMIT": tc.cores, envVisible: gpu0.uuid, "NVIDIA_VISIBLE_DEVICES": gpu0.uuid}
+		checkGPUEnv(t, "pod "+tc.name, env, gpu0.uuid, true)
+		want := map[string]string{envMemLimit0: tc.wantMem, envSMLimitPrefix + "0": tc.cores}
 		for k, v := range want {
 			if env[k] != v {
 				t.Errorf("pod %s: %s = %q, want %q", tc.name, k, env[k], v)
 			}
+		}
+		if v, ok := env["CUDA_DEVICE_SM_LIMIT"]; ok {
+			t.Errorf("pod %s: CUDA_DEVICE_SM_LIMIT = %q; hami-go sets the per-GPU limits only", tc.name, v)
 		}
 		if _, ok := env["CUDA_DEVICE_MEMORY_LIMIT_1"]; ok {
 			t.Errorf("pod %s: CUDA_DEVICE_MEMORY_LIMIT_1 set for a one-GPU claim", tc.name)
@@ -126,7 +130,7 @@ func TestDRASplitCountOneGPU(t *testing.T) {
 }
 
 // TestDRATwoGPUClaim: a claim with count 2 gets two distinct GPUs; the container sees both
-// UUIDs and a limit for each position.
+// UUIDs in PCI bus order and a memory and compute limit for each position.
 func TestDRATwoGPUClaim(t *testing.T) {
 	c := draCluster(t)
 	gpus := c.draGPUs(t)
@@ -138,13 +142,11 @@ func TestDRATwoGPUClaim(t *testing.T) {
 		t.Fatalf("claim two allocated %v, want two distinct devices", devs)
 	}
 	env := c.containerEnv(t, ns, "two", "main")
-	want := gpus[devs[0]].uuid + "," + gpus[devs[1]].uuid
-	if got := env[envVisible]; got != want {
-		t.Errorf("%s = %q, want %q (the allocation's order)", envVisible, got, want)
-	}
-	for _, k := range []string{"CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_MEMORY_LIMIT_1"} {
-		if env[k] != "1000m" {
-			t.Errorf("%s = %q, want 1000m", k, env[k])
+	checkGPUEnv(t, "pod two", env, pciOrdered([]string{gpus[devs[0]].uuid, gpus[devs[1]].uuid}, draBusIDs(gpus)), true)
+	for k, want := range map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "1000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "1000m",
+		envSMLimitPrefix + "0": "10", envSMLimitPrefix + "1": "10"} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %s", k, env[k], want)
 		}
 	}
 }

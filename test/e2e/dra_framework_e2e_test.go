@@ -130,7 +130,9 @@ func draNamespace(t *testing.T, c *Cluster) string {
 // draGPU is one device of the node's ResourceSlice.
 type draGPU struct {
 	name, uuid string
-	index      int64
+	// pciBusID is the resource.kubernetes.io/pciBusID attribute (sysfs form, "0000:07:00.0").
+	pciBusID string
+	index    int64
 	taints     []resourcev1.DeviceTaint
 }
 
@@ -151,6 +153,9 @@ func (c *Cluster) draGPUs(t testing.TB) map[string]draGPU {
 			if a, ok := d.Attributes["uuid"]; ok && a.StringValue != nil {
 				g.uuid = *a.StringValue
 			}
+			if a, ok := d.Attributes["resource.kubernetes.io/pciBusID"]; ok && a.StringValue != nil {
+				g.pciBusID = *a.StringValue
+			}
 			if a, ok := d.Attributes["index"]; ok && a.IntValue != nil {
 				g.index = *a.IntValue
 			}
@@ -159,6 +164,15 @@ func (c *Cluster) draGPUs(t testing.TB) map[string]draGPU {
 	}
 	if len(out) == 0 {
 		t.Fatalf("no ResourceSlice of driver %s for node %s (dra-driver log: kubectl -n %s logs -l %s=dra-driver)", draClass, c.NodeName, chartNamespace, labelComponent)
+	}
+	return out
+}
+
+// draBusIDs maps the UUIDs of gpus (draGPUs) to their PCI bus ids, for pciOrdered.
+func draBusIDs(gpus map[string]draGPU) map[string]string {
+	out := map[string]string{}
+	for _, g := range gpus {
+		out[g.uuid] = g.pciBusID
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 )
 
 // Names of the chart's objects on the local cluster (charts/hami-go, values-local.yaml).
@@ -35,11 +36,74 @@ const (
 	resCount  = "nvidia.com/gpu"
 	resMemory = "nvidia.com/gpumem"
 	resCores  = "nvidia.com/gpucores"
-	// envMemLimit0 is HAMi-core's memory limit of the first visible GPU ("<MiB>m").
+	// envMemLimit0 is HAMi-core's memory limit of the container's first GPU in PCI bus order
+	// (CUDA ordinal 0 under CUDA_DEVICE_ORDER=PCI_BUS_ID), "<MiB>m".
 	envMemLimit0 = "CUDA_DEVICE_MEMORY_LIMIT_0"
-	// envVisible lists the container's GPU UUIDs.
-	envVisible = "CUDA_VISIBLE_DEVICES"
+	// envSMLimitPrefix + "<i>" is HAMi-core's compute limit of the container's i-th GPU in PCI
+	// bus order, percent; unset for a GPU without one. hami-go sets no global
+	// CUDA_DEVICE_SM_LIMIT under HAMi-core (issue 36).
+	envSMLimitPrefix = "CUDA_DEVICE_SM_LIMIT_"
+	// envVisible lists the container's GPU UUIDs in PCI bus order (HAMI_GO_GPU_UUIDS).
+	envVisible = device.EnvGPUUUIDs
+	// envCUDAVisible is never set by hami-go (the container sees only its own GPUs, and
+	// HAMi-core parses it with atoi, HAMi-core#319): envdump prints "<unset>" for it.
+	envCUDAVisible = "CUDA_VISIBLE_DEVICES"
 )
+
+// pciOrdered returns uuids joined by "," in PCI bus order (gpuenv.PCIOrder, the order of
+// HAMI_GO_GPU_UUIDS and every per-GPU limit), bus giving each GPU's PCI bus id in NVML or sysfs
+// form (the inventory's GPU.PCIBusID, a ResourceSlice's resource.kubernetes.io/pciBusID).
+func pciOrdered(uuids []string, bus map[string]string) string {
+	g := make([]gpuenv.Grant, len(uuids))
+	for i, u := range uuids {
+		g[i] = gpuenv.Grant{UUID: u, PCIBusID: bus[u]}
+	}
+	return strings.Join(gpuenv.Request{Grants: gpuenv.PCIOrder(g)}.UUIDs(), ",")
+}
+
+// busIDs maps the node's GPU UUIDs to their PCI bus ids (the device plugin's inventory).
+func (c *Cluster) busIDs(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, g := range c.inventory(t).GPUs {
+		out[g.UUID] = g.PCIBusID
+	}
+	return out
+}
+
+// wantNVIDIAVisible is the NVIDIA_VISIBLE_DEVICES a GPU container sees where hami-go would
+// have it see old: exactly "void" on the simulated GPU node (the toolkit's CDI spec,
+// toolkitCDISpec, exists there, and its edits, applied after hami-go's, set
+// NVIDIA_VISIBLE_DEVICES=void in every container it gave GPUs: the GPUs come as CDI device
+// nodes), else old.
+func wantNVIDIAVisible(old string) string {
+	if _, err := os.Stat(toolkitCDISpec); err == nil {
+		return "void"
+	}
+	return old
+}
+
+// checkGPUEnv checks the device lists of a GPU container's env against its GPUs (UUIDs in PCI
+// bus order): HAMI_GO_GPU_UUIDS names them, CUDA_DEVICE_ORDER=PCI_BUS_ID, no
+// CUDA_VISIBLE_DEVICES, and, when nvidia is set, NVIDIA_VISIBLE_DEVICES is what
+// wantNVIDIAVisible gives for them. what names the container in errors.
+func checkGPUEnv(t testing.TB, what string, env map[string]string, pciUUIDs string, nvidia bool) {
+	t.Helper()
+	if got := env[envVisible]; got != pciUUIDs {
+		t.Errorf("%s: %s=%q, want %q (its GPUs in PCI bus order)", what, envVisible, got, pciUUIDs)
+	}
+	if got := env[gpuenv.EnvCUDADeviceOrder]; got != gpuenv.CUDADeviceOrderPCI {
+		t.Errorf("%s: %s=%q, want %s", what, gpuenv.EnvCUDADeviceOrder, got, gpuenv.CUDADeviceOrderPCI)
+	}
+	if got := env[envCUDAVisible]; got != "<unset>" {
+		t.Errorf("%s: %s=%q, want unset (the container sees only its own GPUs)", what, envCUDAVisible, got)
+	}
+	if nvidia {
+		if got, want := env[gpuenv.EnvNVIDIAVisibleDevices], wantNVIDIAVisible(pciUUIDs); got != want {
+			t.Errorf("%s: %s=%q, want %q", what, gpuenv.EnvNVIDIAVisibleDevices, got, want)
+		}
+	}
+}
 
 // e2eNamespace makes a namespace for the test (harness Namespace: deleted at the end) and, before
 // that, force-deletes every pod in it and waits until they are gone from the API, so the next
@@ -359,9 +423,24 @@ func allStarted(p *corev1.Pod) bool {
 }
 
 // checkOwnLimit asserts that a running GPU pod's container "main" saw exactly its claimed GPUs
-// in CUDA_VISIBLE_DEVICES and HAMi-core's memory limit equal to wantMiB, and that the claimed
-// and planned allocations name the same GPUs. It returns the claimed UUIDs.
+// in HAMI_GO_GPU_UUIDS, in PCI bus order, no CUDA_VISIBLE_DEVICES, and HAMi-core's memory limit
+// equal to wantMiB for each, and that the claimed and planned allocations name the same GPUs.
+// It returns the claimed UUIDs (in the allocation's order).
 func (c *Cluster) checkOwnLimit(t testing.TB, p *corev1.Pod, wantMiB int64) []string {
+	t.Helper()
+	return c.ownLimit(t, p, wantMiB, false)
+}
+
+// legacyEnv reports whether env is a GPU container's env of a release before issue 36's
+// contract: CUDA_VISIBLE_DEVICES set, to the same list as HAMI_GO_GPU_UUIDS.
+func legacyEnv(env map[string]string) bool {
+	v := env[envCUDAVisible]
+	return v != "<unset>" && v != "" && v == env[envVisible]
+}
+
+// ownLimit is checkOwnLimit; legacyOK also accepts the env a previous release gave a pod created
+// before an upgrade (legacyEnv: its GPUs in the allocation's order in both lists).
+func (c *Cluster) ownLimit(t testing.TB, p *corev1.Pod, wantMiB int64, legacyOK bool) []string {
 	t.Helper()
 	planned, claimed := allocations(t, p)
 	if planned == nil || claimed == nil {
@@ -374,10 +453,15 @@ func (c *Cluster) checkOwnLimit(t testing.TB, p *corev1.Pod, wantMiB int64) []st
 		return nil
 	}
 	env := c.containerEnv(t, p.Namespace, p.Name, "main")
-	if got, want := env[envVisible], strings.Join(uuids(cl), ","); got != want {
-		t.Errorf("pod %s/%s: %s=%q, want the claimed GPUs %q", p.Namespace, p.Name, envVisible, got, want)
+	if legacyOK && legacyEnv(env) {
+		if got, want := env[envVisible], strings.Join(uuids(cl), ","); got != want {
+			t.Errorf("pod %s/%s (previous release): %s=%q, want the claimed GPUs %q", p.Namespace, p.Name, envVisible, got, want)
+		}
+	} else {
+		checkGPUEnv(t, "pod "+p.Namespace+"/"+p.Name, env, pciOrdered(uuids(cl), c.busIDs(t)), false)
 	}
 	for i, d := range cl.Devices {
+		// Every device asks wantMiB, so position i's limit is wantMiB whatever the order.
 		k := fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)
 		if got, want := env[k], fmt.Sprintf("%dm", wantMiB); got != want {
 			t.Errorf("pod %s/%s: %s=%q, want %q (its own request)", p.Namespace, p.Name, k, got, want)

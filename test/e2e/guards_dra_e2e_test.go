@@ -14,8 +14,8 @@ import (
 // pod whose envFrom sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m sees its claim's 1000m (the claim's
 // CDI edit comes after the CRI env, and the guard pins it), directly and through `sh -c`; a
 // pod without GPUs gets an envFrom NVIDIA_VISIBLE_DEVICES=all emptied; and one that sets
-// CUDA_DEVICE_MEMORY_LIMIT_0 twice (image ENV and envFrom) is refused at CreateContainer with
-// the guard's message.
+// CUDA_DEVICE_MEMORY_LIMIT_0 twice (image ENV and envFrom) runs with its own last value (case
+// C54: a container without GPUs is left alone but for an NVIDIA_VISIBLE_DEVICES naming GPUs).
 func TestC37DRAEnvByNRI(t *testing.T) {
 	c := draCluster(t)
 	ns := draNamespace(t, c)
@@ -40,12 +40,11 @@ func TestC37DRAEnvByNRI(t *testing.T) {
 		{pod(claimPod(ns, "claim-envfrom-direct", "claim-envfrom-direct", false), WorkloadImage, "widen", envMemLimit0, false), envMemLimit0 + "=1000m"},
 		{pod(claimPod(ns, "claim-envfrom-shell", "claim-envfrom-shell", false), WorkloadImage, "widen", envMemLimit0, true), envMemLimit0 + "=1000m"},
 		{pod(gpuPod(ns, "plain-visible", gpuLimits{}), WorkloadImage, "visible", "NVIDIA_VISIBLE_DEVICES", false), "NVIDIA_VISIBLE_DEVICES="},
+		{pod(gpuPod(ns, "plain-twice", gpuLimits{}), imageEnvImage, "widen", envMemLimit0, false), envMemLimit0 + "=81920m"},
 	}
-	twice := pod(gpuPod(ns, "plain-twice", gpuLimits{}), imageEnvImage, "widen", envMemLimit0, false)
 	for _, r := range runs {
 		c.CreatePod(t, r.pod)
 	}
-	c.CreatePod(t, twice)
 	for _, r := range runs {
 		c.WaitForPhase(t, ns, r.pod.Name, corev1.PodSucceeded, 2*time.Minute)
 		log := c.Logs(t, ns, r.pod.Name, "main")
@@ -54,17 +53,4 @@ func TestC37DRAEnvByNRI(t *testing.T) {
 			t.Errorf("%s sees %q, want %q", r.pod.Name, log, want)
 		}
 	}
-	const refusal = "hami-go: the container's env sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m more than once"
-	got := c.WaitForPod(t, ns, twice.Name, 2*time.Minute, "refused by the NRI env guard", func(p *corev1.Pod) bool {
-		for _, s := range p.Status.ContainerStatuses {
-			if w := s.State.Waiting; w != nil && w.Reason == "CreateContainerError" && strings.Contains(w.Message, refusal) {
-				return true
-			}
-		}
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
-	if got.Status.Phase != corev1.PodPending {
-		t.Fatalf("%s ran (phase %s) and saw: %s", twice.Name, got.Status.Phase, strings.TrimSpace(c.Logs(t, ns, twice.Name, "main")))
-	}
-	t.Logf("%s: %s: %s", twice.Name, got.Status.ContainerStatuses[0].State.Waiting.Reason, got.Status.ContainerStatuses[0].State.Waiting.Message)
 }

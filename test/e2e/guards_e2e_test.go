@@ -182,7 +182,9 @@ const guardRefusal = "hami-go: the container's env sets CUDA_DEVICE_MEMORY_LIMIT
 // CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the plugin's 1000m never runs: CRI CreateContainer
 // fails with the guard's message, which the pod's status and events show (`kubectl describe
 // pod`); a GPU pod without it still runs with 1000m; a pod without GPUs gets its
-// NVIDIA_VISIBLE_DEVICES (envFrom) and an image ENV's CUDA_DEVICE_MEMORY_LIMIT_0 emptied.
+// NVIDIA_VISIBLE_DEVICES=all (envFrom) emptied, and keeps an image ENV's
+// CUDA_DEVICE_MEMORY_LIMIT_0 (case C54: a container without GPUs is left alone but for an
+// NVIDIA_VISIBLE_DEVICES naming GPUs; the limit limits nothing there).
 // Without the guard the envFrom pods run and see 81920m (measured before it was wired, for
 // getenv started directly and through `sh -c`).
 func TestC37EnvFromRefusedByNRI(t *testing.T) {
@@ -215,7 +217,7 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 		{getenvPod(ns, "gpu-normal", WorkloadImage, false), envMemLimit0 + "=1000m"},
 		{withEnvFrom(plain("plain-visible-direct", WorkloadImage, "NVIDIA_VISIBLE_DEVICES", false), "visible"), "NVIDIA_VISIBLE_DEVICES="},
 		{withEnvFrom(plain("plain-visible-shell", WorkloadImage, "NVIDIA_VISIBLE_DEVICES", true), "visible"), "NVIDIA_VISIBLE_DEVICES="},
-		{plain("plain-imageenv", imageEnvImage, envMemLimit0, false), envMemLimit0 + "="},
+		{plain("plain-imageenv", imageEnvImage, envMemLimit0, false), envMemLimit0 + "=81920m"}, // mkimage.ImageEnv, untouched
 	}
 	for _, p := range refused {
 		c.CreatePod(t, p)

@@ -53,8 +53,10 @@ func TestGPUPodThroughExtender(t *testing.T) {
 		t.Errorf("claimed GPU %v is not in the node's inventory", cu)
 	}
 	env := c.containerEnv(t, ns, "one-slice", "main")
-	if got := env[envVisible]; len(cu) != 1 || got != cu[0] {
-		t.Errorf("%s=%q, want the one claimed UUID %v", envVisible, got, cu)
+	if len(cu) != 1 {
+		t.Errorf("claimed GPUs %v, want one", cu)
+	} else {
+		checkGPUEnv(t, "one-slice", env, cu[0], false)
 	}
 	if got := env[envMemLimit0]; got != "8000m" {
 		t.Errorf("%s=%q, want 8000m", envMemLimit0, got)
@@ -137,7 +139,7 @@ func TestWebhookLeavesNonGPUPod(t *testing.T) {
 		t.Errorf("non-GPU pod got allocations: %v", run.Annotations)
 	}
 	env := c.containerEnv(t, ns, "plain", "main")
-	if env[envVisible] != "<unset>" {
-		t.Errorf("%s=%q in a non-GPU pod, want unset", envVisible, env[envVisible])
+	if v, ok := env[envVisible]; ok || env[envCUDAVisible] != "<unset>" {
+		t.Errorf("non-GPU pod: %s=%q (set %v), %s=%q; want both unset", envVisible, v, ok, envCUDAVisible, env[envCUDAVisible])
 	}
 }

@@ -226,7 +226,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	for _, s := range upgradeOldPods {
 		p := c.WaitForRunning(t, nsOld, s.name, upgradeWait)
 		o := &oldPod{shape: s, uid: p.UID, containerID: p.Status.ContainerStatuses[0].ContainerID}
-		o.env = c.checkSlice(t, p, s.g, dra)
+		o.env = c.checkSlice(t, p, s.g, dra, true)
 		if dra {
 			o.claims, o.claimUIDs = c.claimRecords(t, p)
 		} else {
@@ -268,7 +268,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	prevHandsOver := handsOver(t, prev)
 	burst := c.waitBurstRunning(t, nsBurst, br.created, !prevHandsOver)
 	for i := range burst {
-		c.checkSlice(t, &burst[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra)
+		c.checkSlice(t, &burst[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra, false)
 	}
 
 	// This release's own rollout of the node agent (what the next helm upgrade does), under a
@@ -294,7 +294,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 		t.Logf("pods of that burst the extender held back while the agent's Lease was released: %d", c.releasedRefusals(t, nsNext))
 	}
 	for i := range next {
-		c.checkSlice(t, &next[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra)
+		c.checkSlice(t, &next[i], gpuLimits{count: 1, memMiB: upgradeBurstMiB}, dra, false)
 	}
 
 	// The pods of before: the same containers, never restarted, with their own limits and the
@@ -309,7 +309,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 			t.Errorf("pod %s: want the container %s of before still running, never restarted:\n%s", s.name, o.containerID, c.describe(nsOld, s.name, p))
 			continue
 		}
-		if env := c.checkSlice(t, p, s.g, dra); !sameEnv(env, o.env) {
+		if env := c.checkSlice(t, p, s.g, dra, true); !sameEnv(env, o.env) {
 			t.Errorf("pod %s: env after the upgrade\n%s\nwant that of before\n%s", s.name, envLines(env, "CUDA_", "HAMI_GO_"), envLines(o.env, "CUDA_", "HAMI_GO_"))
 		}
 		if dra {
@@ -348,7 +348,7 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 	p := c.WaitForPod(t, nsOld, "cores", upgradeWait, "restarted and running", func(p *corev1.Pod) bool {
 		return allStarted(p) && p.Status.ContainerStatuses[0].RestartCount > 0
 	})
-	if env := c.checkSlice(t, p, o.shape.g, dra); !sameEnv(env, o.env) {
+	if env := c.checkSlice(t, p, o.shape.g, dra, true); !sameEnv(env, o.env) {
 		t.Errorf("pod cores, its container restarted under the new release: env\n%s\nwant that of before\n%s", envLines(env, "CUDA_", "HAMI_GO_"), envLines(o.env, "CUDA_", "HAMI_GO_"))
 	}
 
@@ -399,13 +399,17 @@ func TestUpgradeWithRunningPods(t *testing.T) {
 }
 
 // checkSlice checks that a running pod's container main has its own slice of g: as many
-// distinct GPUs as it asked in CUDA_VISIBLE_DEVICES and HAMI_GO_GPU_UUIDS, its memory limit on
-// each, its compute limit; in device-plugin mode its planned and claimed allocations agree and
-// charge that (checkOwnLimit) and name those GPUs; in DRA mode its claims' allocations consume
-// that on those GPUs. It returns the container's env.
-func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra bool) map[string]string {
+// distinct GPUs as it asked in HAMI_GO_GPU_UUIDS (no CUDA_VISIBLE_DEVICES), its memory limit on
+// each, its compute limit on each (CUDA_DEVICE_SM_LIMIT_<i>); in device-plugin mode its planned
+// and claimed allocations agree and charge that (checkOwnLimit) and name those GPUs; in DRA mode
+// its claims' allocations consume that on those GPUs. legacyOK (a pod created on the previous
+// release) also accepts that release's env if it predates issue 36's contract (legacyEnv:
+// CUDA_VISIBLE_DEVICES = HAMI_GO_GPU_UUIDS, one CUDA_DEVICE_SM_LIMIT). It returns the
+// container's env.
+func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra, legacyOK bool) map[string]string {
 	t.Helper()
 	env := c.containerEnv(t, p.Namespace, p.Name, "main")
+	legacy := legacyOK && legacyEnv(env)
 	visible := strings.Split(env[envVisible], ",")
 	distinct := map[string]bool{}
 	for _, u := range visible {
@@ -413,8 +417,11 @@ func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra bool)
 			distinct[u] = true
 		}
 	}
-	if len(distinct) != g.count || len(visible) != g.count || env[device.EnvGPUUUIDs] != env[envVisible] {
-		t.Errorf("pod %s/%s: %s=%q %s=%q, want %d distinct GPUs, the same in both", p.Namespace, p.Name, envVisible, env[envVisible], device.EnvGPUUUIDs, env[device.EnvGPUUUIDs], g.count)
+	if len(distinct) != g.count || len(visible) != g.count {
+		t.Errorf("pod %s/%s: %s=%q, want %d distinct GPUs", p.Namespace, p.Name, envVisible, env[envVisible], g.count)
+	}
+	if v := env[envCUDAVisible]; !legacy && v != "<unset>" {
+		t.Errorf("pod %s/%s: %s=%q, want unset (the container sees only its own GPUs)", p.Namespace, p.Name, envCUDAVisible, v)
 	}
 	for i := 0; i < g.count; i++ {
 		if k, want := fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i), fmt.Sprintf("%dm", g.memMiB); env[k] != want {
@@ -425,12 +432,25 @@ func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra bool)
 	if g.cores > 0 && g.cores < 100 {
 		wantSM = fmt.Sprint(g.cores)
 	}
-	if got := env["CUDA_DEVICE_SM_LIMIT"]; got != wantSM {
-		t.Errorf("pod %s/%s: CUDA_DEVICE_SM_LIMIT=%q, want %q (it asked %d %% of compute)", p.Namespace, p.Name, got, wantSM, g.cores)
+	smKeys := []string{"CUDA_DEVICE_SM_LIMIT"}
+	if !legacy {
+		// Every GPU of the pod asks the same compute, and no global limit is set.
+		smKeys = nil
+		for i := 0; i < g.count; i++ {
+			smKeys = append(smKeys, fmt.Sprintf("%s%d", envSMLimitPrefix, i))
+		}
+		if v, ok := env["CUDA_DEVICE_SM_LIMIT"]; ok {
+			t.Errorf("pod %s/%s: CUDA_DEVICE_SM_LIMIT=%q; hami-go sets the per-GPU limits only", p.Namespace, p.Name, v)
+		}
+	}
+	for _, k := range smKeys {
+		if got := env[k]; got != wantSM {
+			t.Errorf("pod %s/%s: %s=%q, want %q (it asked %d %% of compute)", p.Namespace, p.Name, k, got, wantSM, g.cores)
+		}
 	}
 	if !dra {
-		got := c.checkOwnLimit(t, p, g.memMiB)
-		if strings.Join(got, ",") != env[envVisible] {
+		got := c.ownLimit(t, p, g.memMiB, legacyOK)
+		if !legacy && pciOrdered(got, c.busIDs(t)) != env[envVisible] || legacy && strings.Join(got, ",") != env[envVisible] {
 			t.Errorf("pod %s/%s: claimed GPUs %v, the container sees %q", p.Namespace, p.Name, got, env[envVisible])
 		}
 		if _, claimed := allocations(t, p); claimed != nil {
