@@ -133,7 +133,7 @@ type draGPU struct {
 	// pciBusID is the resource.kubernetes.io/pciBusID attribute (sysfs form, "0000:07:00.0").
 	pciBusID string
 	index    int64
-	taints     []resourcev1.DeviceTaint
+	taints   []resourcev1.DeviceTaint
 }
 
 // draGPUs returns the devices the driver publishes for the node, by device name.
