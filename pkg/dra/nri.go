@@ -30,8 +30,8 @@ func (d *Driver) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 // device naming a claim this driver has not prepared is an error (the NRI plugin refuses the
 // container; the kubelet retries). With Config.ToolkitCDIKind, NVIDIA_VISIBLE_DEVICES is left out:
 // the NVIDIA Container Toolkit's CDI spec, applied after the claim's, sets it to "void" (its
-// spec-level edits: the devices come as CDI device nodes, not through that variable), so the
-// NRI plugin empties it instead of refusing every GPU container.
+// spec-level edits: the devices come as CDI device nodes, not through that variable), which
+// names no device, so the NRI plugin leaves it (case C54) instead of refusing every GPU container.
 //
 // At a container's creation (c.Creating) each claim's stale HAMi-core cache file is removed
 // first (case C56; cacheFileAtCreation).
