@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -35,6 +36,32 @@ type cudaProbe struct {
 	Error   string            `json:"error"`
 }
 
+// hamiCoreOnNode reports whether the local cluster's node agents install HAMi-core (built from
+// its source by hack/cluster/gpunode.sh where the source and a cuda.h are on the machine), and
+// why not.
+func (c *Cluster) hamiCoreOnNode(t *testing.T) (bool, string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.State, "hamicore.env"))
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "HAMICORE_SKIP="); ok && v != "" && v != "''" {
+			return false, v
+		}
+	}
+	return true, ""
+}
+
+// allocSteps is what cudaprobe --max-mib max allocates in 256 MiB steps under a limit of
+// limit MiB (0: none): the most whole steps that fit, and the error of the first refusal.
+func allocSteps(limit, max int64) (int64, string) {
+	if limit == 0 || limit >= max {
+		return max, ""
+	}
+	return limit / 256 * 256, "CUDA_ERROR_OUT_OF_MEMORY"
+}
+
 // requireSimGPU skips a test on a node without the simulated driver (HAMI_GO_GPU_NODE=none).
 func requireSimGPU(t *testing.T) {
 	t.Helper()
@@ -47,7 +74,7 @@ func requireSimGPU(t *testing.T) {
 // stays up; g.count = 0 gives a pod without GPU requests.
 func probePod(ns, name string, g gpuLimits) *corev1.Pod {
 	p := gpuPod(ns, name, g)
-	p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "envdump; cudaprobe --max-mib 512; exec sleep 3600"}
+	p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "envdump; cudaprobe --max-mib 4096; exec sleep 3600"}
 	return p
 }
 
@@ -73,12 +100,19 @@ func (c *Cluster) probeOf(t *testing.T, ns, name string) (cudaProbe, map[string]
 // On the simulated GPU node (NVIDIA's toolkit over hack/simgpu's driver; issue 35), in either
 // mode, each GPU container sees through the CUDA driver API exactly the GPUs hami-go gave it
 // (the UUIDs of HAMI_GO_GPU_UUIDS, and in device-plugin mode those of the pod's claimed
-// allocation), each with the card's whole memory (no HAMi-core in this image: nothing limits
-// the allocation); two pods on one GPU see each other's memory in use; a pod without GPUs sees
-// none, also when its env says NVIDIA_VISIBLE_DEVICES=all (case C37 through the real runtime).
+// allocation). With HAMi-core on the node (preloaded through /etc/ld.so.preload, as the chart
+// installs it) each GPU shows the slice's MiB as its total, an allocation inside the limit
+// succeeds and the first past it fails with CUDA_ERROR_OUT_OF_MEMORY, also for two pods on one
+// GPU and for each GPU of a two-GPU container; without it each GPU shows the card's 81920 MiB
+// and nothing limits. A pod without GPUs sees none, also when its env says
+// NVIDIA_VISIBLE_DEVICES=all (case C37 through the real runtime).
 func TestSimGPUContainersSeeTheirGPUs(t *testing.T) {
 	requireSimGPU(t)
 	c := NewCluster(t)
+	hamiCore, why := c.hamiCoreOnNode(t)
+	if !hamiCore {
+		t.Logf("no HAMi-core on the node (%s): checking visibility without limits", why)
+	}
 	ns := e2eNamespace(t, c)
 	createEnvFromConfigMaps(t, c, ns)
 	pods := map[string]gpuLimits{
@@ -114,14 +148,22 @@ func TestSimGPUContainersSeeTheirGPUs(t *testing.T) {
 				t.Errorf("pod %s: %s = %v, claimed allocation %v", name, device.EnvGPUUUIDs, want, uuids)
 			}
 		}
+		if probe.LibVGPU != hamiCore {
+			t.Errorf("pod %s: HAMi-core loaded %v, want %v", name, probe.LibVGPU, hamiCore)
+		}
+		total, limit := int64(81920), int64(0)
+		if hamiCore {
+			total, limit = pods[name].memMiB, pods[name].memMiB
+		}
+		wantAlloc, wantErr := allocSteps(limit, 4096)
 		var got []string
 		for _, d := range probe.Devices {
 			got = append(got, d.UUID)
-			if d.TotalMiB != 81920 || d.FreeMiB <= 0 || d.FreeMiB > d.TotalMiB {
-				t.Errorf("pod %s: device %s total %d MiB free %d MiB, want 81920 and 0 < free <= total", name, d.UUID, d.TotalMiB, d.FreeMiB)
+			if d.TotalMiB != total || d.FreeMiB <= 0 || d.FreeMiB > d.TotalMiB {
+				t.Errorf("pod %s: device %s total %d MiB free %d MiB, want %d and 0 < free <= total", name, d.UUID, d.TotalMiB, d.FreeMiB, total)
 			}
-			if d.AllocMiB != 512 || d.AllocError != "" {
-				t.Errorf("pod %s: device %s allocated %d MiB (%q), want 512 (no HAMi-core in the image)", name, d.UUID, d.AllocMiB, d.AllocError)
+			if d.AllocMiB != wantAlloc || d.AllocError != wantErr {
+				t.Errorf("pod %s: device %s allocated %d MiB (%q), want %d (%q)", name, d.UUID, d.AllocMiB, d.AllocError, wantAlloc, wantErr)
 			}
 		}
 		if probe.Error != "" || len(got) != pods[name].count || sorted(got) != sorted(want) {

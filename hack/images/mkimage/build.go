@@ -35,7 +35,7 @@ type Config struct {
 	HAMiCoreLib string
 	HAMiCoreTag string
 	Version     string
-	RayVersion string
+	RayVersion  string
 }
 
 // Image names the images get (docker.io/... is what containerd stores for rayproject/ray).
