@@ -36,11 +36,13 @@ test-unit: ## Unit, chart and image tests with the race detector (no cluster nee
 # set: only that one). In each mode the other mode's tests skip, saying so.
 E2E_MODES ?= $(or $(HAMI_GO_MODE),deviceplugin dra)
 
-test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the end-to-end suite, tear it down (logs in _output/e2e-logs/<mode>).
+test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the demo and the end-to-end suite, tear it down (logs in _output/e2e-logs/<mode>).
 	set -o pipefail; status=0; rm -rf _output/e2e-logs; mkdir -p _output/e2e-logs; \
 	for mode in $(E2E_MODES); do \
 	  echo "== e2e in mode $$mode"; t0=$$SECONDS; \
 	  if HAMI_GO_MODE=$$mode hack/cluster/up.sh; then \
+	    echo "== demo in mode $$mode (make demo's scenario; a broken demo fails the run)"; \
+	    HAMI_GO_MODE=$$mode $(GO) run ./hack/demo 2>&1 | tee $(HAMI_GO_STATE)/logs/demo.log || status=1; \
 	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=1; \
 	  else status=1; fi; \
 	  cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/$$mode || true; \
@@ -115,7 +117,7 @@ bench-schedperf: ## Only kube-scheduler's scheduler_perf (hack/schedperf; HAMI_G
 	cp _output/bench/schedperf/*.json $(SCHEDPERF_DIR)/ || status=1; \
 	$(GO) -C hack/bench run ./report --in $(CURDIR)/docs/bench --out $(CURDIR)/docs/bench || status=1; exit $$status
 
-demo: ## Bring up the local cluster with fake GPUs and run the KubeRay scenario end to end.
+demo: ## Bring up the local cluster (a simulated GPU node: docs/simgpu.md) and run the KubeRay scenario end to end.
 	@echo "make demo: the first run builds the Kubernetes tools and a whole cluster (20-40 minutes; progress lines follow), later runs take a minute or two"
 	hack/cluster/up.sh
 	$(GO) build -o bin/ ./cmd/kubectl-hami_go

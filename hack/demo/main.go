@@ -48,6 +48,7 @@ func main() {
 		node:        *node,
 		stepTimeout: *stepTimeout,
 		mode:        *mode,
+		state:       state,
 		out:         os.Stdout,
 	}
 	ctx := context.Background()

@@ -192,11 +192,7 @@ func (d *demo) check(rp rayPod, kind string, want workerGPU) {
 // metrics prints a few lines of the device plugin's metrics endpoint (on the node's own address,
 // inside the network namespace the local cluster made).
 func (d *demo) metrics(ctx context.Context, inv device.Inventory) {
-	agent := "device plugin"
-	if d.mode == modeDRA {
-		agent = "DRA driver"
-	}
-	fmt.Fprintf(d.out, "\n== Metrics (%s, http://<node>:9400/metrics) ==\n", agent)
+	fmt.Fprintf(d.out, "\n== Metrics (%s, http://<node>:%d/metrics) ==\n", d.agent.name, d.agent.metricsPort)
 	n, err := d.kube.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
 	if err != nil {
 		d.problem("node %s: %v", d.node, err)
@@ -214,7 +210,7 @@ func (d *demo) metrics(ctx context.Context, inv device.Inventory) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+addr+":9400/metrics", nil)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, fmt.Sprintf("http://%s:%d/metrics", addr, d.agent.metricsPort), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.problem("metrics: %v", err)

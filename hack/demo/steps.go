@@ -25,6 +25,8 @@ type demo struct {
 	ns, node    string
 	stepTimeout time.Duration
 	mode        string // modeDevicePlugin or modeDRA
+	state       string // the local cluster's state directory ($HAMI_GO_STATE)
+	agent       agent  // the node agent of mode, read at the start (driver.go)
 	out         io.Writer
 	problems    []string
 	started     time.Time
@@ -52,6 +54,10 @@ func (d *demo) run(ctx context.Context, keep bool) error {
 	if d.mode == modeDRA {
 		source = "the DRA driver's ResourceSlices"
 	}
+	if d.agent, err = d.nodeAgent(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(d.out, driverLine(d.state, d.agent))
 	fmt.Fprintf(d.out, "Node %s (%s mode): %d × %s, %d MiB each, split count %d, from %s\n", inv.Node, d.mode, len(inv.GPUs), inv.GPUs[0].Model, inv.GPUs[0].MemoryMiB, inv.SplitCount, source)
 	if err := d.resetNamespace(ctx); err != nil {
 		return err
