@@ -93,6 +93,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-device-plugin", Host: cfg.NodeName})
 	g.OnUnplanned(unplannedStopper{p: p, client: d.Client, recorder: recorder}.stop)
 	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
+		ToolkitConfigPaths: cfg.ToolkitConfigPaths, ContainerdConfigPaths: cfg.ContainerdConfigPaths,
 		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}
 	// A mode switch (issue 28): the node's GPUs are the DRA driver's until its pods and claims
 	// are gone; only then does this agent connect its NRI plugin (it stops containers running

@@ -82,6 +82,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	// case C37: the NRI plugin answers from the prepared claims (restored from the checkpoint).
 	g := nri.NewPlugin(d, cfg.NRIExemptNamespaces...)
 	pf := &nodeagent.Preflight{Client: deps.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
+		ToolkitConfigPaths: cfg.ToolkitConfigPaths, ContainerdConfigPaths: cfg.ContainerdConfigPaths,
 		Input: func() preflight.Input { return d.PreflightInput(g) }, Changed: g.Changed, Clock: d.opts.Clock}
 	// A mode switch (issue 28): the node's GPUs are the device plugin's until the pods it placed
 	// and the plugin itself are gone; only then are devices published and the NRI plugin

@@ -3,12 +3,15 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"path"
+	"slices"
 	"time"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/hamicore"
 	"github.com/hami-go/hami-go/pkg/nri"
+	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Config is the configuration both node agents share; deviceplugin.Config and dra.Config embed
@@ -68,6 +71,13 @@ type Config struct {
 	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged
 	// (--nri-exempt-namespaces).
 	NRIExemptNamespaces []string
+	// ToolkitConfigPaths and ContainerdConfigPaths are the host paths, in order, the preflight
+	// looks for the NVIDIA Container Toolkit's and containerd's configs at, below HostRoot; the
+	// first that exists is read (--toolkit-config, --containerd-config; default
+	// preflight.DefaultToolkitConfigPaths and preflight.DefaultContainerdConfigPaths). The toolkit
+	// config next to containerd's NVIDIA runtime wrapper (the GPU Operator's) is tried first
+	// (preflight.ReadNodeConfigs). The charts mount each candidate's directory read-only.
+	ToolkitConfigPaths, ContainerdConfigPaths []string
 }
 
 // Defaults returns the shared defaults of docs/components.md (NodeName empty: --node-name
@@ -86,6 +96,9 @@ func Defaults() Config {
 		DrainTimeout:    time.Hour,
 		MetricsAddress:  ":9400",
 		NRISocket:       nri.DefaultSocket,
+
+		ToolkitConfigPaths:    slices.Clone(preflight.DefaultToolkitConfigPaths),
+		ContainerdConfigPaths: slices.Clone(preflight.DefaultContainerdConfigPaths),
 	}
 }
 
@@ -120,6 +133,16 @@ func (c *Config) Validate() error {
 	}
 	if c.MetricsAddress == "" {
 		return fmt.Errorf("--metrics-address is empty")
+	}
+	for _, l := range []struct {
+		flag  string
+		paths []string
+	}{{"--toolkit-config", c.ToolkitConfigPaths}, {"--containerd-config", c.ContainerdConfigPaths}} {
+		for _, p := range l.paths {
+			if !path.IsAbs(p) {
+				return fmt.Errorf("%s: %q is not an absolute host path", l.flag, p)
+			}
+		}
 	}
 	if c.HAMiCore.SourceDir != "" {
 		if err := c.HAMiCore.Validate(); err != nil {

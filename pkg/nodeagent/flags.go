@@ -31,6 +31,10 @@ type Flags struct {
 	// FakeProfileLabel is the node label whose value picks the fake profile
 	// (--fake-profile-label).
 	FakeProfileLabel string
+	// NVMLLibrary is the path of libnvidia-ml.so.1 in the agent's filesystem (--nvml-library),
+	// for agents that get the driver from a mounted driver root instead of the NVIDIA container
+	// runtime (chart devicePlugin.nvidiaDevices=driver-root); "" = the dynamic linker's search.
+	NVMLLibrary string
 
 	// reserved and xids are the raw flag values, parsed by Validate.
 	reserved, xids string
@@ -54,6 +58,9 @@ func AddFlags(fs *pflag.FlagSet, f *Flags, c *Config, getenv func(string) string
 	fs.StringVar(&f.Backend, "backend", f.Backend, "GPU backend: nvml (the driver's NVML) or fake (simulated fleet)")
 	fs.StringVar(&f.FakeProfile, "fake-profile", f.FakeProfile, "fake fleet (pkg/fake profile syntax) when the node has no --fake-profile-label label")
 	fs.StringVar(&f.FakeProfileLabel, "fake-profile-label", f.FakeProfileLabel, "node label whose value picks the fake profile")
+	fs.StringVar(&f.NVMLLibrary, "nvml-library", f.NVMLLibrary, "path of libnvidia-ml.so.1 in the agent's filesystem (nvml backend), e.g. under a driver root mounted read-only (/host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1); empty = the dynamic linker's search path, where the NVIDIA container runtime mounts the driver's libraries")
+	fs.StringSliceVar(&c.ToolkitConfigPaths, "toolkit-config", c.ToolkitConfigPaths, "host paths, in order, of the NVIDIA Container Toolkit's config.toml for the preflight (comma-separated; read below /host, first found wins; the config next to containerd's NVIDIA runtime wrapper, the GPU Operator's <toolkit dir>/.config/nvidia-container-runtime/config.toml, is tried before them)")
+	fs.StringSliceVar(&c.ContainerdConfigPaths, "containerd-config", c.ContainerdConfigPaths, "host paths, in order, of containerd's config.toml for the preflight (comma-separated; read below /host, first found wins, imports merged)")
 	fs.IntVar(&c.SplitCount, "split-count", c.SplitCount, "containers (device plugin) or claims (DRA driver) that may share one GPU")
 	fs.Float64Var(&c.MemoryScaling, "memory-scaling", c.MemoryScaling, "memory over-commit factor (>= 1; 1 = never over-commit)")
 	fs.StringVar(&f.reserved, "reserved-memory", c.ReservedMemory.String(), "GPU memory used outside Kubernetes, kept out of the inventory: an amount for every GPU and/or <GPU-UUID|index>=<amount>, comma-separated; amounts in MiB or with a binary suffix (e.g. 2048,GPU-8d2c...=4Gi,3=0) (case C41)")
@@ -83,6 +90,9 @@ func (f *Flags) Validate(c *Config) error {
 	}
 	if c.ReservedMemory, err = device.ParseMemoryReserve("--reserved-memory", f.reserved); err != nil {
 		return err
+	}
+	if f.NVMLLibrary != "" && f.Backend != BackendNVML {
+		return fmt.Errorf("--nvml-library needs --backend=nvml (got %q)", f.Backend)
 	}
 	switch f.Backend {
 	case BackendNVML:

@@ -74,7 +74,7 @@ type Backend struct {
 // label, or the profile.
 func OpenBackend(ctx context.Context, client kubernetes.Interface, f *Flags, name string) (Backend, error) {
 	if f.Backend != BackendFake {
-		b, closer, err := nvml.Open()
+		b, closer, err := nvml.OpenLibrary(f.NVMLLibrary, nvml.Options{PCIDevicesDir: nvml.DefaultPCIDevicesDir})
 		if err != nil {
 			return Backend{}, err
 		}

@@ -40,6 +40,9 @@ type Preflight struct {
 	// HostRoot is where the host's root filesystem (at least its /etc) is mounted read-only in
 	// the agent ("/host"); "" reads nothing (the configs count as absent).
 	HostRoot string
+	// ToolkitConfigPaths and ContainerdConfigPaths are the host paths the configs are looked
+	// for at below HostRoot, in order (Config's fields of the same names); nil = the defaults.
+	ToolkitConfigPaths, ContainerdConfigPaths []string
 	// Input returns what only the running agent knows (runtime, NRI, strategy, enforcement,
 	// GPUs, toolkit CDI kind); Run fills Toolkit, Containerd and CDISpecs from HostRoot.
 	Input func() preflight.Input
@@ -58,8 +61,7 @@ func (p *Preflight) Evaluate(ctx context.Context) preflight.Report {
 	in := p.Input()
 	if p.HostRoot != "" {
 		host := os.DirFS(p.HostRoot)
-		in.Toolkit = preflight.ReadToolkitConfig(host)
-		in.Containerd = preflight.ReadContainerdConfig(host)
+		in.Toolkit, in.Containerd = preflight.ReadNodeConfigs(host, p.ToolkitConfigPaths, p.ContainerdConfigPaths)
 		if in.ToolkitCDIApplies() {
 			// The runtime's CDI spec directories: /etc/cdi under the host's /etc, /var/run/cdi
 			// mounted at <HostRoot>/var/run/cdi (the charts' host-cdi volume).

@@ -23,9 +23,24 @@ func Open() (device.Backend, func(), error) {
 
 // OpenWithOptions is Open with the given Options (Name defaults to "nvml").
 func OpenWithOptions(opts Options) (device.Backend, func(), error) {
-	lib := gonvml.New()
+	return OpenLibrary("", opts)
+}
+
+// OpenLibrary is OpenWithOptions loading NVML from libraryPath (a path of libnvidia-ml.so.1,
+// e.g. a driver root mounted into the container: the node agents' --nvml-library); "" loads
+// libnvidia-ml.so.1 through the dynamic linker's search path, as Open does.
+func OpenLibrary(libraryPath string, opts Options) (device.Backend, func(), error) {
+	var lib gonvml.Interface
+	if libraryPath != "" {
+		lib = gonvml.New(gonvml.WithLibraryPath(libraryPath))
+	} else {
+		lib = gonvml.New()
+	}
 	err := call0("nvmlInit", "", lib.Init)
 	if IsReturn(err, gonvml.ERROR_LIBRARY_NOT_FOUND) {
+		if libraryPath != "" {
+			return nil, nil, fmt.Errorf("NVML library %s not found or not loadable: check the driver root mounted into the container (%w)", libraryPath, err)
+		}
 		return nil, nil, fmt.Errorf("NVML library libnvidia-ml.so.1 not found: install the NVIDIA driver, "+
 			"or run the container with the NVIDIA runtime so the driver's libraries are mounted (%w)", err)
 	}

@@ -3,6 +3,8 @@ package preflight
 import (
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +30,12 @@ const (
 	K3sContainerdConfigPath  = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
 	RKE2ContainerdConfigPath = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
 )
+
+// ToolkitConfigDirName is where the NVIDIA container runtime looks for its config under
+// $XDG_CONFIG_HOME: <XDG_CONFIG_HOME>/nvidia-container-runtime/config.toml. The GPU Operator's
+// runtime wrapper (<toolkit dir>/nvidia-container-runtime, a script that is containerd's
+// BinaryName) sets XDG_CONFIG_HOME=<toolkit dir>/.config.
+const ToolkitConfigDirName = ".config/nvidia-container-runtime/config.toml"
 
 // DefaultToolkitConfigPaths are the toolkit config paths ReadToolkitConfig tries, first found
 // wins: the package install's, then the GPU Operator's.
@@ -61,6 +69,9 @@ const (
 type ToolkitConfig struct {
 	// Path is the file read (host path); "" when none was found.
 	Path string
+	// Tried are the candidate paths looked for, in order, up to and including Path (all of
+	// them when none was found); nil when not read from a filesystem.
+	Tried []string
 	// Found is true when a file was read (even if it did not parse).
 	Found bool
 	// Err is the read or TOML parse error (the file and the parser's line in it); nil when the
@@ -165,6 +176,9 @@ func (r ContainerdRuntime) NVIDIA() bool {
 type ContainerdConfig struct {
 	// Path is the main file read (host path); "" when none was found.
 	Path string
+	// Tried are the candidate paths looked for, in order, up to and including Path (all of
+	// them when none was found); nil when not read from a filesystem.
+	Tried []string
 	// Imports are the imported files merged into it, in order (host paths).
 	Imports []string
 	// Found is true when a file was read (even if it did not parse).
@@ -217,6 +231,29 @@ func (c ContainerdConfig) NVIDIARuntimes() []ContainerdRuntime {
 	}
 	if d := c.DefaultRuntime(); d.NVIDIA() && !containsRuntime(out, d.Name) {
 		out = append(out, d)
+	}
+	return out
+}
+
+// ToolkitConfigNextToRuntimes returns the toolkit configs the NVIDIA runtimes of c read when
+// they are the GPU Operator's wrappers: <dir of BinaryName>/ToolkitConfigDirName for each NVIDIA
+// handler with an absolute BinaryName, the default runtime's first, without duplicates. A
+// package install's /usr/bin/nvidia-container-runtime gives /usr/bin/.config/..., which does not
+// exist, so the candidates after these (ReadToolkitConfig) decide there.
+func ToolkitConfigNextToRuntimes(c ContainerdConfig) []string {
+	rs := c.NVIDIARuntimes()
+	if d := c.DefaultRuntime(); d.NVIDIA() {
+		rs = append([]ContainerdRuntime{d}, rs...)
+	}
+	var out []string
+	for _, r := range rs {
+		if !strings.HasPrefix(r.BinaryName, "/") {
+			continue
+		}
+		p := path.Join(path.Dir(r.BinaryName), ToolkitConfigDirName)
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -223,10 +223,12 @@ func TestReadConfigs(t *testing.T) {
 
 func TestReadNothing(t *testing.T) {
 	fsys := fstest.MapFS{}
-	if tk := ReadToolkitConfig(fsys); !reflect.DeepEqual(tk, DefaultToolkitConfig()) {
+	want := DefaultToolkitConfig()
+	want.Tried = DefaultToolkitConfigPaths
+	if tk := ReadToolkitConfig(fsys); !reflect.DeepEqual(tk, want) {
 		t.Errorf("toolkit %+v", tk)
 	}
-	if c := ReadContainerdConfig(fsys); !reflect.DeepEqual(c, ContainerdConfig{}) {
+	if c := ReadContainerdConfig(fsys); !reflect.DeepEqual(c, ContainerdConfig{Tried: DefaultContainerdConfigPaths}) {
 		t.Errorf("containerd %+v", c)
 	}
 }

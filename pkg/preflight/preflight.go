@@ -319,12 +319,12 @@ func Evaluate(in Input) Report {
 	add(checkCDI(in, rt))
 	add(checkCDISpecDir(in, rt))
 	add(checkToolkitCDISpec(in))
-	add(checkConfigFile(FindingToolkitConfig, "NVIDIA Container Toolkit config", in.Toolkit.Found, in.Toolkit.Path, in.Toolkit.Err,
+	add(checkConfigFile(FindingToolkitConfig, "NVIDIA Container Toolkit config", in.Toolkit.Found, in.Toolkit.Path, in.Toolkit.Tried, in.Toolkit.Err,
 		"defaults assumed ("+KeyAcceptEnvvarUnprivileged+" = true)"))
 	if rt == RuntimeCRIO {
 		add(ok(FindingContainerdConfig, "not used on CRI-O"))
 	} else {
-		add(checkConfigFile(FindingContainerdConfig, "containerd config", in.Containerd.Found, in.Containerd.Path, in.Containerd.Err,
+		add(checkConfigFile(FindingContainerdConfig, "containerd config", in.Containerd.Found, in.Containerd.Path, in.Containerd.Tried, in.Containerd.Err,
 			"containerd's defaults assumed; an NVIDIA runtime is assumed reachable when the toolkit is installed"))
 	}
 	w := failOpen(in, rt)
@@ -572,14 +572,18 @@ func checkToolkitCDISpec(in Input) Finding {
 	return miss(n, SeverityError, msg)
 }
 
-func checkConfigFile(name, what string, found bool, p string, err error, assumed string) Finding {
+func checkConfigFile(name, what string, found bool, p string, tried []string, err error, assumed string) Finding {
+	t := ""
+	if len(tried) > 0 {
+		t = " (tried " + strings.Join(tried, ", ") + ")"
+	}
 	switch {
 	case err != nil:
-		return miss(name, SeverityWarning, fmt.Sprintf("%s unreadable: %v; %s", what, err, assumed))
+		return miss(name, SeverityWarning, fmt.Sprintf("%s unreadable: %v%s; %s", what, err, t, assumed))
 	case found:
-		return ok(name, what+" read from "+p)
+		return ok(name, what+" read from "+p+t)
 	}
-	return ok(name, what+" not found; "+assumed)
+	return ok(name, what+" not found"+t+"; "+assumed)
 }
 
 // window is the fail-open decision and the NVIDIA runtime's reachability behind it.
@@ -608,7 +612,7 @@ func nvidiaReach(in Input, rt string) (reachable bool, via string) {
 		if tk.Found {
 			return true, "the NVIDIA Container Toolkit is installed (" + tk.Path + ") and containerd's runtimes could not be read"
 		}
-		return false, "no containerd runtime config and no NVIDIA Container Toolkit config found"
+		return false, "no containerd runtime config (tried " + triedList(c.Tried) + ") and no NVIDIA Container Toolkit config (tried " + triedList(tk.Tried) + ") found"
 	}
 	if d := c.DefaultRuntime(); d.NVIDIA() {
 		return true, fmt.Sprintf("containerd's default runtime is %s (BinaryName %q) in %s", d.Name, d.BinaryName, c.Path)
@@ -622,6 +626,15 @@ func nvidiaReach(in Input, rt string) (reachable bool, via string) {
 			strings.Join(names, ", "), c.Path)
 	}
 	return false, fmt.Sprintf("containerd's default runtime is %s and no runtime handler in %s runs nvidia-container-runtime", c.DefaultRuntime().Name, c.Path)
+}
+
+// triedList names the candidate paths a config was looked for at ("the defaults" when the
+// caller did not say).
+func triedList(tried []string) string {
+	if len(tried) == 0 {
+		return "the defaults"
+	}
+	return strings.Join(tried, ", ")
 }
 
 func failOpen(in Input, rt string) window {

@@ -33,24 +33,49 @@ func fsPath(p string) string {
 
 // ReadToolkitConfig reads the first of paths (host paths; DefaultToolkitConfigPaths when none
 // are given) that exists in fsys and parses it (ParseToolkitConfig). No file found gives
-// DefaultToolkitConfig(); a file that cannot be read gives Err naming it.
+// DefaultToolkitConfig(); a file that cannot be read gives Err naming it. Tried lists the paths
+// looked for.
 func ReadToolkitConfig(fsys fs.FS, paths ...string) ToolkitConfig {
 	if len(paths) == 0 {
 		paths = DefaultToolkitConfigPaths
 	}
+	var tried []string
 	for _, p := range paths {
+		if slices.Contains(tried, p) {
+			continue
+		}
+		tried = append(tried, p)
 		data, err := fs.ReadFile(fsys, fsPath(p))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
+		var c ToolkitConfig
 		if err != nil {
-			c := DefaultToolkitConfig()
+			c = DefaultToolkitConfig()
 			c.Path, c.Found, c.Err = p, true, fmt.Errorf("%s: %w", p, err)
-			return c
+		} else {
+			c = ParseToolkitConfig(p, data)
 		}
-		return ParseToolkitConfig(p, data)
+		c.Tried = tried
+		return c
 	}
-	return DefaultToolkitConfig()
+	c := DefaultToolkitConfig()
+	c.Tried = tried
+	return c
+}
+
+// ReadNodeConfigs reads containerd's config from the first of containerdPaths that exists
+// (ReadContainerdConfig), then the toolkit's: first the configs next to the NVIDIA runtimes
+// containerd runs (ToolkitConfigNextToRuntimes: the GPU Operator's wrapper points the runtime at
+// <toolkit dir>/.config/nvidia-container-runtime/config.toml), then toolkitPaths
+// (ReadToolkitConfig). Empty path lists mean the defaults.
+func ReadNodeConfigs(fsys fs.FS, toolkitPaths, containerdPaths []string) (ToolkitConfig, ContainerdConfig) {
+	c := ReadContainerdConfig(fsys, containerdPaths...)
+	if len(toolkitPaths) == 0 {
+		toolkitPaths = DefaultToolkitConfigPaths
+	}
+	tk := ReadToolkitConfig(fsys, append(ToolkitConfigNextToRuntimes(c), toolkitPaths...)...)
+	return tk, c
 }
 
 // ReadContainerdConfig reads the first of paths (host paths; DefaultContainerdConfigPaths when
@@ -62,26 +87,31 @@ func ReadContainerdConfig(fsys fs.FS, paths ...string) ContainerdConfig {
 	if len(paths) == 0 {
 		paths = DefaultContainerdConfigPaths
 	}
+	var tried []string
 	for _, p := range paths {
+		if slices.Contains(tried, p) {
+			continue
+		}
+		tried = append(tried, p)
 		data, err := fs.ReadFile(fsys, fsPath(p))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return ContainerdConfig{Path: p, Found: true, Err: fmt.Errorf("%s: %w", p, err)}
+			return ContainerdConfig{Path: p, Tried: tried, Found: true, Err: fmt.Errorf("%s: %w", p, err)}
 		}
 		m, err := decodeMap(p, data)
 		if err != nil {
-			return ContainerdConfig{Path: p, Found: true, Err: err}
+			return ContainerdConfig{Path: p, Tried: tried, Found: true, Err: err}
 		}
 		var imported []string
 		ierr := mergeImports(fsys, p, m, &imported, map[string]bool{p: true}, 0)
 		c := containerdFromMap(p, m)
-		c.Path, c.Found, c.Imports = p, true, imported
+		c.Path, c.Tried, c.Found, c.Imports = p, tried, true, imported
 		c.Err = errors.Join(ierr, c.Err)
 		return c
 	}
-	return ContainerdConfig{}
+	return ContainerdConfig{Tried: tried}
 }
 
 // mergeImports merges into m the files m's imports name (read relative to file's directory),
