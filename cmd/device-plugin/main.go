@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hami-go/hami-go/pkg/deviceplugin"
+	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
@@ -26,7 +27,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer b.Close()
-	deps := deviceplugin.Deps{Client: client, PIDResolver: deviceplugin.ProcCgroupResolver("/proc"), Backend: b.Backend}
+	deps := deviceplugin.Deps{Client: client, PIDResolver: metrics.ProcCgroupResolver(metrics.NodeProcRoot()), Backend: b.Backend}
 	if b.Fleet != nil {
 		deps.Faults = b.Fleet
 	}

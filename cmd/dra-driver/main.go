@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/dra"
+	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
@@ -26,6 +27,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer b.Close()
 	deps := dra.Deps{Client: client, Backend: b.Backend}
+	deps.Options.PIDResolver = metrics.ProcCgroupResolver(metrics.NodeProcRoot())
 	if o.FakeFaultInjection {
 		deps.Faults = b.Fleet
 	}

@@ -1,10 +1,6 @@
 package deviceplugin
 
 import (
-	"os"
-	"regexp"
-	"strconv"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -12,27 +8,9 @@ import (
 	"github.com/hami-go/hami-go/pkg/metrics"
 )
 
-// PIDResolver maps a host process ID to the runtime container ID it runs in; ok is false when
-// unknown. The default reads /proc/<pid>/cgroup.
-type PIDResolver func(pid uint32) (containerID string, ok bool)
-
-var containerIDPattern = regexp.MustCompile(`[0-9a-f]{64}`)
-
-// ProcCgroupResolver reads the container ID (64 hex digits) from /proc/<pid>/cgroup under root
-// ("/" on a node, "/host" when the host's /proc is mounted elsewhere).
-func ProcCgroupResolver(procRoot string) PIDResolver {
-	return func(pid uint32) (string, bool) {
-		b, err := os.ReadFile(procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/cgroup")
-		if err != nil {
-			return "", false
-		}
-		all := containerIDPattern.FindAllString(string(b), -1)
-		if len(all) == 0 {
-			return "", false
-		}
-		return all[len(all)-1], true
-	}
-}
+// PIDResolver maps a host process ID to the runtime container ID it runs in (metrics.PIDResolver,
+// shared with the DRA driver).
+type PIDResolver = metrics.PIDResolver
 
 // Collector exports the plugin's per-GPU and per-slice metrics (prefix hami_go_, labels from
 // pkg/metrics, series shared with the DRA driver through metrics.GPUMetrics) and the latency of
@@ -87,23 +65,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			AllocatedMiB: a.MemoryMiB, CoresPercent: a.CoresPercent, Sharers: a.Sharers, Healthy: c.p.health.Healthy(g.UUID)})
 		smp := &samples[len(samples)-1] // stays valid: samples never outgrows its capacity
 		per[g.UUID] = smp
-		procs, err := c.p.backend.Processes(g.UUID)
-		if err != nil {
-			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
-			continue
-		}
-		smp.UsedKnown = true
-		for _, pr := range procs {
-			smp.UsedMiB += pr.UsedMiB
-			if c.resolve == nil {
-				continue
-			}
-			if id, ok := c.resolve(pr.PID); ok {
-				if o, ok := owners[id]; ok {
-					used[sliceKey{o.Pod.UID, o.Container, g.UUID}] += pr.UsedMiB
-				}
-			}
-		}
+		metrics.AttributeUse(c.p.backend, smp, c.resolve, func(id string) (sliceKey, bool) {
+			o, ok := owners[id]
+			return sliceKey{o.Pod.UID, o.Container, g.UUID}, ok
+		}, used)
 	}
 	var ss []metrics.SliceSample
 	for _, s := range slices {

@@ -23,6 +23,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/dra/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
+	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 	"github.com/hami-go/hami-go/pkg/nri"
 	"github.com/hami-go/hami-go/pkg/preflight"
@@ -37,6 +38,10 @@ type Options struct {
 	// PCIeRoot returns a GPU's PCIe root ("pci0000:00") from its extended BDF bus id, "" when
 	// unknown; default none (Run passes the sysfs reader for the NVML backend).
 	PCIeRoot func(busID string) string
+	// PIDResolver maps the host PIDs NVML lists to container IDs for the per-claim memory use
+	// (hami_go_slice_memory_used_bytes); nil = no per-claim use (cmd/dra-driver passes
+	// metrics.ProcCgroupResolver over the host's /proc).
+	PIDResolver metrics.PIDResolver
 }
 
 // Publisher publishes the node's ResourceSlices (the kubeletplugin helper's PublishResources).
@@ -62,6 +67,10 @@ type Driver struct {
 	// claim's CDI device (Granted), so that a container's creation removes the claim's HAMi-core
 	// cache file only where no other container may share it (case C56); forgotten at unprepare.
 	users map[types.UID]map[string]bool
+	// containers are the claims each container (by runtime ID, nri.Container.ID) got through
+	// its CDI devices (Granted), for attributing GPU processes to claims (Collector); forgotten
+	// at unprepare, as users.
+	containers map[string]map[types.UID]bool
 	// unprepared is closed and replaced (under mu) whenever Unprepare removes prepared claims.
 	unprepared chan struct{}
 	// enf is the node's enforcement (Enforcement); Run records the library it installed.
@@ -448,6 +457,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			delete(d.prepared, c.UID)
 		}
 		delete(d.users, c.UID)
+		d.forgetContainersLocked(c.UID)
 		out[c.UID] = nil
 		klog.FromContext(ctx).V(2).Info("Unprepared", "claim", c.String())
 	}

@@ -2,7 +2,7 @@ package dra
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/klog/v2"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hami-go/hami-go/pkg/metrics"
 )
@@ -10,7 +10,10 @@ import (
 // Collector exports the driver's per-GPU and per-slice metrics under the device plugin's names
 // (metrics.GPUMetrics); a slice is one prepared claim's share of one GPU, labelled by namespace
 // and claim (metrics.ClaimSliceLabels). It reads the prepared claims at scrape time, so an
-// unprepared claim's series disappear at once.
+// unprepared claim's series disappear at once. A slice's memory use is the device plugin's
+// (metrics.AttributeUse): the GPU's processes NVML lists, mapped by host PID to their container
+// (Options.PIDResolver) and from the container to the claim its CDI devices named (claimOf);
+// the claim's series sums the processes of every container sharing it.
 type Collector struct {
 	d   *Driver
 	m   *metrics.GPUMetrics
@@ -31,6 +34,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gpus := make([]metrics.GPUSample, len(c.d.gpus))
+	used := map[claimOnGPU]int64{}
 	per := map[string]*metrics.GPUSample{}
 	// The total is the memory the GPU offers, as the device plugin exports it and the
 	// ResourceSlice publishes it (the reserve taken off, then the scaling): what claims book.
@@ -39,15 +43,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		g := gi.GPU
 		gpus[i] = metrics.GPUSample{UUID: g.UUID, Index: g.Index, Model: g.Model, TotalMiB: BookableMiB(g, offer), Healthy: c.d.health.Healthy(g.UUID)}
 		per[g.UUID] = &gpus[i]
-		procs, err := c.d.backend.Processes(g.UUID)
-		if err != nil {
-			klog.V(4).InfoS("No process list for metrics", "uuid", g.UUID, "err", err)
-			continue
-		}
-		gpus[i].UsedKnown = true
-		for _, p := range procs {
-			gpus[i].UsedMiB += p.UsedMiB
-		}
+		metrics.AttributeUse(c.d.backend, &gpus[i], c.d.opts.PIDResolver, func(id string) (claimOnGPU, bool) {
+			return c.d.claimOf(id, g.UUID)
+		}, used)
 	}
 	var slices []metrics.SliceSample
 	for _, p := range c.d.Prepared() {
@@ -60,9 +58,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			a.CoresPercent += g.CoresPercent
 			a.Sharers++
 			slices = append(slices, metrics.SliceSample{UUID: a.UUID, Index: a.Index, Model: a.Model,
-				Owner: []string{p.Namespace, p.Name}, LimitMiB: g.MemoryMiB, CoresPercent: g.CoresPercent})
+				Owner: []string{p.Namespace, p.Name}, LimitMiB: g.MemoryMiB, CoresPercent: g.CoresPercent,
+				UsedMiB: used[claimOnGPU{p.UID, g.UUID}], UsedKnown: c.d.opts.PIDResolver != nil && a.UsedKnown})
 		}
 	}
 	c.m.Emit(ch, c.d.cfg.NodeName, gpus, slices)
 	c.enf.Emit(ch, c.d.cfg.NodeName, c.d.Enforcement())
+}
+
+// claimOnGPU names one claim's slice of one GPU.
+type claimOnGPU struct {
+	claim types.UID
+	uuid  string
+}
+
+// claimOf is the claim through which container id (a runtime ID) holds GPU uuid: of the claims
+// the NRI plugin saw among its CDI devices (Granted), the one granting that GPU; where two
+// claims of one container grant the same GPU, the process's memory cannot be split between
+// them and goes to the claim of the smaller UID (counted once). ok is false for a container
+// without such a claim.
+func (d *Driver) claimOf(id, uuid string) (claimOnGPU, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var best types.UID
+	for uid := range d.containers[id] {
+		p, ok := d.prepared[uid]
+		if !ok || best != "" && uid >= best {
+			continue
+		}
+		for _, g := range p.Grants {
+			if g.UUID == uuid {
+				best = uid
+				break
+			}
+		}
+	}
+	return claimOnGPU{best, uuid}, best != ""
 }

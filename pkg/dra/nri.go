@@ -67,7 +67,8 @@ func (d *Driver) Granted(ctx context.Context, c nri.Container) (nri.Granted, err
 	return out, nil
 }
 
-// cacheFileAtCreation records c as a container of claim uid and, when c is being created
+// cacheFileAtCreation records c as a container of claim uid (by name, and by runtime ID for
+// the metrics' process attribution: claimOf) and, when c is being created
 // (c.Creating), removes the claim's HAMi-core cache file (host path file; "" = none on the host)
 // unless another container is known to use the claim (case C56). A container the kubelet creates
 // again (it exited) would otherwise find the slots of its killed processes, which still charge
@@ -81,6 +82,15 @@ func (d *Driver) Granted(ctx context.Context, c nri.Container) (nri.Granted, err
 func (d *Driver) cacheFileAtCreation(ctx context.Context, c nri.Container, uid types.UID, file string) error {
 	key := c.PodUID + "/" + c.Name
 	d.mu.Lock()
+	if c.ID != "" {
+		if d.containers == nil {
+			d.containers = map[string]map[types.UID]bool{}
+		}
+		if d.containers[c.ID] == nil {
+			d.containers[c.ID] = map[types.UID]bool{}
+		}
+		d.containers[c.ID][uid] = true
+	}
 	if d.users == nil {
 		d.users = map[types.UID]map[string]bool{}
 	}
@@ -101,4 +111,14 @@ func (d *Driver) cacheFileAtCreation(ctx context.Context, c nri.Container, uid t
 		return fmt.Errorf("container %s: remove claim %s's stale HAMi-core cache file: %w", c, uid, err)
 	}
 	return nil
+}
+
+// forgetContainersLocked drops claim uid from every container's claims (d.mu held).
+func (d *Driver) forgetContainersLocked(uid types.UID) {
+	for id, claims := range d.containers {
+		delete(claims, uid)
+		if len(claims) == 0 {
+			delete(d.containers, id)
+		}
+	}
 }

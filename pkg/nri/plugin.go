@@ -47,6 +47,9 @@ type Container struct {
 	PodUID, PodNamespace, PodName string
 	// Name is the container's name in the pod spec.
 	Name string
+	// ID is the runtime's container ID ("" = unknown): what /proc/<pid>/cgroup names, for
+	// mapping GPU processes to containers (per-slice memory use).
+	ID string
 	// CDIDevices are the fully qualified CDI device names the kubelet asked for
 	// ("vendor/class=name"), e.g. a DRA claim's.
 	CDIDevices []string
@@ -487,7 +490,7 @@ func (g *Plugin) OnUnplanned(f func(context.Context, Container)) { g.unplanned =
 
 // containerOf names ctr of pod (nil: unknown) as Decide takes it.
 func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
-	c := Container{Name: ctr.GetName()}
+	c := Container{Name: ctr.GetName(), ID: ctr.GetId()}
 	if pod != nil {
 		c.PodUID, c.PodNamespace, c.PodName = pod.GetUid(), pod.GetNamespace(), pod.GetName()
 	}

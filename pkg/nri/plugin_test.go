@@ -441,8 +441,8 @@ func TestGuardSynchronize(t *testing.T) {
 	}
 	// Running containers: not being created (Creating false; case C56).
 	want := []Container{
-		{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main"},
-		{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "widened"},
+		{PodUID: "uid-1", PodNamespace: "ns", PodName: "p", Name: "main", ID: "c1"},
+		{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "widened", ID: "c4"},
 	}
 	deadline := time.Now().Add(10 * time.Second) // the checks run after Synchronize returns
 	for len(src.calls()) < len(want) && time.Now().Before(deadline) {
@@ -454,7 +454,7 @@ func TestGuardSynchronize(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []Container{{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "unplanned"}}; !reflect.DeepEqual(unplanned, want) {
+	if want := []Container{{PodUID: "uid-2", PodNamespace: "ns", PodName: "q", Name: "unplanned", ID: "c5"}}; !reflect.DeepEqual(unplanned, want) {
 		t.Errorf("Unplanned handler got %+v, want %+v", unplanned, want)
 	}
 }
