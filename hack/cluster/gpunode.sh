@@ -137,6 +137,10 @@ gpu_node_chart_args() {
   # shellcheck source=/dev/null
   source "$HAMICORE_ENV"
   echo --set devicePlugin.backend=nvml --set devicePlugin.driverRoot="$DRIVER_ROOT"
+  # The preflight reads the node's real configs: the toolkit's (as the GPU Operator lays it out,
+  # beside its runtime wrapper) and this containerd's, each mounted read-only under /host.
+  echo --set "devicePlugin.preflight.toolkitConfig={$TOOLKIT_CONFIG}" \
+    --set "devicePlugin.preflight.containerdConfig={$CONTAINERD_DIR/config.toml}"
   if [[ -n $HAMICORE_LIB ]]; then
     echo --set hamiCore.image.repository=docker.io/hami-go/hamicore-sim --set hamiCore.image.tag="$HAMICORE_TAG" \
       --set hamiCore.image.pullPolicy=Never

@@ -76,6 +76,9 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 		"--nri-socket": "/var/run/nri/nri.sock", "--nri-exempt-namespaces": "hami-go-system,kube-system",
 		"--driver-root": "/", "--toolkit-cdi-kind": "nvidia.com/gpu", // cases C53, C55
+		// Issue 36 item 6: the preflight's candidates, in order.
+		"--toolkit-config":    "/etc/nvidia-container-runtime/config.toml,/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml",
+		"--containerd-config": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml,/var/lib/rancher/rke2/agent/etc/containerd/config.toml,/etc/containerd/config.toml",
 	}
 	if got := flags(c); !mapsEqual(got, wantFlags) {
 		t.Errorf("flags %v\nwant %v", got, wantFlags)
@@ -95,12 +98,15 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	// (read-only) holds the device nodes the CDI spec lists (case C53; pkg/deviceplugin run.go
 	// looks for them under /host<driverRoot>/dev).
 	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri", "host-etc": "/etc",
-		"driver-dev": "/dev", "host-cdi": "/var/run/cdi"}
+		"driver-dev": "/dev", "host-cdi": "/var/run/cdi",
+		// The preflight's candidates outside /etc: /usr (the GPU Operator's toolkit), k3s's and rke2's config directories.
+		"preflight-0": "/usr", "preflight-1": "/var/lib/rancher/k3s/agent/etc/containerd", "preflight-2": "/var/lib/rancher/rke2/agent/etc/containerd"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
 	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/hami-core-image": "hami-core-image", "/host/etc": "host-etc",
-		"/host/dev": "driver-dev", "/host/var/run/cdi": "host-cdi"}
+		"/host/dev": "driver-dev", "/host/var/run/cdi": "host-cdi",
+		"/host/usr": "preflight-0", "/host/var/lib/rancher/k3s/agent/etc/containerd": "preflight-1", "/host/var/lib/rancher/rke2/agent/etc/containerd": "preflight-2"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
 	}

@@ -220,6 +220,26 @@ value is not one: include "hami-go.ms" "1m30s" -> 90000.
 {{- if not (hasPrefix "/" (toString $dp.driverRoot)) -}}
 {{- fail (printf "devicePlugin.driverRoot must be an absolute host path (\"/\" for a driver installed on the host), got %q" (toString $dp.driverRoot)) -}}
 {{- end -}}
+{{- range $k := list "toolkitConfig" "containerdConfig" -}}
+{{- $l := index ($dp.preflight | default dict) $k -}}
+{{- if not (kindIs "slice" $l) -}}
+{{- fail (printf "devicePlugin.preflight.%s must be a list of host paths, got %v" $k $l) -}}
+{{- end -}}
+{{- range $l -}}
+{{- if or (not (hasPrefix "/" (toString .))) (contains "," (toString .)) (eq (clean (toString .)) "/") -}}
+{{- fail (printf "devicePlugin.preflight.%s: %q is not an absolute host path of a file" $k (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has (toString $dp.nvidiaDevices) (list "env" "cdi-annotation" "driver-root")) -}}
+{{- fail (printf "devicePlugin.nvidiaDevices must be \"env\", \"cdi-annotation\" or \"driver-root\", got %q" (toString $dp.nvidiaDevices)) -}}
+{{- end -}}
+{{- if and (eq (toString $dp.nvidiaDevices) "cdi-annotation") (not $dp.toolkitCDIKind) -}}
+{{- fail "devicePlugin.nvidiaDevices=cdi-annotation names the NVIDIA Container Toolkit's device <toolkitCDIKind>=all, but devicePlugin.toolkitCDIKind is empty" -}}
+{{- end -}}
+{{- if not (hasPrefix "/" (toString $dp.driverLibDir)) -}}
+{{- fail (printf "devicePlugin.driverLibDir must be the driver's library directory below driverRoot, absolute (/usr/lib/x86_64-linux-gnu), got %q" (toString $dp.driverLibDir)) -}}
+{{- end -}}
 {{- if and $dp.toolkitCDIKind (not (regexMatch "^[a-zA-Z0-9][a-zA-Z0-9.-]*[a-zA-Z0-9]/[a-zA-Z0-9][a-zA-Z0-9_.-]*[a-zA-Z0-9]$" (toString $dp.toolkitCDIKind))) -}}
 {{- fail (printf "devicePlugin.toolkitCDIKind must be a CDI kind <vendor>/<class> such as nvidia.com/gpu, or \"\" for none, got %q" (toString $dp.toolkitCDIKind)) -}}
 {{- end -}}
@@ -426,4 +446,140 @@ bring-your-own library's directory read-only.
 {{- fail (printf "devicePlugin.drainTimeout must be a whole number of seconds >= 0, got %v" $v) -}}
 {{- end -}}
 {{- int64 $v -}}
+{{- end -}}
+
+{{/*
+The preflight's config candidates (issue 36 item 6): --toolkit-config and --containerd-config of
+both node agents, from devicePlugin.preflight.
+*/}}
+{{- define "hami-go.preflight.args" -}}
+{{- $pf := .Values.devicePlugin.preflight -}}
+- --toolkit-config={{ join "," $pf.toolkitConfig }}
+- --containerd-config={{ join "," $pf.containerdConfig }}
+{{- end -}}
+
+{{/*
+The host directories mounted read-only under /host for the preflight's candidates, as a JSON list
+of {"name", "path", "type"}. How a candidate's file becomes visible without mounting the host's
+/ (which would hand the agent every secret on the node):
+- under /etc: the host-etc volume (the whole /etc, mounted already) has it;
+- under /usr: one mount of /usr (type Directory: /usr exists on every node; it holds the OS's
+  programs and libraries, no secrets). Mounting the candidate's own directory instead fails the
+  pod on nodes whose /usr is read-only and lack the directory (Talos, Flatcar, Bottlerocket, COS
+  without the GPU Operator), and goes stale on GPU Operator nodes, whose toolkit container removes
+  and recreates /usr/local/nvidia/toolkit at each restart;
+- elsewhere (k3s's and rke2's /var/lib/rancher/...): the file's directory, type DirectoryOrCreate.
+  Both DirectoryOrCreate and the untyped "" make a missing directory appear: the kubelet creates it
+  for the former, and containerd's CRI and CRI-O create a missing bind-mount source for the latter.
+  So a node without k3s gets an empty /var/lib/rancher/k3s/agent/etc/containerd; take the path out
+  of devicePlugin.preflight.containerdConfig where that is unwanted. type Directory would keep such
+  a node's agent from starting at all.
+*/}}
+{{- define "hami-go.preflight.hostDirs" -}}
+{{- $pf := .Values.devicePlugin.preflight -}}
+{{- $dirs := list -}}
+{{- range concat $pf.toolkitConfig $pf.containerdConfig -}}
+{{- $p := clean (toString .) -}}
+{{- if hasPrefix "/etc/" $p -}}
+{{- else if hasPrefix "/usr/" $p -}}
+{{- $dirs = append $dirs "/usr" -}}
+{{- else -}}
+{{- $dirs = append $dirs (dir $p) -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $i, $d := uniq $dirs -}}
+{{- $out = append $out (dict "name" (printf "preflight-%d" $i) "path" $d "type" (ternary "Directory" "DirectoryOrCreate" (eq $d "/usr"))) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{- define "hami-go.preflight.volumeMounts" -}}
+{{- range (include "hami-go.preflight.hostDirs" . | fromJsonArray) }}
+- name: {{ .name }}
+  mountPath: /host{{ .path }}
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.preflight.volumes" -}}
+{{- range (include "hami-go.preflight.hostDirs" . | fromJsonArray) }}
+- name: {{ .name }}
+  hostPath:
+    path: {{ .path }}
+    type: {{ .type }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+How a node agent (nvml backend) gets the driver: devicePlugin.nvidiaDevices (issue 36 item 7,
+docs/runtimes.md "Closing the window without stopping the agents").
+- env: NVIDIA_VISIBLE_DEVICES=all; the NVIDIA container runtime injects the device nodes and
+  libnvidia-ml. Needs the runtime to honour an unprivileged container's env
+  (accept-nvidia-visible-devices-envvar-when-unprivileged = true), or devicePlugin.privileged.
+- cdi-annotation: the pod annotation cdi.k8s.io/hami-go-agent: <toolkitCDIKind>=all, honoured by
+  the NVIDIA runtime in cdi mode (annotation-prefixes) when the runtime handler passes pod
+  annotations on (containerd: pod_annotations = ["cdi.k8s.io/*"]); NVIDIA_VISIBLE_DEVICES=void.
+- driver-root: no NVIDIA runtime: <driverRoot><driverLibDir> mounted read-only, NVML loaded from
+  there (--nvml-library), the container privileged for the device nodes (a hostPath char device
+  is not in the container's device cgroup, so NVML could not open it unprivileged).
+*/}}
+{{- define "hami-go.nvidiaDevices.libDir" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- printf "%s%s" (trimSuffix "/" (toString $dp.driverRoot)) (clean (toString $dp.driverLibDir)) -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.privileged" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and (eq $dp.backend "nvml") (or $dp.privileged (eq (toString $dp.nvidiaDevices) "driver-root")) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.annotations" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "cdi-annotation") }}
+cdi.k8s.io/hami-go-agent: {{ $dp.toolkitCDIKind }}=all
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.args" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "driver-root") }}
+- --nvml-library=/host{{ include "hami-go.nvidiaDevices.libDir" . }}/libnvidia-ml.so.1
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.env" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if eq $dp.backend "nvml" -}}
+{{- if eq (toString $dp.nvidiaDevices) "env" }}
+# The NVIDIA container runtime injects every GPU's device nodes and libnvidia-ml.
+- name: NVIDIA_VISIBLE_DEVICES
+  value: all
+- name: NVIDIA_DRIVER_CAPABILITIES
+  value: utility
+{{- else }}
+# devicePlugin.nvidiaDevices={{ $dp.nvidiaDevices }}: no device from the env.
+- name: NVIDIA_VISIBLE_DEVICES
+  value: void
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.volumeMounts" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "driver-root") }}
+- name: driver-lib
+  mountPath: /host{{ include "hami-go.nvidiaDevices.libDir" . }}
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-go.nvidiaDevices.volumes" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "driver-root") }}
+- name: driver-lib
+  hostPath:
+    path: {{ include "hami-go.nvidiaDevices.libDir" . }}
+    type: Directory
+{{- end -}}
 {{- end -}}
