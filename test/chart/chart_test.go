@@ -99,13 +99,15 @@ func TestDevicePluginDaemonSetNVML(t *testing.T) {
 	// looks for them under /host<driverRoot>/dev).
 	wantHost := map[string]string{"device-plugins": "/var/lib/kubelet/device-plugins", "hami-core": "/usr/local/vgpu", "cdi": "/var/run/cdi", "nri": "/var/run/nri", "host-etc": "/etc",
 		"driver-dev": "/dev", "host-cdi": "/var/run/cdi",
+		// The host's /proc (read-only): NVML's host PIDs to containers, per-slice memory use.
+		"host-proc": "/proc",
 		// The preflight's candidates outside /etc: /usr (the GPU Operator's toolkit), k3s's and rke2's config directories.
 		"preflight-0": "/usr", "preflight-1": "/var/lib/rancher/k3s/agent/etc/containerd", "preflight-2": "/var/lib/rancher/rke2/agent/etc/containerd"}
 	if got := hostPaths(spec); !mapsEqual(got, wantHost) {
 		t.Errorf("hostPaths %v, want %v (the CDI dir with the default cdi strategy)", got, wantHost)
 	}
 	wantMounts := map[string]string{"/var/lib/kubelet/device-plugins": "device-plugins", "/usr/local/vgpu": "hami-core", "/var/run/cdi": "cdi", "/var/run/nri": "nri", "/hami-core-image": "hami-core-image", "/host/etc": "host-etc",
-		"/host/dev": "driver-dev", "/host/var/run/cdi": "host-cdi",
+		"/host/dev": "driver-dev", "/host/var/run/cdi": "host-cdi", "/host/proc": "host-proc",
 		"/host/usr": "preflight-0", "/host/var/lib/rancher/k3s/agent/etc/containerd": "preflight-1", "/host/var/lib/rancher/rke2/agent/etc/containerd": "preflight-2"}
 	if got := mounts(c); !mapsEqual(got, wantMounts) {
 		t.Errorf("mounts %v, want %v", got, wantMounts)
