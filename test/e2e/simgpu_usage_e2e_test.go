@@ -208,15 +208,19 @@ func TestSimGPUSliceUsageMetric(t *testing.T) {
 }
 
 // TestSimGPUTwoContainersOfOneClaimShareOneLimit (DRA mode, HAMi-core on the node): two
-// containers of one pod share one claim of 3000 MiB (both name the pod's claim "gpu"), so
-// HAMi-core in both reads one shared cache file (CUDA_DEVICE_MEMORY_SHARED_CACHE, the claim's)
-// and the limit is the claim's, not each container's: while container "holder" holds 1024 MiB,
-// container "probe" sees total 3000 MiB and free 1976, and its 256 MiB steps stop at 1792
-// (7 × 256; the 8th would make 1024 + 2048 > 3000) with CUDA_ERROR_OUT_OF_MEMORY. The claim's
-// used series is the holder's 1024 MiB (the probe has freed its steps when it prints).
+// containers of one pod share one claim of 3000 MiB, so HAMi-core in both reads one shared cache
+// file (CUDA_DEVICE_MEMORY_SHARED_CACHE, the claim's). While container "holder" holds 1024 MiB,
+// container "probe" runs cudaprobe --max-mib 4096:
+//   - with shareProcessNamespace (subtest "shared-pid-namespace"), the limit is the claim's:
+//     total 3000 MiB, free 1976, and its 256 MiB steps stop at 1792 (7 × 256; the 8th would make
+//     1024 + 2048 > 3000) with CUDA_ERROR_OUT_OF_MEMORY;
+//   - without it (subtest "own-pid-namespaces", case C57), HAMi-core at a process's start drops
+//     every process of the shared file it cannot see in its own /proc, so the probe drops the
+//     holder's 1024 MiB and sees free 3000, steps to 2816: the claim's limit holds per container
+//     only. Pinned here as HAMi-core's behaviour (docs/simgpu.md, docs/dra.md), not hami-go's
+//     choice; a claim shared by containers needs shareProcessNamespace for one limit.
 //
-// The pod is what a user writes: no shareProcessNamespace, so each container has its own PID
-// namespace while the cache file is shared.
+// The claim's used series is the holder's 1024 MiB either way.
 func TestSimGPUTwoContainersOfOneClaimShareOneLimit(t *testing.T) {
 	c := NewCluster(t)
 	if !c.isDRAMode(t) {
@@ -226,39 +230,51 @@ func TestSimGPUTwoContainersOfOneClaimShareOneLimit(t *testing.T) {
 	if ok, why := c.hamiCoreOnNode(t); !ok {
 		t.Skipf("no HAMi-core on the node (%s): nothing enforces the claim's limit inside the containers", why)
 	}
-	ns := draNamespace(t, c)
-	c.createClaim(t, ns, "shared", gpuClaim{memory: "3000Mi", index: -1})
-	p := claimPod(ns, "shared", "shared", false)
-	main := p.Spec.Containers[0]
-	holder, probe := main, main
-	holder.Name, probe.Name = "holder", "probe"
-	holder.Command = []string{"/bin/sh", "-c", holdCmd + " 2>&1 | tee /shared/holder.log"}
-	probe.Command = []string{"/bin/sh", "-c",
-		"until grep -q 'cudaprobe: holding' /shared/holder.log 2>/dev/null; do sleep 1; done; cudaprobe --max-mib 4096; exec sleep 3600"}
-	mount := []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
-	holder.VolumeMounts, probe.VolumeMounts = mount, mount
-	p.Spec.Containers = []corev1.Container{holder, probe}
-	p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	c.CreatePod(t, p)
-	p = c.WaitForRunning(t, ns, "shared", 2*time.Minute)
-	log := c.WaitForLog(t, ns, "shared", "holder", "cudaprobe: holding", 2*time.Minute)
-	if strings.Contains(log, "cudaprobe: hold on device") {
-		t.Fatalf("holder could not allocate %d MiB:\n%s", holdMiB, log)
+	for _, tc := range []struct {
+		name                string
+		sharePID            bool
+		wantFree, wantSteps int64
+	}{
+		{"shared-pid-namespace", true, 3000 - holdMiB, 1792},
+		{"own-pid-namespaces", false, 3000, 2816},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := draNamespace(t, c)
+			c.createClaim(t, ns, "shared", gpuClaim{memory: "3000Mi", index: -1})
+			p := claimPod(ns, "shared", "shared", false)
+			main := p.Spec.Containers[0]
+			holder, probe := main, main
+			holder.Name, probe.Name = "holder", "probe"
+			holder.Command = []string{"/bin/sh", "-c", holdCmd + " 2>&1 | tee /shared/holder.log"}
+			probe.Command = []string{"/bin/sh", "-c",
+				"until grep -q 'cudaprobe: holding' /shared/holder.log 2>/dev/null; do sleep 1; done; cudaprobe --max-mib 4096; exec sleep 3600"}
+			mount := []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
+			holder.VolumeMounts, probe.VolumeMounts = mount, mount
+			p.Spec.Containers = []corev1.Container{holder, probe}
+			p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			p.Spec.ShareProcessNamespace = &tc.sharePID
+			c.CreatePod(t, p)
+			p = c.WaitForRunning(t, ns, "shared", 2*time.Minute)
+			log := c.WaitForLog(t, ns, "shared", "holder", "cudaprobe: holding", 2*time.Minute)
+			if strings.Contains(log, "cudaprobe: hold on device") {
+				t.Fatalf("holder could not allocate %d MiB:\n%s", holdMiB, log)
+			}
+			got := c.probeIn(t, ns, "shared", "probe")
+			t.Logf("probe: cudaprobe %+v", got)
+			if len(got.Devices) != 1 || got.Error != "" || !got.LibVGPU {
+				t.Fatalf("probe sees %d GPUs (error %q, HAMi-core loaded %v), want 1 with HAMi-core", len(got.Devices), got.Error, got.LibVGPU)
+			}
+			if cache := got.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]; cache == "" {
+				t.Errorf("probe: no CUDA_DEVICE_MEMORY_SHARED_CACHE in its env %v", got.Env)
+			}
+			d := got.Devices[0]
+			if d.TotalMiB != 3000 || d.FreeMiB != tc.wantFree || d.AllocMiB != tc.wantSteps || d.AllocError != "CUDA_ERROR_OUT_OF_MEMORY" {
+				t.Errorf("probe: total %d MiB, free %d, allocated %d (%q); want total 3000, free %d, allocated %d (CUDA_ERROR_OUT_OF_MEMORY)",
+					d.TotalMiB, d.FreeMiB, d.AllocMiB, d.AllocError, tc.wantFree, tc.wantSteps)
+			}
+			c.waitAgentValue(t, "hami_go_slice_memory_used_bytes", c.sliceOf(t, p, "holder"), holdMiB<<20, true, time.Minute)
+		})
 	}
-	got := c.probeIn(t, ns, "shared", "probe")
-	t.Logf("probe: cudaprobe %+v", got)
-	if len(got.Devices) != 1 || got.Error != "" || !got.LibVGPU {
-		t.Fatalf("probe sees %d GPUs (error %q, HAMi-core loaded %v), want 1 with HAMi-core", len(got.Devices), got.Error, got.LibVGPU)
-	}
-	if cache := got.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]; cache == "" {
-		t.Errorf("probe: no CUDA_DEVICE_MEMORY_SHARED_CACHE in its env %v", got.Env)
-	}
-	d := got.Devices[0]
-	if d.TotalMiB != 3000 || d.FreeMiB != 3000-holdMiB || d.AllocMiB != 1792 || d.AllocError != "CUDA_ERROR_OUT_OF_MEMORY" {
-		t.Errorf("probe: total %d MiB, free %d, allocated %d (%q); want total 3000, free %d (the holder's %d MiB counted: one limit for the claim), allocated 1792 (CUDA_ERROR_OUT_OF_MEMORY)",
-			d.TotalMiB, d.FreeMiB, d.AllocMiB, d.AllocError, 3000-holdMiB, holdMiB)
-	}
-	c.waitAgentValue(t, "hami_go_slice_memory_used_bytes", c.sliceOf(t, p, "holder"), holdMiB<<20, true, time.Minute)
 }
 
 // probeIn is probeOf for container ctr: the first cudaprobe JSON line of its log.
