@@ -126,27 +126,41 @@ containerd_nvidia_runtime() {
 EOF
 }
 
-# gpu_node_chart_args: the chart values of the node's GPUs: the nvml backend over the simulated
-# driver root, and HAMi-core from the local hamicore image where it was built (else none: the
-# chart's "bring your own" path, with no library there).
+# NODE_VALUES: the chart values of the node's GPUs, written by gpu_node_chart_args and given to
+# every install and upgrade of the chart on this cluster (up.sh, the day-two tests' mode switch).
+NODE_VALUES=$STATE/values-node.yaml
+
+# gpu_node_chart_args: writes $NODE_VALUES and prints the helm arguments that use it: the nvml
+# backend over the simulated driver root, the preflight pointed at the node's real toolkit and
+# containerd configs, and HAMi-core from the local hamicore image where it was built (else none:
+# the chart's "bring your own" path, with no library there). Without the GPU node: the fake
+# backend.
 gpu_node_chart_args() {
   if ! gpu_node_on; then
-    echo --set devicePlugin.backend=fake
+    printf '# hack/cluster/gpunode.sh: HAMI_GO_GPU_NODE=%s\ndevicePlugin:\n  backend: fake\n' "$GPU_NODE" >"$NODE_VALUES"
+    echo -f "$NODE_VALUES"
     return 0
   fi
   # shellcheck source=/dev/null
   source "$HAMICORE_ENV"
-  echo --set devicePlugin.backend=nvml --set devicePlugin.driverRoot="$DRIVER_ROOT"
-  # The preflight reads the node's real configs: the toolkit's (as the GPU Operator lays it out,
-  # beside its runtime wrapper) and this containerd's, each mounted read-only under /host.
-  echo --set "devicePlugin.preflight.toolkitConfig={$TOOLKIT_CONFIG}" \
-    --set "devicePlugin.preflight.containerdConfig={$CONTAINERD_DIR/config.toml}"
-  if [[ -n $HAMICORE_LIB ]]; then
-    echo --set hamiCore.image.repository=docker.io/hami-go/hamicore-sim --set hamiCore.image.tag="$HAMICORE_TAG" \
-      --set hamiCore.image.pullPolicy=Never
-  else
-    echo --set hamiCore.install=false
-  fi
+  {
+    echo "# hack/cluster/gpunode.sh: the simulated GPU node (docs/simgpu.md)"
+    echo "devicePlugin:"
+    echo "  backend: nvml"
+    echo "  driverRoot: $DRIVER_ROOT"
+    # The preflight reads the node's real configs: the toolkit's (as the GPU Operator lays it
+    # out, beside its runtime wrapper) and this containerd's, each mounted read-only under /host.
+    echo "  preflight:"
+    echo "    toolkitConfig: [$TOOLKIT_CONFIG]"
+    echo "    containerdConfig: [$CONTAINERD_DIR/config.toml]"
+    echo "hamiCore:"
+    if [[ -n $HAMICORE_LIB ]]; then
+      echo "  image: {repository: docker.io/hami-go/hamicore-sim, tag: \"$HAMICORE_TAG\", pullPolicy: Never}"
+    else
+      echo "  install: false   # $HAMICORE_SKIP"
+    fi
+  } >"$NODE_VALUES"
+  echo -f "$NODE_VALUES"
 }
 
 # default_runtime: the node's default runtime name.

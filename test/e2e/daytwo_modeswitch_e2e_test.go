@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,8 +230,13 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string) {
 	t.Helper()
 	chart := filepath.Join(repoRoot(), "charts", "hami-go")
-	h.run(t, "upgrade", releaseName, chart, "-f", filepath.Join(chart, "values-local.yaml"),
-		"--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))
+	args := []string{"upgrade", releaseName, chart, "-f", filepath.Join(chart, "values-local.yaml")}
+	// The node's GPU values up.sh gave the chart (hack/cluster/gpunode.sh: the nvml backend over
+	// the simulated driver), so a mode switch keeps them.
+	if nodeValues := filepath.Join(c.State, "values-node.yaml"); fileExists(nodeValues) {
+		args = append(args, "-f", nodeValues)
+	}
+	h.run(t, append(args, "--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))...)
 }
 
 // otherMode is the mode a node of mode switches to: "deviceplugin" ↔ "dra".
@@ -341,4 +347,10 @@ func (c *Cluster) waitPodGone(t testing.TB, ns, name string, timeout time.Durati
 	if err != nil {
 		t.Fatalf("pod %s/%s not gone within %v (%s): stuck Terminating", ns, name, timeout, last)
 	}
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
