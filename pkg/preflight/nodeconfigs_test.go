@@ -97,7 +97,7 @@ func TestWrapperAnywhereAndExplicitPaths(t *testing.T) {
 	const st = "/var/lib/hami-go-cluster"
 	ctd := strings.ReplaceAll(gpuOperatorCtd, "/usr/local/nvidia/toolkit", st+"/toolkit")
 	fsys := fstest.MapFS{
-		"var/lib/hami-go-cluster/containerd/config.toml":                                {Data: []byte(ctd)},
+		"var/lib/hami-go-cluster/containerd/config.toml":                               {Data: []byte(ctd)},
 		"var/lib/hami-go-cluster/toolkit/.config/nvidia-container-runtime/config.toml": {Data: []byte("[nvidia-container-runtime]\nmode = \"legacy\"\n")},
 	}
 	tk, c := ReadNodeConfigs(fsys, []string{"/opt/none.toml"}, []string{DefaultContainerdConfigPath, st + "/containerd/config.toml"})
