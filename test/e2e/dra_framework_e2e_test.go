@@ -359,16 +359,7 @@ func (c *Cluster) fakeFault(t testing.TB, path, uuid string, xid int) {
 // agentBackend is the node agent's --backend ("nvml" or "fake"), read from its pod's args.
 func (c *Cluster) agentBackend(t testing.TB) string {
 	t.Helper()
-	var p corev1.Pod
-	if c.isDRAMode(t) {
-		p = c.driverPod(t)
-	} else {
-		for _, dp := range c.devicePluginPods(t) {
-			if dp.DeletionTimestamp == nil {
-				p = dp
-			}
-		}
-	}
+	p := c.agentPod(t)
 	for _, ct := range p.Spec.Containers {
 		for _, a := range ct.Args {
 			if b, ok := strings.CutPrefix(a, "--backend="); ok {
@@ -379,24 +370,31 @@ func (c *Cluster) agentBackend(t testing.TB) string {
 	return "fake"
 }
 
+// agentPod is the running node agent's pod: the DRA driver's in DRA mode, else the device
+// plugin's (the one not being deleted).
+func (c *Cluster) agentPod(t testing.TB) corev1.Pod {
+	t.Helper()
+	if c.isDRAMode(t) {
+		return c.driverPod(t)
+	}
+	var p corev1.Pod
+	for _, dp := range c.devicePluginPods(t) {
+		if dp.DeletionTimestamp == nil {
+			p = dp
+		}
+	}
+	if p.Name == "" {
+		t.Fatalf("no running device plugin pod in %s on node %s", chartNamespace, c.NodeName)
+	}
+	return p
+}
+
 // agentMetricsPort is the node agent's metrics port (its container port "metrics"): the DRA
 // driver's in DRA mode (the chart's draDriver.metricsPort, 9401 on the local cluster, where both
 // agents share the node's network during a mode switch), else the device plugin's.
 func (c *Cluster) agentMetricsPort(t testing.TB) int32 {
 	t.Helper()
-	var p corev1.Pod
-	if c.isDRAMode(t) {
-		p = c.driverPod(t)
-	} else {
-		for _, dp := range c.devicePluginPods(t) {
-			if dp.DeletionTimestamp == nil {
-				p = dp
-			}
-		}
-		if p.Name == "" {
-			t.Fatalf("no running device plugin pod in %s on node %s", chartNamespace, c.NodeName)
-		}
-	}
+	p := c.agentPod(t)
 	for _, ctr := range p.Spec.Containers {
 		for _, port := range ctr.Ports {
 			if port.Name == "metrics" {
