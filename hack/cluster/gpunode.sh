@@ -32,7 +32,7 @@ install_gpu_node() {
   step 5 5 "HAMi-core from its source (hack/simgpu/hamicore.sh; optional)" build_hamicore
   # shellcheck source=/dev/null
   source "$HAMICORE_ENV"
-  [[ -z $HAMICORE_SKIP ]] || log "HAMi-core: $HAMICORE_SKIP; GPU containers get their limits in env, with no library to enforce them"
+  [[ -z $HAMICORE_SKIP ]] || log "HAMi-core: $HAMICORE_SKIP; the node agents run the fake backend over the simulated GPUs (the nvml backend's hami-core enforcement would refuse every GPU container without the library), and the checks that need HAMi-core or the nvml backend skip"
 }
 
 # build_hamicore: libvgpu.so from HAMi-core's source against the simulated driver, where the
@@ -130,19 +130,28 @@ EOF
 # every install and upgrade of the chart on this cluster (up.sh, the day-two tests' mode switch).
 NODE_VALUES=$STATE/values-node.yaml
 
-# gpu_node_chart_args: writes $NODE_VALUES and prints the helm arguments that use it: the nvml
-# backend over the simulated driver root, the preflight pointed at the node's real toolkit and
-# containerd configs, and HAMi-core from the local hamicore image where it was built (else none:
-# the chart's "bring your own" path, with no library there). Without the GPU node: the fake
-# backend.
+# gpu_node_chart_args: writes $NODE_VALUES and prints the helm arguments that use it. On the
+# simulated GPU node with HAMi-core built: the nvml backend over the simulated driver root, the
+# preflight pointed at the node's real toolkit and containerd configs, HAMi-core from the local
+# hamicore image. Without HAMi-core (its source or a cuda.h not on the machine: CI cannot fetch
+# them) the nvml backend would fail every GPU container closed (hami-core enforcement missing),
+# so the agents run the fake backend over the same GPUs (their UUIDs are the simulated driver's,
+# and NVIDIA's runtime still gives each container its GPUs); the log says why. Without the GPU
+# node: the fake backend.
 gpu_node_chart_args() {
-  if ! gpu_node_on; then
-    printf '# hack/cluster/gpunode.sh: HAMI_GO_GPU_NODE=%s\ndevicePlugin:\n  backend: fake\n' "$GPU_NODE" >"$NODE_VALUES"
+  if gpu_node_on; then
+    # shellcheck source=/dev/null
+    source "$HAMICORE_ENV"
+  fi
+  if ! gpu_node_on || [[ -z $HAMICORE_LIB ]]; then
+    {
+      echo "# hack/cluster/gpunode.sh: HAMI_GO_GPU_NODE=$GPU_NODE${HAMICORE_SKIP:+; no HAMi-core ($HAMICORE_SKIP)}: the fake backend"
+      echo "devicePlugin:"
+      echo "  backend: fake"
+    } >"$NODE_VALUES"
     echo -f "$NODE_VALUES"
     return 0
   fi
-  # shellcheck source=/dev/null
-  source "$HAMICORE_ENV"
   {
     echo "# hack/cluster/gpunode.sh: the simulated GPU node (docs/simgpu.md)"
     echo "devicePlugin:"
@@ -154,11 +163,7 @@ gpu_node_chart_args() {
     echo "    toolkitConfig: [$TOOLKIT_CONFIG]"
     echo "    containerdConfig: [$CONTAINERD_DIR/config.toml]"
     echo "hamiCore:"
-    if [[ -n $HAMICORE_LIB ]]; then
-      echo "  image: {repository: docker.io/hami-go/hamicore-sim, tag: \"$HAMICORE_TAG\", pullPolicy: Never}"
-    else
-      echo "  install: false   # $HAMICORE_SKIP"
-    fi
+    echo "  image: {repository: docker.io/hami-go/hamicore-sim, tag: \"$HAMICORE_TAG\", pullPolicy: Never}"
   } >"$NODE_VALUES"
   echo -f "$NODE_VALUES"
 }
