@@ -54,7 +54,7 @@ func TestNVMLChild(t *testing.T) {
 	}
 	for i, h := range env.Visible {
 		d, g := all[h], gpus[i]
-		want := device.GPU{UUID: d.UUID, Index: i, Model: d.Name, MemoryMiB: int64(d.TotalBytes >> 20),
+		want := device.GPU{UUID: d.UUID, Index: i, Minor: d.Minor, Model: d.Name, MemoryMiB: int64(d.TotalBytes >> 20),
 			SMCount: d.SMs, NUMANode: d.NUMA, PCIBusID: d.PCIBusID, Healthy: true}
 		for _, o := range env.Visible { // NVLink as pkg/fake: all-to-all on DGX profiles, none on custom ones
 			if o != h && d.NVLinks > 0 && all[o].NVLinks > 0 {
