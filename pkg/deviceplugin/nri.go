@@ -47,10 +47,8 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 	for _, d := range e.Dirs {
 		// World-writable: the container's processes may run as any user. The directory is the
 		// container's own (named by its pod's UID and its name).
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
-		}
-		if err := os.Chmod(d, 0o777); err != nil {
+		// On SELinux nodes it is labelled container_file_t (nodeagent.CacheDirMaker).
+		if err := s.p.cfg.CacheDirMaker().Make(d); err != nil {
 			return nri.Plan{}, fmt.Errorf("create container %s's HAMi-core cache directory: %w", c, err)
 		}
 	}

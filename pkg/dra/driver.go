@@ -347,11 +347,8 @@ func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error
 	e := gpuenv.Build(d.cfg.envConfig(), envRequest(c.UID, grants), d.opts.FileExists)
 	for _, dir := range e.Dirs {
 		// The claim's HAMi-core cache directory (--hami-core-cache-dir), writable by any user
-		// its containers run as.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return Prepared{}, false, fmt.Errorf("claim %s/%s: create its HAMi-core cache directory: %w", c.Namespace, c.Name, err)
-		}
-		if err := os.Chmod(dir, 0o777); err != nil {
+		// its containers run as, labelled container_file_t on SELinux nodes (nodeagent.CacheDirMaker).
+		if err := d.cfg.CacheDirMaker().Make(dir); err != nil {
 			return Prepared{}, false, fmt.Errorf("claim %s/%s: create its HAMi-core cache directory: %w", c.Namespace, c.Name, err)
 		}
 	}

@@ -13,8 +13,9 @@ import (
 // Default source of the library: HAMi's images (projecthami/hamicore, projecthami/hami) ship it
 // as /k8s-vgpu/lib/nvidia/libvgpu.so.<VERSION>.
 const (
-	// DefaultSourceDir is where the node agents' pods mount the HAMi-core image (an image
-	// volume, Kubernetes >= 1.36).
+	// DefaultSourceDir is where the node agents' pods mount the HAMi-core image (the chart:
+	// an image volume from Kubernetes 1.35 on, before that an emptyDir an init container fills
+	// with the image's library at the same relative path).
 	DefaultSourceDir = "/hami-core-image"
 	// DefaultSourceGlob matches the library in the image, relative to the image's root.
 	DefaultSourceGlob = "k8s-vgpu/lib/nvidia/libvgpu.so*"

@@ -49,6 +49,10 @@ type Config struct {
 	// gpuenv.HAMiContainerCacheDir (--hami-core-cache-dir; "" = the cache file stays in the
 	// container's root filesystem, which a readOnlyRootFilesystem container cannot write).
 	HAMiCacheDir string
+	// HAMiCacheLabel is the SELinux context each cache directory gets when the node runs SELinux
+	// (--hami-core-cache-selinux-label, default DefaultCacheDirLabel; "" = never label):
+	// CacheDirMaker.
+	HAMiCacheLabel string
 	// MPSPipeDir is the MPS pipe directory, needed with gpuenv.EnforceMPS (--mps-pipe-dir).
 	MPSPipeDir string
 	// ApplicationXIDs change nothing when they occur (--application-xids).
@@ -89,6 +93,7 @@ func Defaults() Config {
 		Enforcement:     gpuenv.EnforceHAMiCore,
 		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:      "/tmp/nvidia-mps",
+		HAMiCacheLabel:  DefaultCacheDirLabel,
 		HAMiCore:        hamicore.Config{SourceGlob: hamicore.DefaultSourceGlob, HostDir: hamicore.DefaultHostDir},
 		ApplicationXIDs: []uint64{13, 31, 43, 45, 68, 109},
 		RecoveryProbes:  3,

@@ -71,6 +71,7 @@ func AddFlags(fs *pflag.FlagSet, f *Flags, c *Config, getenv func(string) string
 	fs.StringVar(&c.HAMiCore.SourceGlob, "hami-core-install-glob", c.HAMiCore.SourceGlob, "the library's path in that image, a glob relative to its root that matches exactly one file")
 	fs.StringVar(&c.HAMiCore.HostDir, "hami-core-host-dir", c.HAMiCore.HostDir, "host directory the library is installed in (with its ld.so.preload)")
 	fs.StringVar(&c.HAMiCacheDir, "hami-core-cache-dir", c.HAMiCacheDir, "host directory under which each GPU container gets a writable directory for HAMi-core's shared cache (so readOnlyRootFilesystem containers work); empty = the cache file stays in the container's root filesystem")
+	fs.StringVar(&c.HAMiCacheLabel, "hami-core-cache-selinux-label", c.HAMiCacheLabel, "SELinux context each --hami-core-cache-dir directory gets when the node runs SELinux (container_file_t lets the container create HAMi-core's cache file in it; setting it needs an agent allowed to relabel, e.g. spc_t); empty = never label; no effect without SELinux")
 	fs.StringVar(&f.xids, "application-xids", cliflags.JoinXIDs(c.ApplicationXIDs), "comma-separated XIDs that change nothing (application errors)")
 	fs.IntVar(&c.RecoveryProbes, "recovery-probes", c.RecoveryProbes, "consecutive successful probes that return an unhealthy GPU to healthy")
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "probe period for unhealthy GPUs")

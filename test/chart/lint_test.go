@@ -28,7 +28,7 @@ func TestHelmLint(t *testing.T) {
 		"monitoring-dra":    sets(t, "mode=dra", "serviceMonitor.enabled=true", "prometheusRule.enabled=true"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			l := lint.All(chartDir(t), vals, releaseNamespace, false)
+			l := lint.AllWithKubeVersion(chartDir(t), vals, releaseNamespace, &capabilitiesAt(t, kubeVersion).KubeVersion)
 			for _, m := range l.Messages {
 				if m.Severity >= support.WarningSev {
 					t.Errorf("lint: %s", m.Error())

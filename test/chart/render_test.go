@@ -151,8 +151,41 @@ func renderFiles(t testing.TB, vals map[string]any) (map[string]string, error) {
 	return renderFilesIn(t, releaseNamespace, vals)
 }
 
+// kubeVersion is the cluster version the renders assume (helm template --kube-version): the local
+// cluster's (hack/cluster/lib.sh K8S_VERSION). The SDK's own default (chartutil.DefaultCapabilities)
+// is v1.20.0, below the chart's floor.
+const kubeVersion = "v1.37.2"
+
 // renderFilesIn is renderFiles for a release in namespace ns.
 func renderFilesIn(t testing.TB, ns string, vals map[string]any) (map[string]string, error) {
+	t.Helper()
+	return renderFilesAt(t, ns, kubeVersion, vals)
+}
+
+// capabilitiesAt are the SDK's default capabilities with the cluster version kv ("1.30.0").
+func capabilitiesAt(t testing.TB, kv string) *chartutil.Capabilities {
+	t.Helper()
+	v, err := chartutil.ParseKubeVersion(kv)
+	if err != nil {
+		t.Fatalf("kube version %q: %v", kv, err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *v
+	return caps
+}
+
+// renderAt renders the chart as `helm template --kube-version kv` does.
+func renderAt(t testing.TB, kv string, vals map[string]any) rendered {
+	t.Helper()
+	files, err := renderFilesAt(t, releaseNamespace, kv, vals)
+	if err != nil {
+		t.Fatalf("render at %s: %v", kv, err)
+	}
+	return decodeAll(t, files)
+}
+
+// renderFilesAt is renderFilesIn for a cluster of version kv.
+func renderFilesAt(t testing.TB, ns, kv string, vals map[string]any) (map[string]string, error) {
 	t.Helper()
 	ch, err := loader.Load(chartDir(t))
 	if err != nil {
@@ -162,7 +195,7 @@ func renderFilesIn(t testing.TB, ns string, vals map[string]any) (map[string]str
 		vals = map[string]any{}
 	}
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: ns, Revision: 1, IsInstall: true}
-	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
+	rv, err := chartutil.ToRenderValues(ch, vals, opts, capabilitiesAt(t, kv))
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func renderNotes(t testing.TB, vals map[string]any) string {
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
 	}
-	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}, capabilitiesAt(t, kubeVersion))
 	if err != nil {
 		t.Fatal(err)
 	}

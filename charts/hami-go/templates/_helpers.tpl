@@ -199,6 +199,16 @@ value is not one: include "hami-go.ms" "1m30s" -> 90000.
 {{- if not (has .Values.mode (list "deviceplugin" "dra")) -}}
 {{- fail (printf "mode must be \"deviceplugin\" or \"dra\", got %q" (toString .Values.mode)) -}}
 {{- end -}}
+{{- $kv := include "hami-go.kubeVersion" . -}}
+{{- if and (eq .Values.mode "dra") (not (semverCompare ">=1.34.0-0" $kv)) -}}
+{{- fail (printf "DRA mode needs Kubernetes >= 1.34 (resource.k8s.io/v1); the cluster is %s: use mode deviceplugin" $kv) -}}
+{{- end -}}
+{{- if not (has (.Values.hamiCore.installVia | default "" | toString) (list "" "imageVolume" "initContainer")) -}}
+{{- fail (printf "hamiCore.installVia must be \"imageVolume\", \"initContainer\" or \"\" (imageVolume from Kubernetes 1.35, initContainer before), got %q" (toString .Values.hamiCore.installVia)) -}}
+{{- end -}}
+{{- if and (include "hami-go.hamiCore.install" .) (eq (include "hami-go.hamiCore.installVia" .) "imageVolume") (not (semverCompare ">=1.31.0-0" $kv)) -}}
+{{- fail (printf "hamiCore.installVia=imageVolume needs Kubernetes >= 1.31 (image volumes: alpha in 1.31, on by default from 1.35); the cluster is %s: use initContainer, or leave it empty" $kv) -}}
+{{- end -}}
 {{- if not (has .Values.draDriver.deviceOrder (list "index" "binpack" "spread")) -}}
 {{- fail (printf "draDriver.deviceOrder must be \"index\", \"binpack\" or \"spread\", got %q" (toString .Values.draDriver.deviceOrder)) -}}
 {{- end -}}
@@ -344,6 +354,83 @@ hami-go.hamiCore.install: "true" when the node agents install HAMi-core from ham
 hamiCore.install, with real GPUs (backend nvml; the fake backend's clusters have no such image)
 and hami-core enforcement (the only mode that preloads it).
 */}}
+{{/*
+hami-go.kubeVersion: the cluster's version as v<major>.<minor>.<patch> (.Capabilities.KubeVersion:
+the API server's at install, --kube-version in helm template; vendor suffixes such as -eks-... or
++k3s1 dropped).
+*/}}
+{{- define "hami-go.kubeVersion" -}}
+{{- $kv := .Capabilities.KubeVersion -}}
+{{- $v := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" $kv.Version -}}
+{{- if not $v }}{{ $v = printf "%s.%s.0" $kv.Major (regexFind "^[0-9]+" $kv.Minor) }}{{ end -}}
+v{{ trimPrefix "v" $v }}
+{{- end -}}
+
+{{/*
+hami-go.kubeScheduler.image: scheduler.kubeScheduler.image; an empty tag is the cluster's version
+(hami-go.kubeVersion): kube-scheduler must not be newer than kube-apiserver.
+*/}}
+{{- define "hami-go.kubeScheduler.image" -}}
+{{- $img := .Values.scheduler.kubeScheduler.image -}}
+{{- printf "%s:%s" $img.repository (default (include "hami-go.kubeVersion" .) ($img.tag | toString)) -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.installVia: how the agent gets hamiCore.image at /hami-core-image:
+hamiCore.installVia, or when empty "imageVolume" from Kubernetes 1.35 on (ImageVolume on by
+default) and "initContainer" before.
+*/}}
+{{- define "hami-go.hamiCore.installVia" -}}
+{{- $via := .Values.hamiCore.installVia | default "" | toString -}}
+{{- if $via }}{{ $via }}{{ else if semverCompare ">=1.35.0-0" (include "hami-go.kubeVersion" .) }}imageVolume{{ else }}initContainer{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.hamiCore.initContainers: with installVia initContainer, the pod's init container that
+copies the files hamiCore.libraryPath matches in hamiCore.image (regular files, not symbolic
+links, at the same relative paths) into the hami-core-image emptyDir, which the agent then reads
+at /hami-core-image as it would the image volume (--hami-core-install-from). Nothing matching is
+left for the agent to report (pkg/hamicore names the pattern and the directory).
+*/}}
+{{- define "hami-go.hamiCore.initContainers" -}}
+{{- if and (include "hami-go.hamiCore.install" .) (eq (include "hami-go.hamiCore.installVia" .) "initContainer") -}}
+initContainers:
+  - name: hami-core-copy
+    image: {{ include "hami-go.hamiCore.imageRef" . }}
+    imagePullPolicy: {{ .Values.hamiCore.image.pullPolicy }}
+    command:
+      - /bin/sh
+      - -c
+      - |
+        set -eu
+        cd /
+        n=0
+        for f in $HAMI_CORE_GLOB; do
+          if [ -f "$f" ] && [ ! -L "$f" ]; then
+            mkdir -p "/hami-core-copy/$(dirname "$f")"
+            cp "$f" "/hami-core-copy/$f"
+            echo "copied /$f"
+            n=$((n + 1))
+          fi
+        done
+        [ "$n" -gt 0 ] || echo "no regular file matches $HAMI_CORE_GLOB in the image" >&2
+    env:
+      - name: HAMI_CORE_GLOB
+        value: {{ .Values.hamiCore.libraryPath | quote }}
+    resources:
+      requests:
+        cpu: 10m
+        memory: 16Mi
+      limits:
+        memory: 64Mi
+    securityContext:
+      {{- include "hami-go.restrictedContainer" . | nindent 6 }}
+    volumeMounts:
+      - name: hami-core-image
+        mountPath: /hami-core-copy
+{{- end -}}
+{{- end -}}
+
 {{- define "hami-go.hamiCore.install" -}}
 {{- $dp := .Values.devicePlugin -}}
 {{- if and .Values.hamiCore.install (eq $dp.backend "nvml") (eq $dp.enforcement "hami-core") }}true{{ end -}}
@@ -419,10 +506,16 @@ bring-your-own library's directory read-only.
   hostPath:
     path: {{ .Values.hamiCore.hostDir }}
     type: DirectoryOrCreate
+{{- if eq (include "hami-go.hamiCore.installVia" .) "imageVolume" }}
 - name: hami-core-image
   image:
     reference: {{ include "hami-go.hamiCore.imageRef" . }}
     pullPolicy: {{ .Values.hamiCore.image.pullPolicy }}
+{{- else }}
+- name: hami-core-image
+  emptyDir:
+    sizeLimit: 512Mi
+{{- end }}
 {{- else if and (eq $dp.backend "nvml") (eq $dp.enforcement "hami-core") -}}
 - name: hami-core
   hostPath:
