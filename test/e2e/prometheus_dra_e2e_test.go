@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -98,6 +99,7 @@ var draDashboard = dashboardExpect{
 		"Containers per GPU#0":                          perGPU(func(w *promWant, u string) float64 { return float64(w.booked(u).sharers) }),
 		"GPU health#0":                                  perGPU(func(*promWant, string) float64 { return 1 }),
 		"Slice memory: limit and used#2":                perSlice(func(s sliceWant) float64 { return float64(s.memMiB) * mib }),
+		"Slice memory: limit and used#3":                perSliceRange(0, math.Inf(1)),
 		"Slice compute limit (%)#1":                     perSlice(func(s sliceWant) float64 { return float64(s.cores) }),
 		"Webhook admissions per second#0":               positiveFor("resource", "pods"),
 	},
@@ -111,8 +113,8 @@ var draDashboardEmpty = func() map[string]string {
 	const calls = "the device plugin's gRPC calls: in mode dra the kubelet calls the DRA driver (NodePrepareResources), which has no such histogram"
 	m := map[string]string{
 		"Slice memory: limit and used#0":             plugin,
-		"Slice memory: limit and used#1":             "per-container usage: the DRA driver exports no per-claim usage (docs/components.md)",
-		"Slice memory used (% of its limit)#0":       "per-container usage over limit: the DRA driver exports no per-claim usage",
+		"Slice memory: limit and used#1":             plugin,
+		"Slice memory used (% of its limit)#0":       "per-container usage over limit (no claim label): the DRA driver's slices are claims, whose usage the limit-and-used panel shows (#3)",
 		"Slice compute limit (%)#0":                  plugin,
 		"Device plugin call latency p99 (s)#0":       calls,
 		"Device plugin calls per second by status#0": calls,

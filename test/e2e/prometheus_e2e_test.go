@@ -164,6 +164,7 @@ type dashboardExpect struct {
 // targets.
 var devicePluginDashboard = dashboardExpect{checks: dashboardChecks, empty: map[string]string{
 	"Slice memory: limit and used#2": "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+	"Slice memory: limit and used#3": "the DRA driver's per-claim usage (claim label): the device plugin's series have none",
 	"Slice compute limit (%)#1":      "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
 }}
 
