@@ -135,6 +135,13 @@ func (c *Cluster) sliceOf(t testing.TB, p *corev1.Pod, ctr string) map[string]st
 			podClaim = ct.Resources.Claims[0].Name
 		}
 	}
+	// A claim the pod names directly (spec.resourceClaims[].resourceClaimName) has no status
+	// entry: only claims made from a template do.
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.Name == podClaim && rc.ResourceClaimName != nil {
+			return map[string]string{"namespace": p.Namespace, "claim": *rc.ResourceClaimName}
+		}
+	}
 	for _, st := range p.Status.ResourceClaimStatuses {
 		if st.Name == podClaim && st.ResourceClaimName != nil {
 			return map[string]string{"namespace": p.Namespace, "claim": *st.ResourceClaimName}
