@@ -98,6 +98,7 @@ func TestDayTwoModeSwitchUndone(t *testing.T) {
 	if len(leavingPods) != 1 {
 		t.Fatalf("%d %s pods before the switch, want 1", len(leavingPods), leaving)
 	}
+	settled := c.preflightSettled(t)
 	c.setNodeMode(t, to)
 	c.installMode(t, h, to)
 	c.waitPreflightReason(t, preflight.FindingOldModeInUse, modeSwitchWait)
@@ -124,7 +125,7 @@ func TestDayTwoModeSwitchUndone(t *testing.T) {
 	if err != nil || p.Status.Phase != corev1.PodRunning || p.Status.ContainerStatuses[0].ContainerID != containerID {
 		t.Fatalf("the %s-mode pod %s lost its container across the undone switch (%v)", from, old.Name, err)
 	}
-	c.waitPreflightReason(t, preflight.ConditionReasonPassed, modeSwitchWait)
+	c.waitPreflightReason(t, settled, modeSwitchWait)
 	if from == "deviceplugin" { // the old pod's plan and the new one's, charged by one extender
 		checkNotOvercommitted(t, c.inventory(t), c.nodeUsage(t))
 	}
@@ -149,6 +150,7 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 	}
 
 	start := time.Now()
+	settled := c.preflightSettled(t)
 	c.setNodeMode(t, to)
 	c.installMode(t, h, to)
 	t.Logf("%s → %s: node relabelled and helm upgrade --set mode=%s done in %v", from, to, to, time.Since(start).Round(time.Second))
@@ -208,7 +210,7 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 	c.WaitForRunning(t, ns, newPod.Name, max(modeSwitchRun-time.Since(end), time.Second))
 	t.Logf("%s → %s: old pod gone %v after its deletion, the leaving %s %v, the %s-mode pod ran %v after", from, to,
 		gone.Round(time.Second), leaving, left.Round(time.Second), to, time.Since(end).Round(time.Second))
-	c.waitPreflightReason(t, preflight.ConditionReasonPassed, modeSwitchWait)
+	c.waitPreflightReason(t, settled, modeSwitchWait)
 
 	// What the leaving agent published is gone (the device plugin's inventory annotation).
 	n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
@@ -252,6 +254,19 @@ func agentComponent(mode string) string {
 		return "dra-driver"
 	}
 	return "device-plugin"
+}
+
+// preflightSettled is the node's preflight condition's reason before a mode switch, which it
+// returns to once the switch is over: PreflightPassed on a node where every check holds; on the
+// simulated GPU node, whose toolkit keeps its default (the fail-open window open), the window's
+// finding (TestSimGPUPreflightReadsTheToolkitConfig).
+func (c *Cluster) preflightSettled(t testing.TB) string {
+	t.Helper()
+	r := c.preflightCondition(t).Reason
+	if r == "" || r == preflight.FindingOldModeInUse {
+		t.Fatalf("node %s: preflight condition %q before the mode switch, want a settled one", c.NodeName, r)
+	}
+	return r
 }
 
 // waitPreflightReason waits until the node's preflight condition has reason and returns it.
