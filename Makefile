@@ -74,6 +74,9 @@ test-daytwo: ## The day-two end-to-end suite (failover, uninstall) on the local 
 # without the chart (HAMI_GO_SKIP_CHART=1 up.sh builds and imports this checkout's images), the
 # test (it installs the previous release, then helm-upgrades to this one), teardown. Each part's
 # time is printed ("== test-upgrade: ..."); logs in _output/e2e-logs/upgrade-<mode>.
+# The node is the one the previous release ran on: the fake backend without the simulated driver
+# (HAMI_GO_GPU_NODE=none; the previous release predates it), so the test upgrades hami-go and
+# does not also switch the node's backend, which no release upgrade does.
 test-upgrade: ## The upgrade from the previous release with pods running, in each of E2E_MODES (tears the local cluster down, as test-e2e).
 	set -o pipefail; status=0; mkdir -p _output/e2e-logs; t0=$$SECONDS; \
 	hack/cluster/previous-release.sh build >/dev/null || exit 1; \
@@ -81,9 +84,9 @@ test-upgrade: ## The upgrade from the previous release with pods running, in eac
 	for mode in $(E2E_MODES); do \
 	  t=$$SECONDS; echo "== test-upgrade in mode $$mode"; \
 	  hack/cluster/down.sh || status=1; \
-	  if HAMI_GO_MODE=$$mode HAMI_GO_SKIP_CHART=1 hack/cluster/up.sh; then \
+	  if HAMI_GO_GPU_NODE=none HAMI_GO_MODE=$$mode HAMI_GO_SKIP_CHART=1 hack/cluster/up.sh; then \
 	    echo "== test-upgrade: cluster without the chart up in mode $$mode in $$((SECONDS - t))s"; t1=$$SECONDS; \
-	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e,upgrade -count=1 -timeout 20m -v -run '^TestUpgrade' ./test/e2e/ 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e-upgrade.log || status=1; \
+	    HAMI_GO_GPU_NODE=none HAMI_GO_MODE=$$mode $(GO) test -tags e2e,upgrade -count=1 -timeout 20m -v -run '^TestUpgrade' ./test/e2e/ 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e-upgrade.log || status=1; \
 	    echo "== test-upgrade: the test in mode $$mode took $$((SECONDS - t1))s"; \
 	  else status=1; fi; \
 	  rm -rf _output/e2e-logs/upgrade-$$mode; cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/upgrade-$$mode || true; \
