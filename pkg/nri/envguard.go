@@ -165,7 +165,7 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 			switch {
 			case n == envLDPreload:
 				continue
-			case n == gpuenv.EnvCUDAVisibleDevices && count[n] == 1 && !late[n]:
+			case n == gpuenv.EnvCUDAVisibleDevices && count[n] == 1 && (!late[n] || namesOwnGPUs(last[n], want)):
 				if id := gpuenv.IdentityCUDAVisibleDevices(gpuCount(want)); id != "" {
 					changes = append(changes, EnvChange{Name: n, Value: id})
 					continue
@@ -216,6 +216,32 @@ func narrows(name, value, w string, wanted bool) bool {
 }
 
 // gpuCount is the number of GPUs in want's HAMI_GO_GPU_UUIDS (0 when none).
+// namesOwnGPUs reports whether a CUDA_VISIBLE_DEVICES value names exactly the container's own
+// GPUs (HAMI_GO_GPU_UUIDS of its plan, in any order): what a previous release wrote into a DRA
+// claim's CDI spec before issue 36, which a container of a claim prepared then still gets when
+// it restarts after an upgrade. It widens nothing, so it becomes 0..n-1 like an image's list.
+func namesOwnGPUs(value string, want map[string]string) bool {
+	own := want[device.EnvGPUUUIDs]
+	if own == "" || value == "" {
+		return false
+	}
+	a, b := strings.Split(value, ","), strings.Split(own, ",")
+	if len(a) != len(b) {
+		return false
+	}
+	set := map[string]bool{}
+	for _, u := range b {
+		set[u] = true
+	}
+	for _, u := range a {
+		if !set[u] {
+			return false
+		}
+		delete(set, u)
+	}
+	return len(set) == 0
+}
+
 func gpuCount(want map[string]string) int {
 	if u := want[device.EnvGPUUUIDs]; u != "" {
 		return len(strings.Split(u, ","))

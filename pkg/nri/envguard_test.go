@@ -215,3 +215,31 @@ func TestRefusedErrorMessage(t *testing.T) {
 		t.Errorf("Error() = %q\nwant      %q", e.Error(), want)
 	}
 }
+
+// A claim prepared by a release before issue 36 still carries CUDA_VISIBLE_DEVICES=<its UUIDs>
+// in its CDI spec, which a container of that claim gets again when it restarts after the
+// upgrade: naming exactly the container's own GPUs (in any order), it widens nothing and becomes
+// 0..n-1 (the DRA upgrade test's restarted container was refused before); a list naming another
+// GPU is still refused.
+func TestPlanEnvC54PreviousReleasesOwnDeviceList(t *testing.T) {
+	gpu := map[string]string{mem0: "1000m", "HAMI_GO_GPU_UUIDS": "GPU-a,GPU-b"}
+	env := []string{mem0 + "=1000m", "HAMI_GO_GPU_UUIDS=GPU-a,GPU-b", "CUDA_VISIBLE_DEVICES=GPU-b,GPU-a"}
+	changes, err := PlanEnv(env, gpu, gpu)
+	if err != nil {
+		t.Fatalf("PlanEnv: %v", err)
+	}
+	var got string
+	for _, c := range changes {
+		if c.Name == "CUDA_VISIBLE_DEVICES" {
+			got = c.Value
+		}
+	}
+	if got != "0,1" {
+		t.Errorf("CUDA_VISIBLE_DEVICES becomes %q, want 0,1 (changes %+v)", got, changes)
+	}
+	env[2] = "CUDA_VISIBLE_DEVICES=GPU-a,GPU-c"
+	var r *RefusedError
+	if _, err := PlanEnv(env, gpu, gpu); !errors.As(err, &r) || !r.DeviceList || r.Value != "GPU-a,GPU-c" {
+		t.Errorf("a list naming another GPU: error %v, want a DeviceList refusal", err)
+	}
+}
