@@ -435,7 +435,16 @@ func (c *Cluster) checkOwnLimit(t testing.TB, p *corev1.Pod, wantMiB int64) []st
 // contract: CUDA_VISIBLE_DEVICES set, to the same list as HAMI_GO_GPU_UUIDS.
 func legacyEnv(env map[string]string) bool {
 	v := env[envCUDAVisible]
-	return v != "<unset>" && v != "" && v == env[envVisible]
+	if v == "<unset>" || v == "" {
+		return false
+	}
+	// A restarted container of a DRA claim the previous release prepared keeps that claim's
+	// env, whose UUID list the NRI guard rewrites to 0..n-1 (pkg/nri namesOwnGPUs).
+	ids := make([]string, len(strings.Split(env[envVisible], ",")))
+	for i := range ids {
+		ids[i] = fmt.Sprint(i)
+	}
+	return v == env[envVisible] || v == strings.Join(ids, ",")
 }
 
 // ownLimit is checkOwnLimit; legacyOK also accepts the env a previous release gave a pod created
