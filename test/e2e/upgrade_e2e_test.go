@@ -435,6 +435,14 @@ func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra, lega
 		wantSM = fmt.Sprint(g.cores)
 	}
 	smKeys := []string{"CUDA_DEVICE_SM_LIMIT"}
+	if legacy && env["CUDA_DEVICE_SM_LIMIT"] == "" && env[envSMLimitPrefix+"0"] != "" {
+		// A restarted container of a claim the previous release prepared: the NRI guard emptied
+		// the claim's global limit and set the per-GPU ones.
+		smKeys = nil
+		for i := 0; i < g.count; i++ {
+			smKeys = append(smKeys, fmt.Sprintf("%s%d", envSMLimitPrefix, i))
+		}
+	}
 	if !legacy {
 		// Every GPU of the pod asks the same compute, and no global limit is set.
 		smKeys = nil
