@@ -341,8 +341,8 @@ func TestDRARefusals(t *testing.T) {
 	}
 }
 
-// --dra-scheduler-name: a GPU pod of the default scheduler goes to the named profile (the
-// packing profile of docs/dra.md); a pod naming another scheduler keeps it, and so does a pod
+// case C48, --dra-scheduler-name: a GPU pod of the default scheduler goes to the named profile
+// (the packing profile of docs/dra.md); a pod naming another scheduler keeps it, and so does a pod
 // without GPUs. Unset, every pod keeps its scheduler (TestDRAClaimShapes).
 func TestDRASchedulerName(t *testing.T) {
 	e := newDRAEnvWith(t, func(c *Config) { c.DRASchedulerName = "hami-go-packed" }, defaultFleet()...)

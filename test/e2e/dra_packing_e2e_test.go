@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestDRABurstGPUsTouched (issue 25 item 4, docs/dra.md "Packing under concurrency"): twice as
+// TestDRABurstGPUsTouched (case C48; issue 25 item 4, docs/dra.md "Packing under concurrency"): twice as
 // many `nvidia.com/gpumem: 20000` pods as one GPU takes, created at once through the pod API,
 // fit on 2 GPUs. kube-scheduler's device allocator is first-fit in the driver's (index) order,
 // so it touches 2 unless its in-flight double count (hack/dra-repro/inflight-double-count) made a
