@@ -50,10 +50,10 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		return o, fmt.Errorf("--fake-fault-injection needs --backend=fake (got %q)", n.Backend)
 	}
 	if n.Backend == nodeagent.BackendNVML && c.DeviceListStrategy == deviceplugin.StrategyEnvvar {
-		// A container the NRI guard misses (created while it reconnects) must get no GPU: under
-		// the cdi strategy the guard adds the devices, under envvar the image's own
+		// A container the NRI plugin misses (created while it reconnects) must get no GPU: under
+		// the cdi strategy the NRI plugin adds the devices, under envvar the image's own
 		// NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) would stand.
-		return o, fmt.Errorf("--backend=nvml needs --device-list-strategy=cdi (got envvar): the NRI env guard adds each container's GPUs as CDI devices")
+		return o, fmt.Errorf("--backend=nvml needs --device-list-strategy=cdi (got envvar): the NRI plugin adds each container's GPUs as CDI devices")
 	}
 	if err := c.Validate(); err != nil {
 		return o, err

@@ -4,7 +4,7 @@
 #   1. Go benchmarks, each repeated $HAMI_GO_BENCH_COUNT times (default 5): pkg/allocator
 #      (BenchmarkFilter, BenchmarkPick and BenchmarkFitSearch on one core, BenchmarkFilterScale, BenchmarkChooseVictims:
 #      preemption's victim choice on one core), pkg/deviceplugin
-#      BenchmarkAllocate (Allocate and the NRI guard's decision), pkg/nri BenchmarkCreateContainerThroughNRI
+#      BenchmarkAllocate (Allocate and the NRI plugin's decision), pkg/nri BenchmarkCreateContainerThroughNRI
 #      (the NRI call through containerd's NRI adaptation), pkg/webhook BenchmarkAdmissionLatency
 #      and BenchmarkPodReviewDRA (DRA mode), pkg/dra BenchmarkPrepareResourceClaims and
 #      BenchmarkNodePrepareResourcesGRPC, pkg/extender BenchmarkExtenderScale (100..10,000

@@ -49,7 +49,7 @@ func ProtectedEnvPrefixes() []string {
 // IsProtectedEnv reports whether a container may not set the environment variable name itself
 // (ProtectedEnvExact, ProtectedEnvPrefixes). Names are compared exactly (environment variable
 // names are case-sensitive on Linux). This is the one rule the webhook, the device plugin and
-// the NRI env guard (pkg/nri) share; the chart's matchConditions (charts/hami-go,
+// the NRI plugin (pkg/nri) share; the chart's matchConditions (charts/hami-go,
 // webhook-admission.yaml) render the same lists.
 func IsProtectedEnv(name string) bool {
 	for _, n := range ProtectedEnvExact() {

@@ -1,7 +1,7 @@
 // Package deviceplugin is hami-go's per-node kubelet device plugin: it advertises split-count
 // slice devices per healthy GPU, answers every Allocate container request with the pending
 // answer (no GPU named: the kubelet does not say which pod it serves), and, through the NRI
-// env guard at container creation, applies the container's own plan that the scheduler
+// NRI plugin at container creation, applies the container's own plan that the scheduler
 // extender wrote on the pod (docs/design.md, "Applying a pod's plan"): the devices and the
 // limits of the enforcement mode, and the claimed record on the pod. It tracks GPU health from
 // XID events and publishes the node inventory, GFD-style labels, a liveness Lease and metrics.

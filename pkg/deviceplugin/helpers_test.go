@@ -178,7 +178,7 @@ func testNRIPlugin(t testing.TB, p *Plugin) *nri.Plugin {
 // kubelet's Allocate call for it (ids: its device IDs; the pending answer, whose mounts it
 // keeps), then the NRI plugin at its creation (nri.Plugin.Decide over the pending answer's
 // env: the env it sets and the CDI devices it adds). Unless the test set p.canApplyPlans, the
-// guard counts as connected.
+// NRI plugin counts as connected.
 func create(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string) (*pluginapi.ContainerAllocateResponse, error) {
 	t.Helper()
 	if p.canApplyPlans == nil {

@@ -130,7 +130,7 @@ type podEntryRef struct {
 }
 
 // BenchmarkAllocate measures what one GPU container costs the device plugin, with 200 pods in
-// flight on one node: the pending Allocate answer, then the NRI guard's whole decision at
+// flight on one node: the pending Allocate answer, then the NRI plugin's whole decision at
 // container creation (Guard.Decide: ClaimPlanned, the env built from the claim, PlanEnv over a
 // CUDA image's env), reporting p50/p99 in microseconds (target p99 <= 1 ms).
 func BenchmarkAllocate(b *testing.B) {

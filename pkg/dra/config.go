@@ -33,7 +33,7 @@ const DefaultToolkitCDIKind = "nvidia.com/gpu"
 type Config struct {
 	// Config is what the device plugin shares: node name (also the ResourceSlice pool name),
 	// split count (the sharers capacity of every GPU), memory scaling and reservation (see
-	// BookableMiB), enforcement, XID health, metrics address and the NRI env guard (NRISocket
+	// BookableMiB), enforcement, XID health, metrics address and the NRI plugin (NRISocket
 	// "" = none).
 	nodeagent.Config
 	// CDIDir is where claim CDI specs are written (the runtime's CDI directory).

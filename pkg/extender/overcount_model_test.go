@@ -13,10 +13,10 @@ import (
 	"github.com/hami-go/hami-go/pkg/ledger"
 )
 
-// pluginModel is the device plugin's real ledger (pkg/ledger) with the kubelet, the NRI guard and
+// pluginModel is the device plugin's real ledger (pkg/ledger) with the kubelet, the NRI plugin and
 // the API server modelled around it, for one-slice pods on one node (unit tests only): the
 // kubelet admits pods in its own order and takes any free slice (the kubelet's IDs name no GPU of
-// the pod's); the guard claims the pod's own plan when the runtime creates its container
+// the pod's); the NRI plugin claims the pod's own plan when the runtime creates its container
 // (Ledger.ClaimPlanned); a deleted pod leaves the ledger (Ledger.DeletePod); the pods the ledger
 // queues are written one pod at a time, in any order, each write carrying the pod's latest
 // claimed record (as PodSync writes them) and delivered back to the ledger (its informer). It
@@ -57,7 +57,7 @@ func newPluginModel(inv device.Inventory) *pluginModel {
 
 // restart: the device plugin restarts and the writes it had queued are lost. The new ledger
 // gets the pods as the API holds them (its informer's list): a pod whose claimed record was
-// written has its claim back (Ledger.ContainerClaim). Then the NRI guard connects and the
+// written has its claim back (Ledger.ContainerClaim). Then the NRI plugin connects and the
 // runtime's Synchronize claims each running container's own plan again (Ledger.ClaimPlanned),
 // which must be the GPU the container runs on: else it runs on a slot the ledger charges to
 // another GPU, an over-commit.
@@ -163,7 +163,7 @@ func (m *pluginModel) bound(p *corev1.Pod) {
 }
 
 // admit: the kubelet admits pod q: it takes the first free slice (its IDs name no GPU of the
-// pod's), and the runtime creates q's container, for which the guard claims q's own plan. With
+// pod's), and the runtime creates q's container, for which the NRI plugin claims q's own plan. With
 // no slice free the kubelet fails the admission.
 func (m *pluginModel) admit(q string) {
 	for _, u := range m.gpus {

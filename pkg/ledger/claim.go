@@ -47,7 +47,7 @@ func (l *Ledger) ContainerClaim(uid types.UID, name string) (cl Claim, claimed, 
 }
 
 // ClaimPlanned claims container name of pod uid with the pod's own planned allocation, when the
-// runtime creates the container (the NRI env guard, docs/design.md "Slot protocol: the
+// runtime creates the container (the NRI plugin, docs/design.md "Slot protocol: the
 // decision"): the runtime names the pod there, so no two pods can take each other's GPUs. The
 // claim carries no slice IDs (the kubelet's IDs name no GPU of the pod's). A container claimed
 // already (the runtime creates it again after it exited) gets its claim back, Repeat set.

@@ -50,7 +50,7 @@ func TestC04ClaimPlannedTakesThePodsOwnPlan(t *testing.T) {
 }
 
 // ClaimPlanned's answers for what is not a placed GPU container: no GPUs (let through by the
-// guard), or a refusal naming why (the guard refuses the container; the kubelet retries).
+// NRI plugin), or a refusal naming why (the NRI plugin refuses the container; the kubelet retries).
 func TestClaimPlannedRefusals(t *testing.T) {
 	l := newTestLedger()
 	placed := placedPod(t, "placed", "GPU-A")

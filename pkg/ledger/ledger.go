@@ -4,7 +4,7 @@
 // the containers that claimed their pod's own plan when the runtime created them (ClaimPlanned,
 // docs/design.md "Applying a pod's plan"). A claim is always the pod's own planned
 // allocation: the kubelet's Allocate call names no pod, so it is answered without one and the
-// NRI env guard applies the plan at CreateContainer, where the runtime names the pod. Nothing is
+// NRI plugin applies the plan at CreateContainer, where the runtime names the pod. Nothing is
 // matched, swapped or republished, and the planned annotation has one writer, the extender.
 //
 // It is pure: no client, no I/O; the caller feeds it pods and writes the claimed records it says

@@ -68,11 +68,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// MetricsAddress is the listen address of /metrics and /healthz (--metrics-address).
 	MetricsAddress string
-	// NRISocket is the container runtime's NRI socket the env guard (pkg/nri, case C37)
-	// connects to (--nri-socket). The DRA driver runs no guard when it is ""; the device plugin
+	// NRISocket is the container runtime's NRI socket the NRI plugin (pkg/nri, case C37)
+	// connects to (--nri-socket). The DRA driver runs no NRI plugin when it is ""; the device plugin
 	// requires it (its own Validate says so).
 	NRISocket string
-	// NRIExemptNamespaces are the namespaces whose pods the env guard lets through unchanged
+	// NRIExemptNamespaces are the namespaces whose pods the NRI plugin lets through unchanged
 	// (--nri-exempt-namespaces).
 	NRIExemptNamespaces []string
 	// ToolkitConfigPaths and ContainerdConfigPaths are the host paths, in order, the preflight

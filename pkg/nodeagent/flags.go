@@ -77,8 +77,8 @@ func AddFlags(fs *pflag.FlagSet, f *Flags, c *Config, getenv func(string) string
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "probe period for unhealthy GPUs")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long an agent taken off its node for a mode switch (hami-go.io/mode relabelled, or its DaemonSet deleted by a chart mode change) keeps serving the pods that still hold its GPUs before it leaves (0: at once); the pod's termination grace period must exceed it")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address of /metrics and /healthz")
-	fs.StringSliceVar(&c.NRIExemptNamespaces, "nri-exempt-namespaces", c.NRIExemptNamespaces, "namespaces whose pods the NRI env guard lets through unchanged (comma-separated; the chart passes its own namespace and the webhook's excluded ones)")
-	fs.StringVar(&c.NRISocket, "nri-socket", c.NRISocket, "the container runtime's NRI socket: the env guard connects there and refuses containers whose env would widen a GPU slice (case C37); it retries while the socket is missing; empty = no guard")
+	fs.StringSliceVar(&c.NRIExemptNamespaces, "nri-exempt-namespaces", c.NRIExemptNamespaces, "namespaces whose pods the NRI plugin lets through unchanged (comma-separated; the chart passes its own namespace and the webhook's excluded ones)")
+	fs.StringVar(&c.NRISocket, "nri-socket", c.NRISocket, "the container runtime's NRI socket: the NRI plugin connects there and refuses containers whose env would widen a GPU slice (case C37); it retries while the socket is missing; empty = no NRI plugin")
 }
 
 // Validate parses --reserved-memory and --application-xids into c and checks --backend and the

@@ -461,7 +461,7 @@ func TestGuardSynchronize(t *testing.T) {
 
 // case C37, through the runtime side of NRI (containerd's own pkg/adaptation, over a unix
 // socket): Run registers the NRI plugin, a refusal fails the runtime's CreateContainer with the
-// guard's message, and an adjustment reaches the runtime. The NRI plugin starts before the runtime
+// NRI plugin's message, and an adjustment reaches the runtime. The NRI plugin starts before the runtime
 // (no socket yet) and connects once it is there.
 func TestRunThroughNRI(t *testing.T) {
 	dir := t.TempDir()
@@ -521,8 +521,8 @@ func TestRunThroughNRI(t *testing.T) {
 	}
 }
 
-// Changed is closed whenever the NRI plugin connects or goes (the device plugin's Allocate waits on
-// it for a guard the runtime closed to come back).
+// Changed is closed whenever the NRI plugin connects or goes (the device plugin's PreStartContainer
+// waits on it for an NRI plugin the runtime closed to come back).
 func TestGuardChanged(t *testing.T) {
 	g := onContainerd2(NewPlugin(&standInSource{}))
 	for _, v := range []bool{true, false} {

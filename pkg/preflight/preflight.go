@@ -185,7 +185,7 @@ type Report struct {
 	// Findings are the checks in a fixed order (runtime, NRI, CDI, configs, toolkit,
 	// enforcement, fail-open window); checks that do not apply to the node are OK.
 	Findings []Finding
-	// FailOpen is true when a container whose plan hami-go did not apply (its NRI guard not
+	// FailOpen is true when a container whose plan hami-go did not apply (its NRI plugin not
 	// running, or a pod hami-go never saw) could still get GPUs from its image's
 	// NVIDIA_VISIBLE_DEVICES (every CUDA base image sets it to "all").
 	FailOpen bool
@@ -430,7 +430,7 @@ func checkNRI(in Input, rt string) Finding {
 	default:
 		hint = fmt.Sprintf("check that the runtime's NRI socket (/var/run/nri/nri.sock) is mounted into hami-go's pod and that NRI is on (containerd: %s = false, the default since 2.0; CRI-O: enable_nri = true, the default since 1.30; Talos before 1.14 turns it off)", nriKey)
 	}
-	return miss(n, SeverityError, "NRI not connected: hami-go's env guard and plan application cannot run; "+hint)
+	return miss(n, SeverityError, "NRI not connected: hami-go's NRI plugin cannot apply plans or check env; "+hint)
 }
 
 func orUnknown(s string) string {

@@ -44,7 +44,7 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 		{"devicePlugin.enforcement=strict", `devicePlugin.enforcement must be "hami-core", "mps" or "none", got "strict"`},
 		{"devicePlugin.deviceListStrategy=volume", `devicePlugin.deviceListStrategy must be "envvar", "cdi" or "" (cdi for nvml, envvar for fake), got "volume"`},
 		{"webhook.resourceAnnotations=ignore", `webhook.resourceAnnotations must be "deny" or "warn", got "ignore"`},
-		{"devicePlugin.nriSocket=", "mode deviceplugin needs the NRI env guard, which applies each pod's plan at container creation, but devicePlugin.nriSocket is empty"},
+		{"devicePlugin.nriSocket=", "mode deviceplugin needs the NRI plugin, which applies each pod's plan at container creation, but devicePlugin.nriSocket is empty"},
 		{"devicePlugin.deviceListStrategy=envvar", "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml)"},
 		{"devicePlugin.splitCount=0", "devicePlugin.splitCount must be >= 1, got 0"},
 		{"devicePlugin.drainTimeout=-1", "devicePlugin.drainTimeout must be a whole number of seconds >= 0, got -1"},

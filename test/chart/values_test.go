@@ -227,12 +227,12 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"devicePlugin.kubeletDir=/data/kubelet"}, func(t testing.TB, r rendered) string {
 			return dpFlag("--device-plugin-dir")(t, r) + " " + hostPaths(daemonSet(t, r, dpDS).Spec.Template.Spec)["device-plugins"]
 		}, "/data/kubelet/device-plugins /data/kubelet/device-plugins"},
-		// case C37: the NRI env guard's socket, and its directory mounted from the host.
+		// case C37: the NRI plugin's socket, and its directory mounted from the host.
 		{[]string{"devicePlugin.nriSocket=/run/containerd/nri/nri.sock"}, func(t testing.TB, r rendered) string {
 			spec := daemonSet(t, r, dpDS).Spec.Template.Spec
 			return dpFlag("--nri-socket")(t, r) + " " + hostPaths(spec)["nri"] + " " + mounts(container(t, spec, "device-plugin"))["/run/containerd/nri"]
 		}, "/run/containerd/nri/nri.sock /run/containerd/nri nri"},
-		// mode dra: the DRA driver's guard is optional; "" runs none and mounts nothing.
+		// mode dra: the DRA driver's NRI plugin is optional; "" runs none and mounts nothing.
 		{[]string{"mode=dra", "devicePlugin.nriSocket="}, func(t testing.TB, r rendered) string {
 			spec := daemonSet(t, r, draDS).Spec.Template.Spec
 			_, has := hostPaths(spec)["nri"]
@@ -377,7 +377,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"webhook.excludeNamespaces={ops,kube-system}"}, webhookField(func(w webhookView) string {
 			return strings.Join(w.w.NamespaceSelector.MatchExpressions[0].Values, ",")
 		}), "hami-go-system,ops,kube-system;hami-go-system,ops,kube-system"},
-		// case C37: the NRI env guard exempts the namespaces the webhook does not see.
+		// case C37: the NRI plugin exempts the namespaces the webhook does not see.
 		{[]string{"webhook.excludeNamespaces={ops,kube-system}"}, dpFlag("--nri-exempt-namespaces"), "hami-go-system,ops,kube-system"},
 		{[]string{"webhook.podOperations={CREATE,UPDATE}"}, webhookField(func(w webhookView) string { return words(w.w.Rules[0].Operations) }), "[CREATE UPDATE];[CREATE UPDATE]"},
 		{[]string{"webhook.rayCluster.enabled=false"}, webhookField(func(w webhookView) string { return w.name }), "gpu-pods.hami-go.io"},

@@ -439,7 +439,7 @@ func legacyEnv(env map[string]string) bool {
 		return false
 	}
 	// A restarted container of a DRA claim the previous release prepared keeps that claim's
-	// env, whose UUID list the NRI guard rewrites to 0..n-1 (pkg/nri namesOwnGPUs).
+	// env, whose UUID list the NRI plugin rewrites to 0..n-1 (pkg/nri namesOwnGPUs).
 	ids := make([]string, len(strings.Split(env[envVisible], ",")))
 	for i := range ids {
 		ids[i] = fmt.Sprint(i)

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// case C37 in DRA mode, with the NRI env guard the DRA driver runs (containerd 2.4.2): a claim
+// case C37 in DRA mode, with the NRI plugin the DRA driver runs (containerd 2.4.2): a claim
 // pod whose envFrom sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m sees its claim's 1000m (the claim's
-// CDI edit comes after the CRI env, and the guard pins it), directly and through `sh -c`; a
+// CDI edit comes after the CRI env, and the NRI plugin pins it), directly and through `sh -c`; a
 // pod without GPUs gets an envFrom NVIDIA_VISIBLE_DEVICES=all emptied; and one that sets
 // CUDA_DEVICE_MEMORY_LIMIT_0 twice (image ENV and envFrom) runs with its own last value (case
 // C54: a container without GPUs is left alone but for an NVIDIA_VISIBLE_DEVICES naming GPUs).

@@ -142,8 +142,8 @@ func getenvPod(ns, name, image string, viaShell bool) *corev1.Pod {
 
 // case C37, what the webhook cannot see (docs/components.md "Protected environment"), measured
 // with a C getenv(3) reader started directly and through `sh -c`, in GPU pods asking for 1000 MiB
-// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m), on containerd 2.4.2 with hami-go's NRI env
-// guard: an image ENV of 81920m comes before the plugin's entry and the process sees 1000m.
+// (the plugin's CUDA_DEVICE_MEMORY_LIMIT_0=1000m), on containerd 2.4.2 with hami-go's NRI
+// plugin: an image ENV of 81920m comes before the plugin's entry and the process sees 1000m.
 // envFrom values, which come after it, are TestC37EnvFromRefusedByNRI's.
 func TestC37WhatTheContainerSees(t *testing.T) {
 	c := NewCluster(t)
@@ -173,19 +173,19 @@ func TestC37WhatTheContainerSees(t *testing.T) {
 // (hack/cluster/mkimage ImageEnv).
 const imageEnvImage = "docker.io/hami-go/workload-imageenv:0.1.0"
 
-// guardRefusal is the start of the NRI env guard's refusal of a GPU container whose envFrom
+// guardRefusal is the start of the NRI plugin's refusal of a GPU container whose envFrom
 // sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the device plugin's 1000m (pkg/nri.RefusedError).
 const guardRefusal = "hami-go: the container's env sets CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the value CUDA_DEVICE_MEMORY_LIMIT_0=1000m that hami-go allocated"
 
-// case C37, closed at container creation by hami-go's NRI env guard (pkg/nri, run by the device
+// case C37, closed at container creation by hami-go's NRI plugin (pkg/nri, run by the device
 // plugin on containerd 2.4.2's NRI socket): a GPU pod whose envFrom ConfigMap sets
 // CUDA_DEVICE_MEMORY_LIMIT_0=81920m after the plugin's 1000m never runs: CRI CreateContainer
-// fails with the guard's message, which the pod's status and events show (`kubectl describe
+// fails with the NRI plugin's message, which the pod's status and events show (`kubectl describe
 // pod`); a GPU pod without it still runs with 1000m; a pod without GPUs gets its
 // NVIDIA_VISIBLE_DEVICES=all (envFrom) emptied, and keeps an image ENV's
 // CUDA_DEVICE_MEMORY_LIMIT_0 (case C54: a container without GPUs is left alone but for an
 // NVIDIA_VISIBLE_DEVICES naming GPUs; the limit limits nothing there).
-// Without the guard the envFrom pods run and see 81920m (measured before it was wired, for
+// Without the NRI plugin the envFrom pods run and see 81920m (measured before it was wired, for
 // getenv started directly and through `sh -c`).
 func TestC37EnvFromRefusedByNRI(t *testing.T) {
 	c := NewCluster(t)
@@ -234,7 +234,7 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 		}
 	}
 	for _, p := range refused {
-		got := c.WaitForPod(t, ns, p.Name, 2*time.Minute, "refused by the NRI env guard", func(p *corev1.Pod) bool {
+		got := c.WaitForPod(t, ns, p.Name, 2*time.Minute, "refused by the NRI plugin", func(p *corev1.Pod) bool {
 			for _, s := range p.Status.ContainerStatuses {
 				if w := s.State.Waiting; w != nil && w.Reason == "CreateContainerError" && strings.Contains(w.Message, guardRefusal) {
 					return true
@@ -268,7 +268,7 @@ func TestC37EnvFromRefusedByNRI(t *testing.T) {
 			return false, nil
 		})
 		if err != nil {
-			t.Errorf("%s: no Warning Failed event with the guard's refusal\n%s", p.Name, c.describe(ns, p.Name, got))
+			t.Errorf("%s: no Warning Failed event with the NRI plugin's refusal\n%s", p.Name, c.describe(ns, p.Name, got))
 		} else {
 			t.Logf("%s: event Warning Failed: %s", p.Name, ev)
 		}

@@ -436,7 +436,7 @@ func (c *Cluster) checkSlice(t testing.TB, p *corev1.Pod, g gpuLimits, dra, lega
 	}
 	smKeys := []string{"CUDA_DEVICE_SM_LIMIT"}
 	if legacy && env["CUDA_DEVICE_SM_LIMIT"] == "" && env[envSMLimitPrefix+"0"] != "" {
-		// A restarted container of a claim the previous release prepared: the NRI guard emptied
+		// A restarted container of a claim the previous release prepared: the NRI plugin emptied
 		// the claim's global limit and set the per-GPU ones.
 		smKeys = nil
 		for i := 0; i < g.count; i++ {

@@ -222,10 +222,10 @@ value is not one: include "hami-go.ms" "1m30s" -> 90000.
 {{- fail (printf "devicePlugin.deviceListStrategy must be \"envvar\", \"cdi\" or \"\" (cdi for nvml, envvar for fake), got %q" (toString $dp.deviceListStrategy)) -}}
 {{- end -}}
 {{- if and (eq .Values.mode "deviceplugin") (not $dp.nriSocket) -}}
-{{- fail "mode deviceplugin needs the NRI env guard, which applies each pod's plan at container creation, but devicePlugin.nriSocket is empty" -}}
+{{- fail "mode deviceplugin needs the NRI plugin, which applies each pod's plan at container creation, but devicePlugin.nriSocket is empty" -}}
 {{- end -}}
 {{- if and (eq .Values.mode "deviceplugin") (eq $dp.backend "nvml") (eq (include "hami-go.deviceListStrategy" .) "envvar") -}}
-{{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI env guard adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
+{{- fail "devicePlugin.deviceListStrategy=envvar does not serve real GPUs (backend nvml): the NRI plugin adds each container's GPUs as CDI devices, so a container it misses gets none, not the image's NVIDIA_VISIBLE_DEVICES" -}}
 {{- end -}}
 {{- if not (hasPrefix "/" (toString $dp.driverRoot)) -}}
 {{- fail (printf "devicePlugin.driverRoot must be an absolute host path (\"/\" for a driver installed on the host), got %q" (toString $dp.driverRoot)) -}}

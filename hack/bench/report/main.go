@@ -420,7 +420,7 @@ func latencySection(w *bytes.Buffer, b Benchmarks) {
 		label, key string
 		target     float64 // µs; 0: reported without a target
 	}{
-		{"device plugin, one GPU container: Allocate (the pending answer), then the NRI guard's decision at container creation, 200 pods in flight (pkg/deviceplugin BenchmarkAllocate)", "deviceplugin.Allocate", 1000},
+		{"device plugin, one GPU container: Allocate (the pending answer), then the NRI plugin's decision at container creation, 200 pods in flight (pkg/deviceplugin BenchmarkAllocate)", "deviceplugin.Allocate", 1000},
 		{"NRI CreateContainer of a GPU container through containerd's NRI adaptation over its socket: the plan's env and CDI devices (pkg/nri BenchmarkCreateContainerThroughNRI; the runtime drops a plugin after 2 s)", "nri.CreateContainerThroughNRI", 5000},
 		{"webhook admission, GPU pod (pkg/webhook BenchmarkAdmissionLatency/gpu-pod)", "webhook.AdmissionLatency/gpu-pod", 1000},
 		{"webhook admission, KubeRay worker (…/ray-worker)", "webhook.AdmissionLatency/ray-worker", 1000},
