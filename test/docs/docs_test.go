@@ -301,6 +301,26 @@ var (
 	idRangeRE = regexp.MustCompile(`C([0-9]{2,})(?:\s*[–-]\s*C([0-9]{2,}))?`)
 )
 
+// The README's component table ("## Components") names every package under pkg/, so a new
+// package is not left out of it.
+func TestReadmeListsEveryPackage(t *testing.T) {
+	s := readDoc(t, "README.md")
+	_, table, ok := strings.Cut(s, "\n## Components\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Components\" section")
+	}
+	table, _, _ = strings.Cut(table, "\n#")
+	entries, err := os.ReadDir(filepath.Join(root, "pkg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !strings.Contains(table, "`pkg/"+e.Name()+"`") {
+			t.Errorf("README.md's component table does not name `pkg/%s`", e.Name())
+		}
+	}
+}
+
 // caseIDs are the cases docs/cases.md defines, and the ids its introduction says were never
 // assigned ("Ids not listed (…) were never assigned", single ids and ranges).
 func caseIDs(t *testing.T) (defined, unassigned map[string]bool) {
