@@ -18,20 +18,27 @@ import (
 // root is the repository root, two floors above this package.
 const root = "../.."
 
-// docFiles are the documents whose citations are checked, relative to root.
+// generatedDocs are markdown files a tool writes; their citations are the tool's.
+var generatedDocs = map[string]string{
+	"docs/bench/report.md": "hack/bench/report (make bench)",
+}
+
+// docFiles are the documents whose citations are checked, relative to root: every markdown file
+// of the repository (README.md, docs/*.md, charts/hami-go/README.md, the READMEs under hack/ and
+// test/), except the generated ones.
 func docFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md"}
-	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	r := scanRepo(t)
+	var files []string
+	for _, f := range r.docs {
+		if _, ok := generatedDocs[f]; !ok {
+			files = append(files, f)
+		}
 	}
-	for _, f := range more {
-		rel, _ := filepath.Rel(root, f)
-		files = append(files, filepath.ToSlash(rel))
-	}
-	if exists("charts/hami-go/README.md") {
-		files = append(files, "charts/hami-go/README.md")
+	for _, must := range []string{"README.md", "docs/cases.md"} {
+		if !slices.Contains(files, must) {
+			t.Fatalf("%s not found under %s", must, root)
+		}
 	}
 	return files
 }
@@ -41,11 +48,12 @@ func exists(rel string) bool {
 	return err == nil
 }
 
-// repo is what the test files of the repository hold: each top-level func of a _test.go (the
-// files that declare it) and each case id a _test.go cites (in a name or a comment).
+// repo is what the repository holds: each top-level func of a _test.go (the files that declare
+// it), each case id a _test.go cites (in a name or a comment), and its markdown files.
 type repo struct {
 	funcs map[string][]string
 	cases map[string][]string
+	docs  []string
 }
 
 var (
@@ -64,7 +72,8 @@ var (
 )
 
 // skipDir says whether a directory is no part of the repository's own sources: version control,
-// build outputs, and clones of other repositories (a directory with its own .git).
+// build outputs, the tools' source trees (hack/tools/<tool>/src) and clones of other repositories
+// (a directory with its own .git).
 func skipDir(path string, d fs.DirEntry) bool {
 	name := d.Name()
 	if path == root {
@@ -73,6 +82,11 @@ func skipDir(path string, d fs.DirEntry) bool {
 	switch name {
 	case "_output", "bin", "vendor", "node_modules", "testdata":
 		return true
+	}
+	if rel, err := filepath.Rel(root, path); err == nil {
+		if m, _ := filepath.Match("hack/tools/*/src", filepath.ToSlash(rel)); m {
+			return true
+		}
 	}
 	if strings.HasPrefix(name, ".") {
 		return true
@@ -103,6 +117,12 @@ var scanOnce = sync.OnceValues(func() (*repo, error) {
 			}
 			return nil
 		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasSuffix(d.Name(), ".md") {
+			r.docs = append(r.docs, rel)
+			return nil
+		}
 		if !strings.HasSuffix(d.Name(), "_test.go") {
 			return nil
 		}
@@ -110,8 +130,6 @@ var scanOnce = sync.OnceValues(func() (*repo, error) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
 		for _, m := range funcRE.FindAllSubmatch(b, -1) {
 			r.funcs[string(m[1])] = append(r.funcs[string(m[1])], rel)
 		}
@@ -267,7 +285,9 @@ func checkPath(rel string) string {
 }
 
 // Every repository path the docs cite (pkg/…, cmd/…, docs/…; with :line, placeholders such as
-// <mode>, globs and ./... patterns) exists, and so does every relative link's target.
+// <mode>, globs and ./... patterns) exists, and so does every relative link's target. A path of
+// another project is written after its repository's name (kubernetes/pkg/…,
+// nvidia-container-toolkit/internal/…), which this test leaves alone.
 func TestDocsCiteExistingPaths(t *testing.T) {
 	pathRE := regexp.MustCompile(`(?:^|[^A-Za-z0-9_./~$@-])(?:\./)?((?:` + strings.Join(pathPrefixes(t), "|") + `)/[A-Za-z0-9_.\-/<>*{}…]*)`)
 	for _, doc := range docFiles(t) {
