@@ -49,11 +49,13 @@ func exists(rel string) bool {
 }
 
 // repo is what the repository holds: each top-level func of a _test.go (the files that declare
-// it), each case id a _test.go cites (in a name or a comment), and its markdown files.
+// it), each case id a _test.go cites (in a name or a comment), each case id the rest of the code
+// cites (Go, shell, the chart's templates and values), and its markdown files.
 type repo struct {
-	funcs map[string][]string
-	cases map[string][]string
-	docs  []string
+	funcs     map[string][]string
+	cases     map[string][]string
+	codeCases map[string][]string
+	docs      []string
 }
 
 var (
@@ -106,7 +108,7 @@ func scanRepo(t *testing.T) *repo {
 }
 
 var scanOnce = sync.OnceValues(func() (*repo, error) {
-	r := &repo{funcs: map[string][]string{}, cases: map[string][]string{}}
+	r := &repo{funcs: map[string][]string{}, cases: map[string][]string{}, codeCases: map[string][]string{}}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -123,23 +125,30 @@ var scanOnce = sync.OnceValues(func() (*repo, error) {
 			r.docs = append(r.docs, rel)
 			return nil
 		}
-		if !strings.HasSuffix(d.Name(), "_test.go") {
+		cases, test := r.codeCases, strings.HasSuffix(d.Name(), "_test.go")
+		switch {
+		case test:
+			cases = r.cases
+		case slices.Contains([]string{".go", ".sh", ".yaml", ".tpl"}, filepath.Ext(d.Name())):
+		default:
 			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		for _, m := range funcRE.FindAllSubmatch(b, -1) {
-			r.funcs[string(m[1])] = append(r.funcs[string(m[1])], rel)
+		if test {
+			for _, m := range funcRE.FindAllSubmatch(b, -1) {
+				r.funcs[string(m[1])] = append(r.funcs[string(m[1])], rel)
+			}
 		}
 		if strings.HasPrefix(rel, "test/docs/") {
 			return nil // this test's own examples cite no case
 		}
 		for _, m := range caseRE.FindAllSubmatch(b, -1) {
 			id := string(m[1])
-			if !slices.Contains(r.cases[id], rel) {
-				r.cases[id] = append(r.cases[id], rel)
+			if !slices.Contains(cases[id], rel) {
+				cases[id] = append(cases[id], rel)
 			}
 		}
 		return nil
@@ -385,7 +394,7 @@ func blankUnassigned(s string) string {
 	})
 }
 
-// Every case id the docs and the tests cite is a case of docs/cases.md; the ids cases.md says
+// Every case id the docs, the tests and the code cite is a case of docs/cases.md; the ids cases.md says
 // were never assigned are exactly the ones it does not define, up to its last case.
 func TestCitedCasesExist(t *testing.T) {
 	defined, unassigned := caseIDs(t)
@@ -417,9 +426,11 @@ func TestCitedCasesExist(t *testing.T) {
 		}
 	}
 	r := scanRepo(t)
-	for id, files := range r.cases {
-		if !defined[id] {
-			t.Errorf("%s cite case %s, which docs/cases.md does not define", strings.Join(files, ", "), id)
+	for _, cases := range []map[string][]string{r.cases, r.codeCases} {
+		for id, files := range cases {
+			if !defined[id] {
+				t.Errorf("%s cite case %s, which docs/cases.md does not define", strings.Join(files, ", "), id)
+			}
 		}
 	}
 }
