@@ -23,7 +23,7 @@ import (
 // its own plan at container creation, whichever slices the kubelet chose for them: p (planned
 // GPU-A) gets a slice of GPU-B from the kubelet and still runs on GPU-A with the env its claim
 // builds; each GPU is charged once, and each claimed record is the pod's plan. While the NRI plugin
-// cannot apply plans, Allocate is refused with the reason.
+// cannot apply plans, Allocate still answers and PreStartContainer refuses with the reason.
 func TestC04PlanAppliedAtContainerCreation(t *testing.T) {
 	for _, strategy := range []string{StrategyEnvvar, StrategyCDI} {
 		t.Run(strategy, func(t *testing.T) {
