@@ -259,16 +259,19 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 				c.Release(k)
 			}
 		})
-		// Preemption (case C43): a pod of priority 1000 asking 60000 MiB fits no GPU (40000 of
-		// 81920 MiB used on each); every node offers a 2-victim set. preempt-plan is the
+		// Preemption (case C43): a pod of priority 1000 that fits no node as placed
+		// (scalePreemptor), for which every node offers a 2-victim set. preempt-plan is the
 		// extender's own preemption offered every node; preempt-verb the verb with the candidate
 		// nodes kube-scheduler would propose.
-		big := scaleGPUPod("bench", "big", 60000, 10)
+		big := scalePreemptor(podsPerNode)
 		prio := int32(1000)
 		big.Spec.Priority = &prio
 		bigReq, _, err := c.ParseRequest(big)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if res := NewScheduler(c).Filter(big, f.names); len(*res.NodeNames) != 0 {
+			b.Fatalf("the preemptor fits %d of %d nodes without preemption: the fleet must leave it no room", len(*res.NodeNames), nodes)
 		}
 		b.Run("preempt-plan", func(b *testing.B) {
 			b.ReportAllocs()
@@ -319,6 +322,28 @@ func benchScaleFleet(b *testing.B, nodes, podsPerNode int) {
 			})
 		}
 	}
+}
+
+// scalePreemptor is the preemption benchmarks' pod for a fleet of podsPerNode placed pods per
+// node: a pod that fits no node as placed and needs exactly 2 victims on every node.
+//   - Every GPU occupied (podsPerNode ≥ 8; 40000 of 81920 MiB used on each GPU at 32 pods per
+//     node): 1 GPU of 60000 MiB; freeing one GPU's 2 largest pods makes room.
+//   - Fewer pods than GPUs (the fleet of issue 4's targets: 4 pods per node, one 4000 MiB pod on
+//     each of GPUs 0..3, GPUs 4..7 empty): a 1-GPU pod would fit on an empty GPU, so the pod asks
+//     every empty GPU and 2 more, 78000 MiB each (more than an occupied GPU's 77920 MiB free), so
+//     2 of the occupied GPUs must be emptied. The fleet stays as issue 4 defines it (its filter
+//     and prioritize figures are the targets').
+func scalePreemptor(podsPerNode int) *corev1.Pod {
+	empty := scaleGPUsPerNode - podsPerNode
+	if empty <= 0 {
+		return scaleGPUPod("bench", "big", 60000, 10)
+	}
+	if empty+2 > scaleGPUsPerNode {
+		panic(fmt.Sprintf("scalePreemptor: %d pods per node leave too few occupied GPUs for a 2-victim set", podsPerNode))
+	}
+	p := scaleGPUPod("bench", "big", 78000, 10)
+	p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = *resource.NewQuantity(int64(empty+2), resource.DecimalSI)
+	return p
 }
 
 // timedHandler records how long the extender's handler takes per call (from the request's

@@ -170,7 +170,8 @@ func scaleSection(w *bytes.Buffer, out string, b Benchmarks) error {
 		"Benchmarks: `pkg/extender` BenchmarkExtenderScale (filter, prioritize: in memory over all N nodes; bind: the in-memory part "+
 		"— BookForBind, FinishBind, and Release of the pod so the fleet stays the same; filter/prioritize HTTP: the whole round trip on "+
 		"loopback with N node names in the JSON, from a client in another process that encodes and decodes with encoding/json as kube-scheduler does), `pkg/allocator` BenchmarkFilterScale (Fit and Score over all N nodes, no cache).\n\n")
-	fmt.Fprintf(w, "Preemption (case C43): a pod of priority 1000 asking 60000 MiB fits no GPU, and every node has a 2-victim set; "+
+	fmt.Fprintf(w, "Preemption (case C43): a pod of priority 1000 that fits no node, and every node has a 2-victim set: 1 GPU of 60000 MiB "+
+		"(at 20,000 pods, where 4 of each node's 8 GPUs are empty, 6 GPUs of 78000 MiB each); "+
 		"preempt plan is the extender's own preemption (Cache.PlanPreemption, which stops after max(100, 10%%) nodes with a set, as kube-scheduler's dry run does), "+
 		"preempt verb answers kube-scheduler's preempt call with max(100, 10%%) candidate nodes (allocator.ChooseVictims on each).\n\n")
 	fmt.Fprintf(w, "| nodes | pods placed | filter (ms) | prioritize (ms) | bind, in memory (µs) | filter HTTP p50 (ms) | filter HTTP p99 (ms) | prioritize HTTP p99 (ms) | filter allocs/op | allocator Fit+Score (ms) | preempt plan (ms) | preempt verb (ms) | cache heap (MiB) | + informer objects (MiB) |\n")
