@@ -65,7 +65,7 @@ func draGPUInfos(i int) []dra.GPUInfo {
 // hamiDevices returns what hami-go's DRA driver publishes for node i: pkg/dra's builder
 // (dra.Devices: one device per GPU, allowMultipleAllocations, memory/cores/sharers capacities).
 func hamiDevices(i int) []resourceapi.Device {
-	return dra.Devices(draGPUInfos(i), dra.SliceConfig{SplitCount: splitCount, MemoryScaling: 1})
+	return dra.Devices(draGPUInfos(i), dra.SliceConfig{SplitCount: splitCount, MemoryScaling: 1, Enforcement: simEnforcement})
 }
 
 // plainDevices returns the dra-plain devices of node i: the same devices and attributes without

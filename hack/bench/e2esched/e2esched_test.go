@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -37,6 +40,20 @@ func TestSimNode(t *testing.T) {
 	inv, err := device.DecodeInventory(n.Annotations[device.AnnoInventory])
 	if err != nil || inv.Node != n.Name || len(inv.GPUs) != 8 || inv.GPUs[3].MemoryMiB != 81920 || inv.SplitCount != 10 {
 		t.Errorf("inventory %+v, err %v", inv, err)
+	}
+	// What the device plugin publishes on a real node: the GFD labels, HAMi-core enforcement,
+	// hami-go.io/gpu-memory.
+	for k, v := range map[string]string{device.LabelGPUCount: "8", device.LabelGPUMemory: "81920", device.LabelGPUReplicas: "10",
+		device.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3", device.LabelGPUSharingStrategy: "time-slicing"} {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+		}
+	}
+	if inv.Enforcement == nil || inv.Enforcement.Mode != device.EnforcementHAMiCore || inv.Unenforced() != "" {
+		t.Errorf("inventory enforcement %+v", inv.Enforcement)
+	}
+	if q := n.Status.Allocatable[device.ResourceGPUMemory]; q.Value() != 8*81920 {
+		t.Errorf("allocatable %s %v", device.ResourceGPUMemory, q.String())
 	}
 	ls := simLeases(n, time.Unix(100, 0))
 	if len(ls) != 2 || ls[0].Name != n.Name || ls[1].Name != device.LeasePrefix+n.Name || ls[1].Spec.RenewTime.Unix() != 100 {
@@ -78,5 +95,30 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: err %v", flag, err)
 		}
+	}
+}
+
+func TestPodRewrite(t *testing.T) {
+	cfg := Config{Namespace: "ns", GPUMemMiB: 4000}
+	sent := benchPod(cfg, "extender", "1", 0)
+	same := sent.DeepCopy()
+	// The API server's defaulting copies limits into requests: no rewrite.
+	same.Spec.Containers[0].Resources.Requests = same.Spec.Containers[0].Resources.Limits.DeepCopy()
+	if d := podRewrite(sent, same); d != "" {
+		t.Errorf("defaulted requests reported: %s", d)
+	}
+	// What hami-go's webhook does in device-plugin mode.
+	mutated := same.DeepCopy()
+	mutated.Spec.Containers[0].Resources.Limits[device.ResourceGPUMemory] = resource.MustParse("4000")
+	mutated.Spec.Containers[0].Resources.Requests[device.ResourceGPUMemory] = resource.MustParse("4000")
+	if d := podRewrite(sent, mutated); !strings.Contains(d, "limits["+device.ResourceGPUMemory+"] 4k, sent none") {
+		t.Errorf("gpu-memory added: %q", d)
+	}
+	// ... and in DRA mode.
+	dra := same.DeepCopy()
+	delete(dra.Spec.Containers[0].Resources.Limits, "nvidia.com/gpumem")
+	dra.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+	if d := podRewrite(sent, dra); !strings.Contains(d, "1 resourceClaims, sent 0") || !strings.Contains(d, "limits[nvidia.com/gpumem] none, sent 4k") {
+		t.Errorf("claims: %q", d)
 	}
 }

@@ -24,6 +24,10 @@
 // claims are gone again.
 // No kubelet calls Allocate, so the extender's pods stay in flight: every pod is an identical
 // replica (same request), so none waits for another (docs/design.md; docs/cases.md C20).
+// The bench does not depend on what the cluster has installed: its pods live in a namespace of
+// their own that hami-go's webhook must not serve, its extender can write as the chart's
+// scheduler (--extender-as), and a dry-run check (admission.go) fails the run at once, saying
+// why, where admission would rewrite or refuse its pods.
 // Everything lives in namespace --namespace, on nodes bench-node-NNNN labelled
 // hami-go.io/bench-node=true (as are the ResourceSlices and DeviceClasses) and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
 // land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON
@@ -68,8 +72,13 @@ type Config struct {
 	DRACores int64
 	// QPS and Burst are kube-scheduler's clientConnection (both variants), as values-local.yaml.
 	QPS, Burst int
-	// Namespace holds the pods.
+	// Namespace holds the pods: a namespace of the bench's own, which hami-go's webhook must not
+	// serve (checkAdmission).
 	Namespace string
+	// ExtenderAs is the user the in-process extender's API client impersonates ("": the
+	// kubeconfig's own): on a cluster with hami-go's chart, its scheduler ServiceAccount, the one
+	// user besides the device plugin that may write hami-go.io/allocation-* (checkAdmission).
+	ExtenderAs string
 	// LeaseRenew is the renewal period of the simulated nodes' Leases.
 	LeaseRenew time.Duration
 	// RunTimeout bounds one run (all pods bound).
@@ -97,7 +106,8 @@ func main() {
 	fs.Int64Var(&cfg.DRACores, "dra-cores", 10, "cores capacity (% of a GPU) of each dra-slices claim")
 	fs.IntVar(&cfg.QPS, "qps", 1000, "kube-scheduler clientConnection.qps")
 	fs.IntVar(&cfg.Burst, "burst", 1000, "kube-scheduler clientConnection.burst")
-	fs.StringVar(&cfg.Namespace, "namespace", "hami-go-bench", "namespace of the pods")
+	fs.StringVar(&cfg.Namespace, "namespace", "hami-go-bench", "namespace of the pods (its own; hami-go's webhook must not serve it: the chart's webhook.excludeNamespaces)")
+	fs.StringVar(&cfg.ExtenderAs, "extender-as", "", "user the in-process extender impersonates, e.g. system:serviceaccount:hami-go-system:hami-go-scheduler where hami-go's chart is installed (allocationPolicy); empty: the kubeconfig's")
 	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", 15*time.Second, "Lease renewal period of the simulated nodes")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", 5*time.Minute, "longest run")
 	fs.StringVar(&cfg.Out, "out", "_output/bench/e2esched.json", "JSON result")

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -253,6 +254,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The extender's client: the same, impersonating --extender-as where given.
+	erc := rest.CopyConfig(rc)
+	erc.Impersonate.UserName = cfg.ExtenderAs
+	extCS, err := kubernetes.NewForConfig(erc)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("API server of %s: %w (bring the cluster up with hack/cluster/up.sh)", cfg.Kubeconfig, err)
 	}
@@ -280,6 +288,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		time.Sleep(time.Second)
+	}
+	if err := checkAdmission(ctx, cs, extCS, cfg); err != nil {
+		return nil, err
 	}
 	t := time.Now()
 	if err := createNodes(ctx, cs, cfg.Nodes); err != nil {
@@ -317,7 +328,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	sctx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
-	url, err := startExtender(sctx, cs)
+	url, err := startExtender(sctx, extCS)
 	if err != nil {
 		return nil, fmt.Errorf("extender: %w", err)
 	}

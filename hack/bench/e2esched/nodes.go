@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/deviceplugin"
 )
 
 const (
@@ -46,11 +47,19 @@ func simGPUs(i int) []device.GPU {
 	return gpus
 }
 
-// simNode returns the Node object of simulated node i: 8 H100-like GPUs of 81920 MiB in its
-// inventory annotation (split count 10), capacity nvidia.com/gpu 80, the bench label and taint.
+// simEnforcement is the enforcement a simulated node's agent publishes: HAMi-core, present (a
+// real node's inventory carries it; one whose enforcement is missing takes no GPU pods).
+var simEnforcement = device.Enforcement{Mode: device.EnforcementHAMiCore, Ready: true, Library: "/usr/local/vgpu/libvgpu.so"}
+
+// simNode returns the Node object of simulated node i, as the device plugin publishes a real
+// node: 8 H100-like GPUs of 81920 MiB in its inventory annotation (split count 10, HAMi-core
+// enforcement present), the GFD-style labels (deviceplugin.NodeLabels: nvidia.com/gpu.product,
+// .count, .memory, .replicas, .sharing-strategy), capacity nvidia.com/gpu 80 and the resources of
+// deviceplugin.Plugin.NodeResources; plus the bench label and taint.
 func simNode(i int) (*corev1.Node, error) {
 	name := nodeName(i)
-	inv := device.Inventory{Node: name, SplitCount: splitCount, MemoryScaling: 1, GPUs: simGPUs(i)}
+	enf := simEnforcement
+	inv := device.Inventory{Node: name, SplitCount: splitCount, MemoryScaling: 1, GPUs: simGPUs(i), Enforcement: &enf}
 	enc, err := device.EncodeInventory(inv)
 	if err != nil {
 		return nil, err
@@ -68,9 +77,13 @@ func simNode(i int) (*corev1.Node, error) {
 		"nvidia.com/gpucores":          *resource.NewQuantity(gpusPerNode*100, resource.DecimalSI),
 	}
 	now := metav1.Now()
+	labels := deviceplugin.NodeLabels(&inv, simEnforcement.Mode)
+	for k, v := range map[string]string{benchLabel: "true", corev1.LabelHostname: name, corev1.LabelOSStable: "linux"} {
+		labels[k] = v
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels:      map[string]string{benchLabel: "true", corev1.LabelHostname: name, corev1.LabelOSStable: "linux"},
+			Labels:      labels,
 			Annotations: map[string]string{device.AnnoInventory: enc}},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: benchTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
