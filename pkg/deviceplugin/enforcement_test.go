@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
@@ -48,11 +49,101 @@ func TestEnforcementFailClosed(t *testing.T) {
 	if err != nil || len(adj.Env) == 0 {
 		t.Fatalf("Decide with the library: %v, %v; want the plan's env", adj, err)
 	}
+	if len(adj.Mounts) == 0 || adj.Mounts[0] != (nri.Mount{Source: cfg.HAMiCoreLibrary, Destination: gpuenv.HAMiContainerLibrary, ReadOnly: true}) {
+		t.Fatalf("plan mounts %+v; want the library installed after the refusal, read-only", adj.Mounts)
+	}
 
 	b2 := newTestBackend(1, 81920) // "fake"
 	pf, _ := newTestPlugin(t, cfg, b2)
 	if e := pf.Inventory().Enforcement; !e.Ready || !e.Simulated {
 		t.Errorf("fake backend enforcement %+v; want ready and simulated", e)
+	}
+}
+
+// Issue 36 item 4: the kubelet keeps a pod's Allocate answer for the pod's life, so mounts
+// decided there would miss a library installed later (the chart's install finishing after the
+// pod was admitted, a bring-your-own library) and give the container HAMi-core's limits with
+// nothing to hold them. The plan brings the enforcement's mounts at the container's creation:
+// the Allocate answer mounts nothing, and a container created after the library (and its
+// preload file) appeared gets both, read-only. Between the enforcement check and the plan the
+// library cannot go unnoticed either: a plan without the library is refused.
+func TestPlanMountsTheLibraryPresentAtCreation(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := newTestBackend(1, 81920)
+	b.name = "nvml"
+	p, _ := newTestPlugin(t, cfg, b)
+	preload := filepath.Join(filepath.Dir(cfg.HAMiCoreLibrary), gpuenv.HAMiPreloadFile)
+	host := map[string]bool{}
+	p.opts.FileExists = func(path string) bool { return host[path] }
+	pod := testPod("late", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+	p.Ledger().UpsertPod(pod)
+	p.canApplyPlans = func(bool) error { return nil }
+
+	r, err := alloc(t, p, "GPU-A::0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Mounts) != 0 {
+		t.Fatalf("Allocate answer mounts %v; want none (the kubelet would keep them for the pod's life)", r.Mounts)
+	}
+	host[cfg.HAMiCoreLibrary], host[preload] = true, true // installed after Allocate
+	var env []string
+	for k, v := range r.Envs {
+		env = append(env, k+"="+v)
+	}
+	c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main", Creating: true}
+	adj, err := testNRIPlugin(t, p).Decide(context.Background(), c, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []nri.Mount{
+		{Source: cfg.HAMiCoreLibrary, Destination: gpuenv.HAMiContainerLibrary, ReadOnly: true},
+		{Source: preload, Destination: gpuenv.ContainerPreloadPath, ReadOnly: true},
+		{Source: gpuenv.HAMiOverrideEnvMask, Destination: gpuenv.HAMiOverrideEnv, ReadOnly: true},
+	}
+	if !reflect.DeepEqual(adj.Mounts, want) {
+		t.Fatalf("plan mounts %+v\nwant %+v", adj.Mounts, want)
+	}
+	for _, e := range adj.Env {
+		if e.Name == "LD_PRELOAD" {
+			t.Fatalf("plan sets LD_PRELOAD=%q beside the preload file", e.Value)
+		}
+	}
+}
+
+// The library checked present by the enforcement but gone when the plan is built (a race with
+// its removal): the container is refused, never given limits without the library.
+func TestPlanRefusedWhenTheLibraryGoesBeforeTheMounts(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	// decide runs a container's creation on a new plugin whose host has the library for the
+	// first present checks of it and not after; it returns how many checks of the library were
+	// made and the error.
+	decide := func(present int) (int, error) {
+		b := newTestBackend(1, 81920)
+		b.name = "nvml"
+		p, _ := newTestPlugin(t, cfg, b)
+		calls := 0
+		p.opts.FileExists = func(path string) bool {
+			if path != cfg.HAMiCoreLibrary {
+				return false
+			}
+			calls++
+			return calls <= present
+		}
+		pod := testPod("race", t0, testNode, ctr{name: "main", mem: 1000, gpus: []string{"GPU-A"}})
+		p.Ledger().UpsertPod(pod)
+		c := nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main", Creating: true}
+		_, err := testNRIPlugin(t, p).Decide(context.Background(), c, []string{device.EnvGPUUUIDs + "="})
+		return calls, err
+	}
+	checks, err := decide(1 << 30)
+	if err != nil {
+		t.Fatalf("Decide with the library: %v", err)
+	}
+	// The plan's own check is the last: the library goes just before it.
+	_, err = decide(checks - 1)
+	if err == nil || !strings.Contains(err.Error(), "HAMi-core library "+cfg.HAMiCoreLibrary+" is missing") {
+		t.Fatalf("Decide: %v; want refused, naming the library", err)
 	}
 }
 
@@ -72,7 +163,8 @@ func TestPlanGivesAWritableCacheDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(cfg.HAMiCacheDir, string(pod.UID)+"_main")
-	if want := []nri.Mount{{Source: dir, Destination: "/usr/local/vgpu/cache"}}; !reflect.DeepEqual(adj.Mounts, want) {
+	// No library on this test's host: the /overrideEnv mask and the cache directory.
+	if want := []nri.Mount{{Source: gpuenv.HAMiOverrideEnvMask, Destination: gpuenv.HAMiOverrideEnv, ReadOnly: true}, {Source: dir, Destination: "/usr/local/vgpu/cache"}}; !reflect.DeepEqual(adj.Mounts, want) {
 		t.Errorf("mounts %+v, want %+v", adj.Mounts, want)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o777 {

@@ -198,6 +198,9 @@ func create(t testing.TB, p *Plugin, pod *corev1.Pod, name string, ids ...string
 		return nil, err
 	}
 	out := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}, Mounts: r.Mounts}
+	for _, m := range adj.Mounts {
+		out.Mounts = append(out.Mounts, &pluginapi.Mount{ContainerPath: m.Destination, HostPath: m.Source, ReadOnly: m.ReadOnly})
+	}
 	for _, ch := range adj.Env {
 		out.Envs[ch.Name] = ch.Value
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
@@ -33,17 +34,23 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 			return nri.Plan{}, fmt.Errorf("container %s carries an empty %s beside hami-go's CDI device %s, which only the NRI plugin adds", c, nri.MarkerEnv, d)
 		}
 	}
-	if e := s.p.Enforcement(); !e.Ready {
+	enf := s.p.Enforcement()
+	if !enf.Ready {
 		// Fail closed: the plan's limits would not hold. The extender places no new pod here
 		// (Inventory.Unenforced); a pod placed before the enforcement went missing waits.
-		return nri.Plan{}, fmt.Errorf("the node's GPU enforcement (%s) is missing, so container %s's slice limits would not hold: %s", e.Mode, c, e.Reason)
+		return nri.Plan{}, fmt.Errorf("the node's GPU enforcement (%s) is missing, so container %s's slice limits would not hold: %s", enf.Mode, c, enf.Reason)
 	}
 	cl, planned, err := s.p.ledger.ClaimPlanned(types.UID(c.PodUID), c.Name)
 	if err != nil || !planned {
 		return nri.Plan{}, err
 	}
-	defer s.p.planApplied()
 	e := s.p.resp.build(cl)
+	if enf.Mode == gpuenv.EnforceHAMiCore && !enf.Simulated && !mountsAt(e.Mounts, gpuenv.HAMiContainerLibrary) {
+		// The library went between the check above and the plan (issue 36 item 4): the limits
+		// without the library would hold nothing. The kubelet retries the creation.
+		return nri.Plan{}, fmt.Errorf("the node's HAMi-core library %s is missing, so container %s's slice limits would not hold", enf.Library, c)
+	}
+	defer s.p.planApplied()
 	for _, d := range e.Dirs {
 		// World-writable: the container's processes may run as any user. The directory is the
 		// container's own (named by its pod's UID and its name).
@@ -63,10 +70,20 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 	}
 	p := nri.Plan{Env: e.Env, CDIDevices: e.CDIDevices, DriverCapabilities: e.DriverCapabilities, Answer: pendingEnv(s.p.cfg)}
 	for _, m := range e.Mounts {
-		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath})
+		p.Mounts = append(p.Mounts, nri.Mount{Source: m.HostPath, Destination: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
 	klog.V(2).InfoS("Applying the pod's plan at container creation", "pod", cl.Pod.String(), "container", c.Name, "gpus", e.Env[device.EnvGPUUUIDs], "repeat", cl.Repeat)
 	return p, nil
+}
+
+// mountsAt reports whether mounts hold one at container path dst.
+func mountsAt(mounts []gpuenv.Mount, dst string) bool {
+	for _, m := range mounts {
+		if m.ContainerPath == dst {
+			return true
+		}
+	}
+	return false
 }
 
 // removeCacheFile removes a container's HAMi-core cache file (host path; "" = none); one that is

@@ -120,9 +120,11 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 	}
 	p.health = gpuhealth.New(uuids, cfg.ApplicationXIDs, cfg.RecoveryProbes, opts.Clock)
 	p.ledger = ledger.New(ledger.Config{Node: cfg.NodeName, Names: cfg.Resources, Dirty: dirty, GPUMemory: p.inventoryMiB})
-	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: opts.FileExists}
-	// Read through p, so that tests may swap the backend's name and the host check.
-	p.enf = nodeagent.NewEnforcement(p.cfg.envConfig, backend, func(path string) bool { return p.opts.FileExists(path) })
+	// Both read the host through p, so that the plan's mounts and the enforcement check see one
+	// host (and tests may swap the backend's name and the host check).
+	exists := func(path string) bool { return p.opts.FileExists(path) }
+	p.resp = responder{cfg: cfg, gpus: p.byUUID, exists: exists}
+	p.enf = nodeagent.NewEnforcement(p.cfg.envConfig, backend, exists)
 	return p, nil
 }
 

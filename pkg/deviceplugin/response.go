@@ -28,14 +28,19 @@ type responder struct {
 // envConfig is the part of the plugin's config the shared env builder reads.
 func (c *Config) envConfig() gpuenv.Config { return c.EnvConfig(c.DeviceListStrategy != StrategyCDI) }
 
-// planEdits is what a container's plan gives it at creation: its env and, under the cdi
-// strategy, the fully qualified CDI device names of its GPUs (CDIKind=<UUID>), which the NRI
-// plugin adds. (The enforcement mode's mounts, which name no GPU, come with the pending answer.)
+// planEdits is what a container's plan gives it at creation: its env, the enforcement's mounts
+// and, under the cdi strategy, the fully qualified CDI device names of its GPUs (CDIKind=<UUID>),
+// all of which the NRI plugin adds.
 type planEdits struct {
 	Env        map[string]string
 	CDIDevices []string
-	// Mounts are the plan's own read-write mounts (the container's HAMi-core cache directory,
-	// with --hami-core-cache-dir), and Dirs the host directories they need created.
+	// Mounts are the enforcement's mounts (gpuenv.Edits.Mounts: HAMi-core's library and preload
+	// file when the host has them, the /overrideEnv mask, the container's cache directory with
+	// --hami-core-cache-dir, MPS's pipe directory), and Dirs the host directories they need
+	// created. They are decided at the container's creation, not at Allocate, whose answer the
+	// kubelet keeps for the pod's life: a library installed after the pod was admitted (the
+	// chart's install finishing, a bring-your-own library) reaches its containers, and a
+	// container is never given the limits without the library (issue 36 item 4).
 	Mounts []gpuenv.Mount
 	Dirs   []string
 	// CacheFile is the host path of the container's HAMi-core cache file (gpuenv.Edits.CacheFile;
@@ -62,13 +67,7 @@ func (r *responder) build(cl ledger.Claim) planEdits {
 		req.Model = r.gpus[gpuenv.PCIOrder(req.Grants)[0].UUID].Model
 	}
 	e := gpuenv.Build(r.cfg.envConfig(), req, r.exists)
-	out := planEdits{Env: e.Env, Dirs: e.Dirs, CacheFile: e.CacheFile, DriverCapabilities: e.DriverCapabilities}
-	for _, m := range e.Mounts {
-		if m.ContainerPath == gpuenv.HAMiContainerCacheDir {
-			// The library and its preload file name no GPU: the pending answer mounts them.
-			out.Mounts = append(out.Mounts, m)
-		}
-	}
+	out := planEdits{Env: e.Env, Mounts: e.Mounts, Dirs: e.Dirs, CacheFile: e.CacheFile, DriverCapabilities: e.DriverCapabilities}
 	if r.cfg.DeviceListStrategy == StrategyCDI {
 		for _, u := range (gpuenv.Request{Grants: gpuenv.PCIOrder(req.Grants)}).UUIDs() {
 			out.CDIDevices = append(out.CDIDevices, CDIKind+cdiDeviceNameSeparator+u)
@@ -103,17 +102,15 @@ func pendingEnv(cfg Config) map[string]string {
 }
 
 // pending is the Allocate answer: MarkerEnv, empty, which tells the node agent's NRI plugin
-// that the container's plan is still to be applied, NVIDIA_VISIBLE_DEVICES=void under the cdi
-// strategy (pendingEnv), and the mounts of the enforcement mode, which name no GPU. No GPU is named and no limit set: a container the NRI plugin never sees gets
-// no GPU under the cdi strategy, whose devices the NRI plugin adds (and the kubelet does not
-// create one while the agent is away: PreStartContainer).
+// that the container's plan is still to be applied, and NVIDIA_VISIBLE_DEVICES=void under the
+// cdi strategy (pendingEnv). No GPU is named, no limit set and nothing mounted: a container the
+// NRI plugin never sees gets no GPU under the cdi strategy, whose devices the NRI plugin adds
+// (and the kubelet does not create one while the agent is away: PreStartContainer); the plan
+// brings the enforcement's mounts at creation (planEdits.Mounts).
 func (r *responder) pending() *pluginapi.ContainerAllocateResponse {
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{device.EnvGPUUUIDs: ""}}
 	for n, v := range pendingEnv(r.cfg) {
 		resp.Envs[n] = v
-	}
-	for _, m := range gpuenv.Build(r.cfg.envConfig(), gpuenv.Request{}, r.exists).Mounts {
-		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
 	}
 	return resp
 }

@@ -69,8 +69,13 @@ type Plan struct {
 	// CDIDevices are the fully qualified CDI device names the plugin adds ("vendor/class=name";
 	// the device plugin's cdi strategy).
 	CDIDevices []string
-	// Mounts are the read-write bind mounts the plugin adds: the container's own directory for
-	// HAMi-core's shared cache (the source's host directory, which the Source created).
+	// Mounts are the bind mounts the plugin adds: the enforcement's library and its preload file
+	// (read-only), the mask of HAMi-core's /overrideEnv, the container's own directory for
+	// HAMi-core's shared cache (read-write; the Source created it on the host). They are decided
+	// here, at the container's creation, from what the host has then: a mount the kubelet cached
+	// from Allocate would outlive the library it names (issue 36 item 4). A mount replaces one
+	// the container already has at the same destination (NRI v0.12.3
+	// pkg/runtime-tools/generate AdjustMounts removes it first).
 	Mounts []Mount
 	// DriverCapabilities are the NVIDIA driver capabilities the container's
 	// NVIDIA_DRIVER_CAPABILITIES must include (gpuenv.Edits.DriverCapabilities; "" = none):
@@ -85,9 +90,19 @@ type Plan struct {
 	Answer map[string]string
 }
 
-// Mount is a bind mount of host path Source at container path Destination, read-write.
+// Mount is a bind mount of host path Source at container path Destination, read-write unless
+// ReadOnly.
 type Mount struct {
 	Source, Destination string
+	ReadOnly            bool
+}
+
+// options are m's OCI mount options: a recursive bind, "ro" or "rw".
+func (m Mount) options() []string {
+	if m.ReadOnly {
+		return []string{"rbind", "ro"}
+	}
+	return []string{"rbind", "rw"}
 }
 
 // Granted is what hami-go gave a container whose env it checks.
@@ -391,7 +406,7 @@ func (g *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		adj.AddCDIDevice(&api.CDIDevice{Name: name})
 	}
 	for _, m := range d.Mounts {
-		adj.AddMount(&api.Mount{Destination: m.Destination, Source: m.Source, Type: "bind", Options: []string{"rbind", "rw"}})
+		adj.AddMount(&api.Mount{Destination: m.Destination, Source: m.Source, Type: "bind", Options: m.options()})
 	}
 	klog.V(4).InfoS("Pinning protected env", "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "changes", len(d.Env), "cdiDevices", len(d.CDIDevices))
 	return adj, nil, nil

@@ -539,20 +539,29 @@ func TestGuardChanged(t *testing.T) {
 	}
 }
 
-// A plan's mounts (the container's HAMi-core cache directory) reach the runtime as read-write
-// bind mounts of the NRI adjustment.
+// A plan's mounts reach the runtime as bind mounts of the NRI adjustment: the container's
+// HAMi-core cache directory read-write, the library read-only.
 func TestCreateContainerAddsPlanMounts(t *testing.T) {
 	withMount := pendingAllocated
-	withMount.Mounts = []Mount{{Source: "/usr/local/vgpu/containers/uid-1_main", Destination: "/usr/local/vgpu/cache"}}
+	withMount.Mounts = []Mount{{Source: "/usr/local/vgpu/containers/uid-1_main", Destination: "/usr/local/vgpu/cache"}, {Source: "/usr/local/vgpu/libvgpu.so", Destination: "/usr/local/vgpu/libvgpu.so", ReadOnly: true}}
 	g := onContainerd2(NewPlugin(&standInSource{out: map[string]standIn{"main": withMount}}))
 	pod := &api.PodSandbox{Id: "sb", Uid: "uid-1", Namespace: "ns", Name: "p"}
 	adj, _, err := g.CreateContainer(context.Background(), pod, &api.Container{Id: "c", PodSandboxId: "sb", Name: "main", Env: pendingEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []*api.Mount{{Destination: "/usr/local/vgpu/cache", Source: "/usr/local/vgpu/containers/uid-1_main", Type: "bind", Options: []string{"rbind", "rw"}}}
-	if got := adj.GetMounts(); len(got) != 1 || got[0].GetDestination() != want[0].Destination || got[0].GetSource() != want[0].Source ||
-		got[0].GetType() != "bind" || !reflect.DeepEqual(got[0].GetOptions(), want[0].Options) {
-		t.Errorf("adjustment mounts %v, want %v", got, want)
+	want := []*api.Mount{
+		{Destination: "/usr/local/vgpu/cache", Source: "/usr/local/vgpu/containers/uid-1_main", Type: "bind", Options: []string{"rbind", "rw"}},
+		{Destination: "/usr/local/vgpu/libvgpu.so", Source: "/usr/local/vgpu/libvgpu.so", Type: "bind", Options: []string{"rbind", "ro"}},
+	}
+	got := adj.GetMounts()
+	if len(got) != len(want) {
+		t.Fatalf("adjustment mounts %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].GetDestination() != want[i].Destination || got[i].GetSource() != want[i].Source ||
+			got[i].GetType() != "bind" || !reflect.DeepEqual(got[i].GetOptions(), want[i].Options) {
+			t.Errorf("adjustment mount %d: %v, want %v", i, got[i], want[i])
+		}
 	}
 }
