@@ -220,6 +220,23 @@ func TestHAMiCore(t *testing.T) {
 		wantDevice(t, r.Devices[0], devs[0].UUID, 1024, 1024, 1024, oom)
 	})
 
+	// Issue 36 item 8: memoryScaling above 1 makes the slices' limits add up to more than the GPU
+	// has, and hami-go sets CUDA_OVERSUBSCRIBE=true as HAMi does; HAMi-core reads it nowhere, so
+	// nothing backs the excess. Two containers (their own caches) of 3/4 of one GPU each: while
+	// the first holds its 3/4, the second is told its whole limit is free, yet its allocations
+	// stop at the quarter the GPU has left, with CUDA's out-of-memory error below its limit.
+	t.Run("oversubscribe-is-not-backed", func(t *testing.T) {
+		quarter := int64(h100MiB / 4 / 256 * 256)
+		limit := 3 * quarter
+		envOf := func(t *testing.T) map[string]string {
+			return map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": fmt.Sprintf("%dm", limit), "CUDA_OVERSUBSCRIBE": "true",
+				"CUDA_DEVICE_MEMORY_SHARED_CACHE": cache(t)}
+		}
+		n.hold(t, n.container(t, 0), envOf(t), int(limit))
+		r, _ := n.probe(t, n.container(t, 0), envOf(t), "--max-mib", fmt.Sprint(limit))
+		wantDevice(t, r.Devices[0], devs[0].UUID, limit, limit, h100MiB-limit, oom)
+	})
+
 	// Two GPUs, each its own limit (CUDA_VISIBLE_DEVICES=0,1 names them in their own order, the
 	// one list HAMi-core reads right).
 	t.Run("multi-gpu", func(t *testing.T) {

@@ -51,8 +51,9 @@ const (
 	// open-source HAMi-core reads it nowhere (HAMi-core src/: no getenv of it), so memory scaling
 	// above 1 over-commits the GPU's physical memory with nothing behind it: the slices' limits
 	// add up to more than the GPU has, and an allocation past what is physically free fails
-	// with CUDA's out-of-memory error in whichever container asks last. Older libvgpu builds
-	// read it in postInit (allocmode); whether HAMi's libvgpu of v2.10 does could not be
+	// with CUDA's out-of-memory error in whichever container asks last (shown over the
+	// simulated driver: hack/simgpu TestHAMiCore/oversubscribe-is-not-backed). Older libvgpu
+	// builds read it in postInit (allocmode); whether HAMi's libvgpu of v2.10 does could not be
 	// verified here, so the variable is kept, harmless where unread.
 	EnvHAMiOversubscribe = "CUDA_OVERSUBSCRIBE"
 	// EnvHAMiLogLevel is HAMi-core's log level (HAMi-core src/include/log_utils.h; higher
