@@ -11,7 +11,7 @@ BINARIES := device-plugin scheduler-extender webhook dra-driver
 # The kubectl plugin (`kubectl hami-go`): built into bin/ with the binaries, no image.
 PLUGINS := kubectl-hami_go
 
-.PHONY: all build test test-unit test-e2e test-daytwo test-upgrade lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
+.PHONY: all build test test-unit bench-smoke bench-e2e-smoke test-e2e test-daytwo test-upgrade lint bench bench-schedperf demo images cluster-up cluster-down prometheus-up prometheus-down shell fuzz gpu-check autoscaler-trial clean
 
 all: build
 
@@ -19,7 +19,7 @@ build: ## Build the three binaries and the kubectl plugin (bin/kubectl-hami_go) 
 	@mkdir -p bin
 	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINARIES) $(PLUGINS))
 
-test: lint test-unit test-e2e test-daytwo test-upgrade ## Everything CI runs: lint, unit tests (race), end-to-end on the local cluster, then the day-two suite and the upgrade from the previous release.
+test: lint test-unit bench-smoke test-e2e test-daytwo test-upgrade ## Everything CI runs: lint, unit tests (race), every Go benchmark once, end-to-end on the local cluster (with a short e2esched), then the day-two suite and the upgrade from the previous release.
 
 # Go modules of their own beside the library's (their tools' dependencies stay out of go.mod):
 # the chart tests (helm SDK), the image builder (go-containerregistry), the benchmark tools.
@@ -31,6 +31,34 @@ test-unit: ## Unit, chart and image tests with the race detector (no cluster nee
 	set -eo pipefail; promtool=$$(hack/cluster/build-tools.sh promtool | tail -n1)/promtool; \
 	HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 ./...; \
 	for m in $(TOOL_MODULES); do (cd $$m && HAMI_GO_PROMTOOL=$$promtool $(GO) test -race -count=1 -timeout 30m ./...); done
+
+# bench-smoke (issue 38): every Go benchmark of the main module and of the tool modules once
+# (-benchtime 1x, hack/bench/smoke.sh: only the packages that hold one), so that a benchmark whose
+# build, fixture or assertions broke fails make test, not make bench (which no CI step ran, so a
+# broken one went unnoticed). Once is a check, not a measurement: make bench measures.
+# hack/schedperf (scheduler_perf: its own module, etcd, a long build) is left to make bench and
+# make bench-schedperf. Prints each module's time.
+bench-smoke: ## Every Go benchmark once (-benchtime 1x: builds, fixtures and assertions, no timing) in the main module and test/chart, hack/images, hack/bench; part of make test.
+	GO=$(GO) HAMI_GO_BENCH_SMOKE_MODULES=". $(TOOL_MODULES)" hack/bench/smoke.sh
+
+# bench-e2e-smoke (issue 38): a short hack/bench/e2esched on the running local cluster (20 simulated
+# nodes, 20 pods per run and 10 per DRA run, one run of each variant, a minute or two), so that a
+# broken end-to-end bench fails test-e2e, which runs it in device-plugin mode. The bench does not
+# depend on what the cluster has installed: its pods live in namespace hami-go-bench, which
+# values-local.yaml excludes from the webhook (webhook.excludeNamespaces), and where the chart runs
+# its scheduler (device-plugin mode) the bench's extender writes as that scheduler's
+# ServiceAccount, the one the allocation-records policy lets write hami-go.io/allocation-* (without
+# the chart: as the kubeconfig's user). A cluster whose admission would rewrite or refuse its pods
+# fails at once, saying why. Output in _output/bench-smoke/.
+BENCH_E2E_SMOKE_ARGS ?= --nodes 20 --pods 20 --dra-pods 10 --runs 1
+bench-e2e-smoke: ## A short hack/bench/e2esched (20 nodes, 20 pods, 1 run) on the running local cluster; test-e2e runs it in device-plugin mode.
+	set -eo pipefail; kubectl=$${HAMI_GO_CACHE:-$$HOME/.cache/hami-go}/tools/bin/kubectl; as=; \
+	if "$$kubectl" --kubeconfig $(HAMI_GO_STATE)/kubeconfig -n hami-go-system get serviceaccount hami-go-scheduler >/dev/null 2>&1; then \
+	  as=system:serviceaccount:hami-go-system:hami-go-scheduler; fi; \
+	echo "== bench-e2e-smoke: extender as $${as:-the kubeconfig's user}"; t0=$$SECONDS; \
+	$(GO) run -C hack/bench ./e2esched --kubeconfig $(HAMI_GO_STATE)/kubeconfig --extender-as "$$as" $(BENCH_E2E_SMOKE_ARGS) \
+	  --out $(CURDIR)/_output/bench-smoke/e2esched.json --work-dir $(CURDIR)/_output/bench-smoke/e2esched; \
+	echo "== bench-e2e-smoke: $$((SECONDS - t0))s"
 
 # E2E_MODES: the cluster modes test-e2e runs the suite in, one after the other (HAMI_GO_MODE
 # set: only that one). In each mode the other mode's tests skip, saying so.
@@ -44,6 +72,10 @@ test-e2e: ## For each of E2E_MODES: bring up the local cluster in it, run the de
 	    echo "== demo in mode $$mode (make demo's scenario; a broken demo fails the run)"; \
 	    HAMI_GO_MODE=$$mode $(GO) run ./hack/demo 2>&1 | tee $(HAMI_GO_STATE)/logs/demo.log || status=1; \
 	    HAMI_GO_MODE=$$mode $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/... 2>&1 | tee $(HAMI_GO_STATE)/logs/e2e.log || status=1; \
+	    if [[ $$mode == deviceplugin && "$(BENCH_E2E_SMOKE)" != 0 ]]; then \
+	      echo "== short e2esched in mode $$mode (make bench-e2e-smoke; BENCH_E2E_SMOKE=0 skips it)"; \
+	      $(MAKE) --no-print-directory bench-e2e-smoke 2>&1 | tee $(HAMI_GO_STATE)/logs/bench-e2e-smoke.log || status=1; \
+	    fi; \
 	  else status=1; fi; \
 	  cp -r $(HAMI_GO_STATE)/logs _output/e2e-logs/$$mode || true; \
 	  hack/cluster/down.sh || status=1; \
