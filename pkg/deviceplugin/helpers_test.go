@@ -168,6 +168,7 @@ func alloc(t testing.TB, p *Plugin, ids ...string) (*pluginapi.ContainerAllocate
 func testNRIPlugin(t testing.TB, p *Plugin) *nri.Plugin {
 	t.Helper()
 	g := nri.NewPlugin(NRISource(p))
+	g.OnPlanCreated(p.PlanCreated)
 	if _, err := g.Configure(context.Background(), "", "containerd", "v2.4.2"); err != nil {
 		t.Fatal(err)
 	}

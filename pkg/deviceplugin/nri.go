@@ -50,7 +50,6 @@ func (s nriSource) Plan(_ context.Context, c nri.Container) (nri.Plan, error) {
 		// without the library would hold nothing. The kubelet retries the creation.
 		return nri.Plan{}, fmt.Errorf("the node's HAMi-core library %s is missing, so container %s's slice limits would not hold", enf.Library, c)
 	}
-	defer s.p.planApplied()
 	for _, d := range e.Dirs {
 		// World-writable: the container's processes may run as any user. The directory is the
 		// container's own (named by its pod's UID and its name).

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/nri"
@@ -219,9 +220,12 @@ func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 	}
 }
 
-// At shutdown the agent keeps its NRI plugin until every container PreStartContainer let the
-// kubelet create has had its plan applied (a graceful restart must not leave a container to be
-// created without the plugin), or --plan-wait passes.
+// At shutdown the agent keeps its NRI plugin until the runtime has created every container
+// PreStartContainer let the kubelet create with its plan (a graceful restart must not leave a
+// container to be created without the plugin), or --plan-wait passes. The plan computed is not
+// enough: containerd creates the container unadjusted when the plugin's connection closes before
+// it read the answer (the flaky TestNoPlanlessContainerAgentDeletedMidBurst), so only NRI's
+// PostCreateContainer of a container carrying its plan counts.
 func TestDrainWaitsForLetThroughContainers(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.PlanWait = 5 * time.Second
@@ -239,16 +243,37 @@ func TestDrainWaitsForLetThroughContainers(t *testing.T) {
 	}
 	done := make(chan int, 1)
 	go func() { done <- p.Drain() }()
-	// The first container is created with its plan; the second never comes (its creation failed).
-	if _, err := testNRIPlugin(t, p).Decide(context.Background(), nri.Container{PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name, Name: "main"},
-		[]string{device.EnvGPUUUIDs + "="}); err != nil {
+	// The first container gets its plan; the second never comes (its creation failed).
+	g := testNRIPlugin(t, p)
+	sandbox := &api.PodSandbox{Id: "sb", Uid: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name}
+	ctr := &api.Container{Id: "c1", PodSandboxId: "sb", Name: "main", Env: []string{device.EnvGPUUUIDs + "="}}
+	adj, _, err := g.CreateContainer(context.Background(), sandbox, ctr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-done:
-		t.Fatalf("Drain returned %d before --plan-wait with one container still to come", n)
-	case <-time.After(50 * time.Millisecond):
+	stillWaiting := func(when string) {
+		t.Helper()
+		select {
+		case n := <-done:
+			t.Fatalf("Drain returned %d %s", n, when)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
+	stillWaiting("once the plan was computed, before the runtime created the container with it")
+	// The runtime created it: its env is the plan's (the adjustment applied).
+	for _, e := range adj.GetEnv() {
+		if e.GetKey() == device.EnvGPUUUIDs {
+			ctr.Env = []string{e.GetKey() + "=" + e.GetValue()}
+		}
+	}
+	if err := g.PostCreateContainer(context.Background(), sandbox, ctr); err != nil {
+		t.Fatal(err)
+	}
+	// A container created without its plan (the empty marker) does not count.
+	if err := g.PostCreateContainer(context.Background(), sandbox, &api.Container{Id: "c2", PodSandboxId: "sb", Name: "other", Env: []string{device.EnvGPUUUIDs + "="}}); err != nil {
+		t.Fatal(err)
+	}
+	stillWaiting("before --plan-wait with one container still to come")
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}

@@ -396,8 +396,9 @@ func (p *Plugin) PreStartContainer(ctx context.Context, r *pluginapi.PreStartCon
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// planApplied notes that the NRI plugin applied a container's plan (Drain).
-func (p *Plugin) planApplied() {
+// PlanCreated notes that the runtime created a container with the plan the NRI plugin gave it
+// (nri.Plugin.OnPlanCreated; Drain).
+func (p *Plugin) PlanCreated(nri.Container) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.starting > 0 {
@@ -408,12 +409,14 @@ func (p *Plugin) planApplied() {
 }
 
 // Drain waits, after the plugin stopped serving the kubelet (Serve returned: no new
-// PreStartContainer can succeed), until every container PreStartContainer let the kubelet
-// create has had its plan applied by the NRI plugin, or up to cfg.PlanWait (a creation the
-// runtime refused for another reason never comes), and returns how many it did not see. The
-// agent keeps its NRI plugin connected until then: a container the kubelet creates right after
-// PreStartContainer must not find the plugin gone (a graceful restart or rolling update of the
-// agent; after a crash the NRI plugin's Synchronize finds such a container and stops it).
+// PreStartContainer can succeed), until the runtime has created every container
+// PreStartContainer let the kubelet create with the plan the NRI plugin gave it (PlanCreated, at
+// NRI's PostCreateContainer), or up to cfg.PlanWait (a creation the runtime refused for another
+// reason never comes), and returns how many it did not see. The agent keeps its NRI plugin
+// connected until then: a container the kubelet creates right after PreStartContainer must not
+// find the plugin gone, nor lose the plan because the connection closed before the runtime read
+// it (a graceful restart or rolling update of the agent; after a crash the NRI plugin's
+// Synchronize finds such a container and stops it).
 func (p *Plugin) Drain() int {
 	timeout := p.opts.Clock.After(p.cfg.PlanWait)
 	for {

@@ -92,6 +92,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	defer events.Shutdown()
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-device-plugin", Host: cfg.NodeName})
 	g.OnUnplanned(unplannedStopper{p: p, client: d.Client, recorder: recorder}.stop)
+	g.OnPlanCreated(p.PlanCreated)
 	pf := &nodeagent.Preflight{Client: d.Client, Node: cfg.NodeName, HostRoot: nodeagent.HostRoot,
 		ToolkitConfigPaths: cfg.ToolkitConfigPaths, ContainerdConfigPaths: cfg.ContainerdConfigPaths,
 		Input: func() preflight.Input { return p.PreflightInput(g) }, Changed: g.Changed, Clock: p.opts.Clock}

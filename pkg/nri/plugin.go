@@ -163,6 +163,8 @@ type Plugin struct {
 	changed   chan struct{} // closed and replaced whenever connected flips (Changed)
 	// unplanned is told of running containers created without their plan (OnUnplanned).
 	unplanned func(context.Context, Container)
+	// planCreated is told of each container the runtime created with its plan (OnPlanCreated).
+	planCreated func(Container)
 }
 
 // Changed returns a channel closed at the next change of the plugin's connection to the runtime
@@ -502,6 +504,36 @@ func (g *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 // OnUnplanned sets the handler Synchronize calls for each running container created without its
 // plan (its env still carries the pending answer); nil: only logged. Set it before Run.
 func (g *Plugin) OnUnplanned(f func(context.Context, Container)) { g.unplanned = f }
+
+// OnPlanCreated sets the handler told of each container the runtime created with its plan
+// (PostCreateContainer); nil: none. Set it before Run.
+func (g *Plugin) OnPlanCreated(f func(Container)) { g.planCreated = f }
+
+// PostCreateContainer implements the NRI stub's PostCreateContainerInterface: the runtime has
+// created the container with the plugin's adjustment. A container that carries a plan (MarkerEnv
+// set and not empty: at creation only a plan sets it, and a container carrying another value is
+// refused at CreateContainer) is handed to the OnPlanCreated handler. This, not the plan's
+// computation in CreateContainer, is when a plan is applied: a plugin whose connection closes
+// before the runtime has read its answer is dropped and the container created unadjusted (NRI
+// v0.12.3 pkg/adaptation plugin.createContainer: a fatal error closes the plugin and the
+// creation goes on), so the device plugin's Drain waits for this event before the agent closes
+// the connection.
+func (g *Plugin) PostCreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	if g.planCreated != nil && carriesPlan(ctr.GetEnv()) {
+		g.planCreated(containerOf(pod, ctr))
+	}
+	return nil
+}
+
+// carriesPlan reports whether env sets MarkerEnv to a value that is not empty.
+func carriesPlan(env []string) bool {
+	for _, e := range env {
+		if name, value, _ := strings.Cut(e, "="); name == MarkerEnv && value != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // containerOf names ctr of pod (nil: unknown) as Decide takes it.
 func containerOf(pod *api.PodSandbox, ctr *api.Container) Container {
