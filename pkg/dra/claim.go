@@ -34,7 +34,19 @@ type Grant struct {
 	CoresPercent int `json:"coresPercent"`
 	// Sharers is the consumed sharers capacity (1, or the split count for an exclusive claim).
 	Sharers int64 `json:"sharers"`
+	// AdminAccess is the allocation result's adminAccess (resource.k8s.io/v1
+	// DeviceRequestAllocationResult.AdminAccess, KEP-5018): the claim reaches the GPU (monitoring,
+	// diagnostics) without holding any of it. kube-scheduler does not count such a result as
+	// allocated, neither the device nor its consumed capacity (k8s.io/kubernetes
+	// pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go,
+	// foreachAllocatedDevice), so nothing here counts its MemoryMiB, CoresPercent or Sharers
+	// against the GPU either (Consumes). Absent in a checkpoint written before it was recorded.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 }
+
+// Consumes reports whether g counts against its GPU's capacities (memory, cores, sharers): every
+// grant but one with AdminAccess.
+func (g Grant) Consumes() bool { return !g.AdminAccess }
 
 // gpuView is what resolving a claim needs to know of this node's GPUs: device name -> GPU.
 type gpuView struct {
@@ -107,6 +119,9 @@ func (v *gpuView) resolve(claim *resourceapi.ResourceClaim) ([]Grant, error) {
 			MemoryMiB: got[draapi.CapacityMemory] / MiB, CoresPercent: int(got[draapi.CapacityCores]), Sharers: got[draapi.CapacitySharers]}
 		if r.ShareID != nil {
 			g.ShareID = *r.ShareID
+		}
+		if r.AdminAccess != nil {
+			g.AdminAccess = *r.AdminAccess
 		}
 		out = append(out, g)
 	}

@@ -367,16 +367,22 @@ func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error
 }
 
 // checkFits is the driver's last line of defense (kubeletplugin.DRAPlugin docs): the claim's
-// consumption plus every other prepared claim's must fit each GPU's capacities.
+// consumption plus every other prepared claim's must fit each GPU's capacities: memory in MiB up
+// to BookableMiB, cores up to 100 percent, sharers up to the split count. Grants with admin
+// access (Grant.AdminAccess) consume nothing, as in kube-scheduler's accounting: they are left
+// out of the sums, and such a grant of the claim itself always fits.
 func (d *Driver) checkFits(uid types.UID, grants []Grant) error {
 	for _, g := range grants {
+		if !g.Consumes() {
+			continue
+		}
 		mem, cores, sharers := g.MemoryMiB, int64(g.CoresPercent), g.Sharers
 		for ouid, p := range d.prepared {
 			if ouid == uid {
 				continue
 			}
 			for _, o := range p.Grants {
-				if o.UUID == g.UUID {
+				if o.UUID == g.UUID && o.Consumes() {
 					mem += o.MemoryMiB
 					cores += int64(o.CoresPercent)
 					sharers += o.Sharers

@@ -43,11 +43,15 @@ type GPUUse struct {
 	Sharers int64
 }
 
-// UseOf sums the grants of prepared claims by GPU UUID.
+// UseOf sums the grants of prepared claims by GPU UUID, leaving out those with admin access
+// (Grant.Consumes).
 func UseOf(prepared []Prepared) map[string]GPUUse {
 	out := map[string]GPUUse{}
 	for _, p := range prepared {
 		for _, g := range p.Grants {
+			if !g.Consumes() {
+				continue
+			}
 			u := out[g.UUID]
 			u.MemoryMiB += g.MemoryMiB
 			u.Sharers += g.Sharers
