@@ -8,8 +8,10 @@ const (
 	LabelGPUProduct = "nvidia.com/gpu.product"
 	// LabelGPUCount is the number of GPUs.
 	LabelGPUCount = "nvidia.com/gpu.count"
-	// LabelGPUMemory is the first GPU's memory, MiB (the card's own, before --reserved-memory
-	// and --memory-scaling).
+	// LabelGPUMemory is the smallest GPU's memory, MiB (the card's own, before --reserved-memory
+	// and --memory-scaling): every GPU of the node has at least this much, also on a node with
+	// two GPU models, where GFD's first-GPU figure over-promises (pkg/deviceplugin
+	// MinGPUMemoryMiB).
 	LabelGPUMemory = "nvidia.com/gpu.memory"
 	// LabelGPUReplicas is the split count.
 	LabelGPUReplicas = "nvidia.com/gpu.replicas"

@@ -27,8 +27,10 @@ const LeaseRenewInterval = 10 * time.Second
 const leaseDurationSeconds = 40
 
 // NodeLabels returns the GFD-style labels for an inventory: product (first GPU's model with
-// spaces as '-', as GFD writes it), count, memory of the first GPU in MiB, replicas (split
-// count) and sharing strategy ("mps" under MPS, "time-slicing" when split > 1, else "none").
+// spaces as '-', as GFD writes it), count, memory (MinGPUMemoryMiB: the smallest GPU's total
+// memory in MiB, so that on a node with two GPU models every GPU holds at least the label),
+// replicas (split count) and sharing strategy ("mps" under MPS, "time-slicing" when split > 1,
+// else "none").
 func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
 	if len(inv.GPUs) == 0 {
 		return map[string]string{device.LabelGPUCount: "0"}
@@ -42,10 +44,33 @@ func NodeLabels(inv *device.Inventory, enforcement string) map[string]string {
 	return map[string]string{
 		device.LabelGPUProduct:         labelValue(inv.GPUs[0].Model),
 		device.LabelGPUCount:           strconv.Itoa(len(inv.GPUs)),
-		device.LabelGPUMemory:          strconv.FormatInt(inv.GPUs[0].MemoryMiB, 10),
+		device.LabelGPUMemory:          strconv.FormatInt(MinGPUMemoryMiB(inv), 10),
 		device.LabelGPUReplicas:        strconv.Itoa(inv.SplitCount),
 		device.LabelGPUSharingStrategy: strategy,
 	}
+}
+
+// MinGPUMemoryMiB is the value of the label nvidia.com/gpu.memory (device.LabelGPUMemory): the
+// smallest total memory among the inventory's GPUs, MiB, as NVML reports it (device.GPU.MemoryMiB:
+// the card's own, before --reserved-memory and --memory-scaling), healthy or not (a label that
+// follows health would flap); 0 without GPUs. GFD writes the first GPU's memory, which on a node
+// with two GPU models (an 80 GiB and a 40 GiB card) promises the larger card for every GPU. The
+// label is read by node affinities and autoscaler node-group templates as "each GPU of this node
+// has at least this much": the webhook's gpuMemoryNodeAffinity (pkg/webhook/affinity.go) makes a
+// pod asking M MiB per GPU require nvidia.com/gpu.memory > M−1. With the smallest card's memory
+// that affinity never sends a pod to a node where its GPUs might not hold it; the price is that a
+// pod of more than the small card's memory avoids a mixed node although its large card would
+// hold one such pod (the extender, which sees each GPU, could place it there without the
+// affinity).
+func MinGPUMemoryMiB(inv *device.Inventory) int64 {
+	if len(inv.GPUs) == 0 {
+		return 0
+	}
+	m := inv.GPUs[0].MemoryMiB
+	for _, g := range inv.GPUs[1:] {
+		m = min(m, g.MemoryMiB)
+	}
+	return m
 }
 
 // labelValue makes a model name a valid label value ("NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3").
