@@ -67,6 +67,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The listeners open before ext.Run has rebuilt the cache: /readyz must answer the chart's
+	// startupProbe (kube-scheduler, started after it passes, then finds the extender ready). Until
+	// ready the verbs refuse (extender.ErrNotReady), also after a restart of the extender alone.
 	servers, err := serve(o, ext, reg)
 	if err != nil {
 		return err

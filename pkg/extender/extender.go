@@ -207,8 +207,12 @@ const EventReasonBindFailed = "GPUBindFailed"
 // the API server copies onto the pod together with spec.nodeName in the same update, with the
 // pod's UID as precondition (kube-apiserver pkg/registry/core/pod/storage/storage.go,
 // BindingREST.Create → assignPod → setPodHostAndAnnotations). nodeName and plan thus land
-// atomically. On an error it reconciles from the API before answering.
+// atomically. On an error it reconciles from the API before answering. Until Ready it refuses with
+// ErrNotReady and writes nothing: a cache not yet rebuilt would book GPUs that are in use.
 func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error {
+	if !e.Ready() {
+		return e.refused(k, node, ErrNotReady)
+	}
 	pod, err := e.lookupPod(ctx, k)
 	if err != nil {
 		return e.refused(k, node, fmt.Errorf("pod %s: %v", k.Exact(), err))

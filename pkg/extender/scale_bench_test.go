@@ -142,6 +142,7 @@ func buildScaleFleet(b *testing.B, nodes, podsPerNode int) *scaleFleet {
 	if got := len(c.NodeNames()); got != nodes {
 		b.Fatalf("cache holds %d nodes, want %d", got, nodes)
 	}
+	e.ready.Store(true) // the cache was fed by hand, as Run's rebuild would: the verbs answer (ErrNotReady)
 	u := c.NodeGPUUsage(f.names[0])
 	wantSharers, wantMiB := 0, int64(0)
 	for j := 0; j < podsPerNode; j += scaleGPUsPerNode {

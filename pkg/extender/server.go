@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,15 @@ import (
 // maxBody bounds a request body (a filter call with 5,000 node names and a pod is well under 1 MiB).
 const maxBody = 64 << 20
 
+// ErrNotReady is what the verbs answer until Run has rebuilt the cache from the API (Ready false:
+// the extender started or restarted and its informers have not synced, or ctx ended). kube-scheduler
+// calls the verbs over loopback with no handshake as soon as it leads, so an empty cache would book
+// GPUs that are in use. Until ready, POST /filter fails every node with this reason in FailedNodes
+// (an answer, not an HTTP error: kube-scheduler treats an extender's HTTP error as a scheduling
+// error and clears the pod's nomination), /prioritize scores no node, /bind refuses with it, and
+// /preempt keeps no victims (an empty NodeNameToMetaVictims: kube-scheduler evicts nobody).
+var ErrNotReady = errors.New("hami-go scheduler extender not ready: its cache of nodes, pods and leases is not yet rebuilt from the API (it started or restarted); the pod is retried")
+
 // Handler returns the extender's HTTP API and its health and metrics on one mux: APIHandler's
 // routes and MetricsHandler's. The binary serves it on --address when --metrics-address is empty.
 func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
@@ -29,7 +39,7 @@ func (e *Extender) Handler(gatherer prometheus.Gatherer) http.Handler {
 
 // APIHandler returns the routes only kube-scheduler may call: POST /filter, /prioritize (hosts
 // scored 0 left out, see scoredOnly), /bind, /preempt (JSON of k8s.io/kube-scheduler/extender/v1).
-// Malformed JSON is answered 400 with the reason; a panic in a handler is recovered and answered
+// Until Ready the verbs refuse (ErrNotReady). Malformed JSON is answered 400 with the reason; a panic in a handler is recovered and answered
 // 500 with its message. Serve it on a loopback address (--address 127.0.0.1:8888): anything that
 // reaches it can bind pods.
 func (e *Extender) APIHandler() http.Handler {
@@ -69,6 +79,10 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 				names = append(names, args.Nodes.Items[i].Name)
 			}
 		}
+		if !e.Ready() {
+			reply(w, notReadyFilter(names))
+			return "refused"
+		}
 		res := e.sched.Filter(args.Pod, names)
 		reply(w, res)
 		if len(*res.NodeNames) == 0 {
@@ -84,6 +98,10 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 		if args.Pod == nil || args.NodeNames == nil {
 			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
 			return "bad_request"
+		}
+		if !e.Ready() {
+			reply(w, extenderv1.HostPriorityList{})
+			return "refused"
 		}
 		all := scorePool.Get().(*extenderv1.HostPriorityList)
 		*all = e.sched.PrioritizeInto(*all, args.Pod, *args.NodeNames)
@@ -114,9 +132,23 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 		if !decode(w, r, &args) {
 			return "bad_request"
 		}
+		if !e.Ready() {
+			reply(w, extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}})
+			return "refused"
+		}
 		reply(w, e.sched.Preempt(&args))
 		return "ok"
 	}))
+}
+
+// notReadyFilter is /filter's answer before Ready: no node fits, each failed with ErrNotReady in
+// FailedNodes (resolvable: kube-scheduler may try preemption, and /preempt then keeps no victims).
+func notReadyFilter(names []string) extenderv1.ExtenderFilterResult {
+	failed := make(extenderv1.FailedNodesMap, len(names))
+	for _, n := range names {
+		failed[n] = ErrNotReady.Error()
+	}
+	return extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedNodes: failed}
 }
 
 // registerHealth adds /healthz, /readyz and /metrics to mux (see MetricsHandler).
