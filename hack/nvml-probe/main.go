@@ -56,6 +56,9 @@ type report struct {
 	Versions *versions `json:"versions,omitempty"`
 	// Failures lists everything that went wrong; empty means success.
 	Failures []string `json:"failures"`
+	// Minors are the GPUs' minor numbers by UUID (device.GPU.Minor, which device.GPU's JSON
+	// leaves out): hack/gpu-check compares them with the driver's and /dev/nvidia<minor>.
+	Minors map[string]int `json:"minors"`
 }
 
 func main() {
@@ -148,6 +151,10 @@ func check(ctx context.Context, cfg config, b device.Backend, fleet *fake.Fleet)
 		return rep
 	}
 	rep.GPUs = gpus
+	rep.Minors = map[string]int{}
+	for _, g := range gpus {
+		rep.Minors[g.UUID] = g.Minor
+	}
 	if len(gpus) == 0 {
 		fail("discover: no GPUs found")
 		return rep

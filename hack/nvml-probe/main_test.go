@@ -33,6 +33,18 @@ func TestRunOnFakeFleet(t *testing.T) {
 			t.Errorf("gpu %d = %+v, probe %q", i, g, rep.Probes[g.UUID])
 		}
 	}
+	// The minor numbers travel (device.GPU leaves Minor out of its JSON): one per GPU, distinct.
+	seen := map[int]bool{}
+	for _, g := range rep.GPUs {
+		m, ok := rep.Minors[g.UUID]
+		if !ok || m < 0 || seen[m] {
+			t.Errorf("minor of %s = %d (%v); want one, distinct, per GPU: %v", g.UUID, m, ok, rep.Minors)
+		}
+		seen[m] = true
+	}
+	if len(rep.Minors) != 8 || !strings.Contains(buf.String(), `"minors": {`) {
+		t.Errorf("minors = %v", rep.Minors)
+	}
 	if len(rep.XIDs) == 0 || rep.XIDs[0].XID != 79 || rep.XIDs[0].UUID != fake.GPUUUID("gpu-node-1", 0) {
 		t.Errorf("xids = %+v, want XID 79 on GPU 0 first", rep.XIDs)
 	}
