@@ -93,6 +93,74 @@ type probeReport struct {
 		ComputeCapability map[string]string `json:"computeCapability"`
 	} `json:"versions"`
 	Failures []string `json:"failures"`
+	// Minors are pkg/nvml's minor numbers by UUID (device.GPU.Minor, nvmlDeviceGetMinorNumber):
+	// the device node is /dev/nvidia<minor>. nil: the probe reported none.
+	Minors map[string]int `json:"minors"`
+}
+
+// discoveryDirs are the host folders discovery reads besides nvidia-smi and nvml-probe.
+type discoveryDirs struct {
+	// SysfsPCI is /sys/bus/pci/devices (NUMA nodes).
+	SysfsPCI string
+	// ProcGPUs is /proc/driver/nvidia/gpus: the driver's own view of each GPU, by PCI bus id.
+	ProcGPUs string
+	// Dev is /dev (the GPUs' device nodes).
+	Dev string
+}
+
+// driverMinor reads the "Device Minor:" line of <procGPUs>/<bus id in sysfs form>/information,
+// the NVIDIA driver's own record of the GPU's minor number.
+func driverMinor(procGPUs, busID string) (int, error) {
+	path := filepath.Join(procGPUs, normalizeBusID(busID), "information")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Device Minor" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, fmt.Errorf("%s: Device Minor %q: %w", path, strings.TrimSpace(v), err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no \"Device Minor:\" line", path)
+}
+
+// minorValues compares pkg/nvml's minor number of a GPU with the driver's
+// (/proc/driver/nvidia/gpus/<bus id>/information) and checks its device node /dev/nvidia<minor>
+// exists (the driver's minor; pkg/nvml's where the driver's cannot be read).
+func minorValues(prefix string, d discoveryDirs, busID string, minors map[string]int, uuid string) []Value {
+	got, ok := minors[uuid]
+	gotText := strconv.Itoa(got)
+	if !ok {
+		gotText = "not reported by nvml-probe"
+	}
+	v := Value{What: prefix + "minor number (device node /dev/nvidia<minor>)", Got: gotText}
+	want, err := driverMinor(d.ProcGPUs, busID)
+	node := got
+	if err != nil {
+		v.Want, v.Note = "readable", "driver: "+err.Error()
+	} else {
+		v.Want, v.OK, node = strconv.Itoa(want), ok && want == got, want
+		v.Note = "from " + filepath.Join(d.ProcGPUs, normalizeBusID(busID), "information")
+	}
+	vals := []Value{v}
+	if err == nil || ok {
+		path := filepath.Join(d.Dev, "nvidia"+strconv.Itoa(node))
+		n := Value{What: prefix + "device node " + path, Want: "a character device"}
+		switch fi, serr := os.Stat(path); {
+		case serr != nil:
+			n.Got = "missing: " + serr.Error()
+		case fi.Mode()&os.ModeCharDevice == 0:
+			n.Got = "not a character device (" + fi.Mode().String() + ")"
+		default:
+			n.Got, n.OK = "a character device", true
+		}
+		vals = append(vals, n)
+	}
+	return vals
 }
 
 // sysfsNUMA reads <dir>/<bus id in sysfs form>/numa_node (-1 = no NUMA affinity).
@@ -109,8 +177,9 @@ func sysfsNUMA(dir, busID string) (int, error) {
 }
 
 // compareDiscovery compares pkg/nvml's view (probe) with nvidia-smi's rows, the CUDA version of
-// its header and the NUMA nodes in sysfsDir, GPU by GPU (matched by UUID).
-func compareDiscovery(rows []smiGPU, smiCUDA string, probe probeReport, sysfsDir string) []Value {
+// its header, the NUMA nodes in sysfs and the driver's minor numbers and device nodes (dirs),
+// GPU by GPU (matched by UUID).
+func compareDiscovery(rows []smiGPU, smiCUDA string, probe probeReport, dirs discoveryDirs) []Value {
 	vals := []Value{
 		eq("nvml-probe failures", "none", strings.Join(orNone(probe.Failures), "; ")),
 		eq("nvml-probe backend", "nvml", probe.Backend),
@@ -144,8 +213,9 @@ func compareDiscovery(rows []smiGPU, smiCUDA string, probe probeReport, sysfsDir
 			Value{What: p + "pci.bus_id", Want: r.BusID, Got: g.PCIBusID, OK: normalizeBusID(r.BusID) == normalizeBusID(g.PCIBusID),
 				Note: "compared in sysfs form " + normalizeBusID(r.BusID)},
 			eq(p+"compute capability", r.ComputeCap, cc[r.UUID]),
-			numaValue(p, sysfsDir, r.BusID, g.NUMANode),
+			numaValue(p, dirs.SysfsPCI, r.BusID, g.NUMANode),
 		)
+		vals = append(vals, minorValues(p, dirs, r.BusID, probe.Minors, r.UUID)...)
 	}
 	return vals
 }
@@ -180,7 +250,7 @@ const discoveryTimeout = 60 * time.Second
 
 // discovery runs nvidia-smi (query and table) and nvml-probe, saves their outputs under raw/
 // and compares them (compareDiscovery).
-func discovery(ctx context.Context, h host, out, smi, probeBin, sysfsDir string) Result {
+func discovery(ctx context.Context, h host, out, smi, probeBin string, dirs discoveryDirs) Result {
 	r := Result{Name: "discovery", Raw: []string{"raw/nvidia-smi-query.csv", "raw/nvidia-smi.txt", "raw/nvml-probe.json", "raw/nvml-probe.err"}}
 	save := func(name string, b []byte) { _ = os.WriteFile(filepath.Join(rawDir(out), name), b, 0o644) }
 	_ = os.MkdirAll(rawDir(out), 0o755)
@@ -221,7 +291,7 @@ func discovery(ctx context.Context, h host, out, smi, probeBin, sysfsDir string)
 		r.Reason = fmt.Sprintf("nvml-probe gave no report (%v); %v", err, perr)
 		return r
 	}
-	r.Values = compareDiscovery(rows, parseSMICUDAVersion(string(table)), probe, sysfsDir)
+	r.Values = compareDiscovery(rows, parseSMICUDAVersion(string(table)), probe, dirs)
 	r.finish()
 	return r
 }

@@ -80,12 +80,31 @@ func sysfsFixture(t *testing.T, nodes map[string]string) string {
 	return dir
 }
 
+// driverFixture is the driver's side of smiH200's GPUs: /proc/driver/nvidia/gpus/<bus id>/information
+// with their minor numbers (GPU 0 has minor 1 and GPU 1 minor 0: the minor need not be the
+// index, case C53), and a /dev with nvidia0 and nvidia1 (links to /dev/null, a character device).
+func driverFixture(t *testing.T, sysfs string) discoveryDirs {
+	t.Helper()
+	d := discoveryDirs{SysfsPCI: sysfs, ProcGPUs: t.TempDir(), Dev: t.TempDir()}
+	for id, minor := range map[string]string{"0000:19:00.0": "1", "0000:9a:00.0": "0"} {
+		_ = os.MkdirAll(filepath.Join(d.ProcGPUs, id), 0o755)
+		info := "Model: \t\t NVIDIA H200\nIRQ:   \t\t 123\nBus Location: \t " + id + "\nDevice Minor: \t " + minor + "\nGPU Excluded:\t No\n"
+		if err := os.WriteFile(filepath.Join(d.ProcGPUs, id, "information"), []byte(info), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/dev/null", filepath.Join(d.Dev, "nvidia"+minor)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
 // probeH200 is nvml-probe's view matching smiH200 (NVML prints the bus id with an 8-digit domain).
 func probeH200() probeReport {
 	p := probeReport{Backend: "nvml", GPUs: []probeGPU{
 		{UUID: "GPU-3a1d5e6f-0000-1111-2222-333344445555", Index: 0, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 0, PCIBusID: "00000000:19:00.0"},
 		{UUID: "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff", Index: 1, Model: "NVIDIA H200", MemoryMiB: 143771, NUMANode: 1, PCIBusID: "0000:9A:00.0"},
-	}}
+	}, Minors: map[string]int{"GPU-3a1d5e6f-0000-1111-2222-333344445555": 1, "GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff": 0}}
 	p.Versions = &struct {
 		DriverVersion     string            `json:"driverVersion"`
 		CUDADriverVersion string            `json:"cudaDriverVersion"`
@@ -110,10 +129,18 @@ func TestCompareDiscoveryEqual(t *testing.T) {
 		t.Fatal(err)
 	}
 	sys := sysfsFixture(t, map[string]string{"0000:19:00.0": "0", "0000:9a:00.0": "1"})
-	vals := compareDiscovery(rows, "12.4", probeH200(), sys)
-	// 3 overall + driver + CUDA + 6 per GPU x 2.
-	if len(vals) != 17 {
-		t.Fatalf("%d values, want 17: %+v", len(vals), vals)
+	dirs := driverFixture(t, sys)
+	vals := compareDiscovery(rows, "12.4", probeH200(), dirs)
+	// 3 overall + driver + CUDA + 8 per GPU x 2.
+	if len(vals) != 21 {
+		t.Fatalf("%d values, want 21: %+v", len(vals), vals)
+	}
+	u0 := rows[0].UUID + " "
+	if v, _ := valueByWhat(vals, u0+"minor number (device node /dev/nvidia<minor>)"); v.Want != "1" || v.Got != "1" {
+		t.Errorf("GPU 0 minor = %+v, want the driver's 1", v)
+	}
+	if v, _ := valueByWhat(vals, u0+"device node "+filepath.Join(dirs.Dev, "nvidia1")); v.Got != "a character device" {
+		t.Errorf("GPU 0 device node = %+v", v)
 	}
 	for _, v := range vals {
 		if !v.OK {
@@ -137,7 +164,7 @@ func TestCompareDiscoveryFindsDifferences(t *testing.T) {
 	p.Versions.CUDADriverVersion = "12.2"
 	p.Failures = []string{"watch XIDs: boom"}
 	sys := sysfsFixture(t, map[string]string{"0000:19:00.0": "0"})
-	vals := compareDiscovery(rows, "12.4", p, sys)
+	vals := compareDiscovery(rows, "12.4", p, driverFixture(t, sys))
 	differ := map[string]bool{}
 	for _, v := range vals {
 		if !v.OK {
@@ -158,6 +185,39 @@ func TestCompareDiscoveryFindsDifferences(t *testing.T) {
 	}
 	if len(differ) != 7 {
 		t.Errorf("%d values differ, want 7: %v", len(differ), differ)
+	}
+}
+
+// The minor numbers: pkg/nvml's against the driver's "Device Minor:", and /dev/nvidia<minor>.
+func TestMinorValues(t *testing.T) {
+	dirs := driverFixture(t, t.TempDir())
+	u := "GPU-3a1d5e6f-0000-1111-2222-333344445555"
+	// pkg/nvml took the index (0) for the minor (1): differs, and the node checked is the driver's.
+	vals := minorValues("", dirs, "00000000:19:00.0", map[string]int{u: 0}, u)
+	if len(vals) != 2 || vals[0].OK || vals[0].Want != "1" || vals[0].Got != "0" || !vals[1].OK || vals[1].What != "device node "+filepath.Join(dirs.Dev, "nvidia1") {
+		t.Fatalf("minor 0 vs driver's 1: %+v", vals)
+	}
+	// An older nvml-probe without minors.
+	if vals := minorValues("", dirs, "00000000:19:00.0", nil, u); vals[0].OK || vals[0].Got != "not reported by nvml-probe" {
+		t.Fatalf("no minors: %+v", vals)
+	}
+	// The device node missing.
+	_ = os.Remove(filepath.Join(dirs.Dev, "nvidia1"))
+	if vals := minorValues("", dirs, "00000000:19:00.0", map[string]int{u: 1}, u); !vals[0].OK || vals[1].OK || !strings.HasPrefix(vals[1].Got, "missing: ") {
+		t.Fatalf("no /dev/nvidia1: %+v", vals)
+	}
+	// A regular file is not a device node.
+	_ = os.WriteFile(filepath.Join(dirs.Dev, "nvidia1"), nil, 0o644)
+	if vals := minorValues("", dirs, "00000000:19:00.0", map[string]int{u: 1}, u); vals[1].OK || !strings.HasPrefix(vals[1].Got, "not a character device") {
+		t.Fatalf("regular /dev/nvidia1: %+v", vals)
+	}
+	// No driver folder for the GPU: the driver's minor is unreadable, pkg/nvml's node checked.
+	vals = minorValues("", dirs, "00000000:20:00.0", map[string]int{u: 0}, u)
+	if vals[0].OK || vals[0].Want != "readable" || !strings.Contains(vals[0].Note, "no such file") || !vals[1].OK {
+		t.Fatalf("no driver information: %+v", vals)
+	}
+	if _, err := driverMinor(t.TempDir(), "0000:19:00.0"); err == nil {
+		t.Fatal("driverMinor without the file: no error")
 	}
 }
 
@@ -184,6 +244,10 @@ type fakeHost struct {
 	envs    map[string][]string
 	// onRun, when set, runs before answering (e.g. to write files a command would write).
 	onRun func(key string, env []string)
+	// onRunArgs, when set, runs before onRun with the whole command.
+	onRunArgs func(name string, args, env []string)
+	// args are each call's arguments, in order.
+	args [][]string
 }
 
 type fakeAnswer struct {
@@ -209,6 +273,10 @@ func (f *fakeHost) host() host {
 				f.envs = map[string][]string{}
 			}
 			f.envs[key] = env
+			f.args = append(f.args, append([]string{name}, args...))
+			if f.onRunArgs != nil {
+				f.onRunArgs(name, args, env)
+			}
 			if f.onRun != nil {
 				f.onRun(key, env)
 			}
@@ -230,9 +298,9 @@ func TestDiscoveryRunsAndSavesRaw(t *testing.T) {
 	}}
 	out := t.TempDir()
 	sys := sysfsFixture(t, map[string]string{"0000:19:00.0": "0", "0000:9a:00.0": "1"})
-	r := discovery(context.Background(), f.host(), out, "nvidia-smi", "/stage/bin/nvml-probe", sys)
-	if r.Status != Pass || len(r.Values) != 17 {
-		t.Fatalf("discovery = %s (%s) with %d values, want pass with 17", r.Status, r.Reason, len(r.Values))
+	r := discovery(context.Background(), f.host(), out, "nvidia-smi", "/stage/bin/nvml-probe", driverFixture(t, sys))
+	if r.Status != Pass || len(r.Values) != 21 {
+		t.Fatalf("discovery = %s (%s) with %d values, want pass with 21", r.Status, r.Reason, len(r.Values))
 	}
 	for name, want := range map[string]string{"nvidia-smi-query.csv": smiH200, "nvml-probe.err": "klog lines", "nvidia-smi.txt": smiTable} {
 		if got := readRaw(out, name); got != strings.TrimSpace(want) {
@@ -247,7 +315,7 @@ func TestDiscoveryFailsWithoutProbeReport(t *testing.T) {
 		"nvidia-smi":            {stdout: smiTable},
 		"nvml-probe --watch=2s": {stderr: "nvml-probe: NVML library libnvidia-ml.so.1 not found", err: os.ErrNotExist},
 	}}
-	r := discovery(context.Background(), f.host(), t.TempDir(), "nvidia-smi", "nvml-probe", t.TempDir())
+	r := discovery(context.Background(), f.host(), t.TempDir(), "nvidia-smi", "nvml-probe", discoveryDirs{SysfsPCI: t.TempDir()})
 	if r.Status != Fail || !strings.Contains(r.Reason, "nvml-probe gave no report") || !strings.Contains(r.Reason, "libnvidia-ml.so.1 not found") {
 		t.Fatalf("discovery = %s (%s), want fail naming the missing report and the probe's error", r.Status, r.Reason)
 	}

@@ -28,6 +28,15 @@ type probeAlloc struct {
 	Error string `json:"error,omitempty"`
 }
 
+// probeDevice is the devices mode's record of one CUDA device.
+type probeDevice struct {
+	Device  int          `json:"device"`
+	Name    string       `json:"name"`
+	MemInfo *memView     `json:"memGetInfoMiB"`
+	Steps   []probeAlloc `json:"steps"`
+	Error   string       `json:"error"`
+}
+
 // memView is what the client read as device memory (torch.cuda.mem_get_info), MiB.
 type memView struct {
 	API   string `json:"api"`
@@ -44,7 +53,14 @@ type probeOut struct {
 	Steps   []probeAlloc      `json:"steps"`
 	First   *probeAlloc       `json:"first"`
 	Second  *probeAlloc       `json:"second"`
-	Rate    *struct {
+	// Libvgpu are the libvgpu paths mapped in the client (/proc/self/maps); PreloadFile is its
+	// /etc/ld.so.preload ("" = none).
+	Libvgpu     []string `json:"libvgpu"`
+	PreloadFile string   `json:"preloadFile"`
+	// DeviceCount and Devices are the devices mode's: CUDA devices seen and the steps on each.
+	DeviceCount int           `json:"deviceCount"`
+	Devices     []probeDevice `json:"devices"`
+	Rate        *struct {
 		TFLOPS  float64 `json:"tflops"`
 		Iters   int     `json:"iters"`
 		Seconds float64 `json:"seconds"`
@@ -87,6 +103,10 @@ type isolationRow struct {
 	SMShare string `json:"smShare"`
 	// MemoryView says which memory view the client read and what it showed.
 	MemoryView string `json:"memoryView"`
+	// Preload says how libvgpu.so reached the clients (HAMi-core checks).
+	Preload string `json:"preload,omitempty"`
+	// HAMiCore says which HAMi-core was tested and whether it is the shipped one.
+	HAMiCore string `json:"hamiCore,omitempty"`
 }
 
 // stepsRow fills the allocation columns from the steps client.

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """One client of hami-go's isolation checks (hack/gpu-check/README.md, isolation).
 
-Runs with the env gpucheck gives it at exec (the slice env of pkg/gpuenv: LD_PRELOAD of HAMi-core's
-libvgpu.so and its limits, or the MPS client limits); it sets nothing itself. Modes:
+Runs with the env gpucheck gives it at exec (the slice env of pkg/gpuenv: HAMi-core's limits, with
+libvgpu.so preloaded through /etc/ld.so.preload in a private mount namespace or LD_PRELOAD, or the MPS
+client limits); it sets nothing itself. Every output names the libvgpu files mapped in the process
+(/proc/self/maps) and its /etc/ld.so.preload. Modes:
   steps   allocate each of --steps MiB in turn (freeing each), e.g. 1000,2000,3000,3900,4100,5000
   shared  start a second client (mode hold) that allocates and holds --mib, then allocate --mib here
   hold    allocate --mib, print "ready" (or "failed: ...") and hold it until stdin closes
   rate    bf16 matmul rate over --seconds (a compute-bound loop)
+  devices on each CUDA device of --device-steps ("0:2000,3100;1:4000,5100"), allocate each MiB in turn
 Every mode but hold writes one JSON object to --out; never raises.
 """
 import argparse
@@ -22,14 +25,15 @@ import traceback
 MIB = 1 << 20
 ENV_KEYS = (
     "HAMI_GO_GPU_UUIDS", "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_SM_LIMIT_0",
+    "CUDA_DEVICE_MEMORY_LIMIT_1", "CUDA_DEVICE_SM_LIMIT_1", "CUDA_DEVICE_ORDER",
     "CUDA_DEVICE_MEMORY_SHARED_CACHE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
 
 
-def alloc(torch, mib):
+def alloc(torch, mib, device="cuda"):
     """Allocates and touches mib MiB; returns the tensor (or None) and the attempt's record."""
     try:
-        x = torch.empty(mib * MIB, dtype=torch.uint8, device="cuda")
+        x = torch.empty(mib * MIB, dtype=torch.uint8, device=device)
         x.fill_(1)
         torch.cuda.synchronize()
         return x, {"mib": mib, "ok": True}
@@ -38,9 +42,48 @@ def alloc(torch, mib):
         return None, {"mib": mib, "ok": False, "error": (type(e).__name__ + ": " + str(e))[:600]}
 
 
-def mem_view(torch):
-    free, total = torch.cuda.mem_get_info()
+def mem_view(torch, device=None):
+    free, total = torch.cuda.mem_get_info() if device is None else torch.cuda.mem_get_info(device)
     return {"api": "torch.cuda.mem_get_info", "free": free // MIB, "total": total // MIB}
+
+
+def preload_facts(res):
+    """The libvgpu files mapped in this process and its /etc/ld.so.preload."""
+    libs = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libvgpu" in os.path.basename(path) and path not in libs:
+                    libs.append(path)
+    except OSError:
+        pass
+    res["libvgpu"] = libs
+    try:
+        with open("/etc/ld.so.preload") as f:
+            res["preloadFile"] = f.read().strip()
+    except OSError:
+        res["preloadFile"] = ""
+
+
+def devices(torch, res, plan):
+    """plan: "0:2000,3100;1:4000,5100": on each device, each allocation in turn (freed each time)."""
+    res["deviceCount"] = torch.cuda.device_count()
+    res["devices"] = []
+    for part in [p for p in plan.split(";") if p]:
+        idx, sizes = part.split(":")
+        d = {"device": int(idx), "steps": []}
+        res["devices"].append(d)
+        try:
+            d["name"] = torch.cuda.get_device_name(int(idx))
+            d["memGetInfoMiB"] = mem_view(torch, int(idx))
+            for mib in [int(s) for s in sizes.split(",") if s]:
+                x, rec = alloc(torch, mib, "cuda:%d" % int(idx))
+                d["steps"].append(rec)
+                del x
+                torch.cuda.empty_cache()
+        except Exception as e:
+            d["error"] = (type(e).__name__ + ": " + str(e))[:600]
 
 
 def steps(torch, res, sizes):
@@ -120,7 +163,8 @@ def rate(torch, res, seconds, n=8192):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["steps", "shared", "hold", "rate"], required=True)
+    ap.add_argument("--mode", choices=["steps", "shared", "hold", "rate", "devices"], required=True)
+    ap.add_argument("--device-steps", default="0:2000,3100;1:4000,5100")
     ap.add_argument("--steps", default="1000,2000,3000,3900,4100,5000")
     ap.add_argument("--mib", type=int, default=2500)
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -129,6 +173,7 @@ def main():
     if a.mode == "hold":
         return hold(a.mib)
     res = {"mode": a.mode, "env": {k: os.environ.get(k, "") for k in ENV_KEYS}}
+    preload_facts(res)
     try:
         if a.mode == "shared":
             shared(res, a.mib, os.path.abspath(__file__))
@@ -138,6 +183,8 @@ def main():
             res["device"] = torch.cuda.get_device_name(0)
             if a.mode == "steps":
                 steps(torch, res, [int(s) for s in a.steps.split(",") if s])
+            elif a.mode == "devices":
+                devices(torch, res, a.device_steps)
             else:
                 rate(torch, res, a.seconds)
     except Exception:

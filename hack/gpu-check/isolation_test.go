@@ -13,7 +13,7 @@ import (
 const (
 	probeStepsJSON = `{"mode": "steps", "env": {"HAMI_GO_GPU_UUIDS": "%UUID%", "CUDA_VISIBLE_DEVICES": "0", "LD_PRELOAD": "/w/libvgpu.so",
  "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m", "CUDA_DEVICE_SM_LIMIT_0": "30", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/w/steps.cache"},
- "torch": "2.5.1", "device": "NVIDIA H200", "memGetInfoMiB": {"api": "torch.cuda.mem_get_info", "free": 4000, "total": 4000},
+ "libvgpu": ["/w/libvgpu.so"], "torch": "2.5.1", "device": "NVIDIA H200", "memGetInfoMiB": {"api": "torch.cuda.mem_get_info", "free": 4000, "total": 4000},
  "steps": [{"mib": 1000, "ok": true}, {"mib": 2000, "ok": true}, {"mib": 3000, "ok": true}, {"mib": 3900, "ok": true},
   {"mib": 4100, "ok": false, "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 3.91 GiB"},
   {"mib": 5000, "ok": false, "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.88 GiB."}]}`
@@ -22,6 +22,10 @@ const (
 	probeLimitedJSON = `{"mode": "rate", "rate": {"n": 8192, "iters": 3000, "seconds": 30.01, "tflops": 201.5}}`
 	probeRefJSON     = `{"mode": "rate", "rate": {"n": 8192, "iters": 4000, "seconds": 10.0, "tflops": 650.0}}`
 )
+
+// testInfo is build.sh's record when the source lacks the shipped commit.
+var testInfo = hamiCoreInfo{ShippedCommit: "b216ba1be1b8e21488d1c7370ed3357b3049aad1", ShippedImage: "docker.io/projecthami/hamicore:v2.10.0",
+	StagedCommit: "8f3a89c67b037d8fdfe6c4cd4d8c4f0cd6504811", StagedFrom: "/work/.mirror/Project-HAMi+HAMi-core/repo"}
 
 func hamiEnv() map[string]string {
 	return map[string]string{"HAMI_GO_GPU_UUIDS": testUUID, "CUDA_VISIBLE_DEVICES": "0", "LD_PRELOAD": "/w/libvgpu.so", "CUDA_DEVICE_MEMORY_LIMIT_0": "4000m",
@@ -51,6 +55,9 @@ func TestEvalIsolationEnforced(t *testing.T) {
 	}
 	if len(vals) != 12 {
 		t.Fatalf("%d values, want 12: %+v", len(vals), vals)
+	}
+	if v := mappedValue("steps client", enforcedProbes(t).Steps); !v.OK || v.Got != "yes: /w/libvgpu.so" {
+		t.Fatalf("mapped = %+v", v)
 	}
 	want := isolationRow{LimitMiB: 4000, LargestOKMiB: 3900, FirstFailedMiB: 4100,
 		Error:      "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 3.91 GiB",
@@ -161,9 +168,12 @@ func TestIsolationCheck(t *testing.T) {
 	if r := isolationCheck(context.Background(), (&fakeHost{}).host(), out, c); r.Status != Fail || !strings.Contains(r.Reason, "cuda.h") {
 		t.Fatalf("build failed: %s (%s)", r.Status, r.Reason)
 	}
-	lib := filepath.Join(work, "libvgpu.so")
-	_ = os.WriteFile(lib, nil, 0o644)
-	writeBuild(t, out, hamiCoreBuild{Status: Pass, Library: lib})
+	built := filepath.Join(t.TempDir(), "libvgpu.so")
+	_ = os.WriteFile(built, []byte("ELF"), 0o644)
+	writeBuild(t, out, withVersion(hamiCoreBuild{Status: Pass, Library: built, Commit: "8f3a89c67b037d8fdfe6c4cd4d8c4f0cd6504811"}, testInfo))
+	// The library is staged beside gpuenv's preload file; without unshare here, the preload file
+	// is removed and gpuenv's env has LD_PRELOAD (the fallback, said in the result).
+	lib := filepath.Join(work, "vgpu-isolation", "libvgpu.so")
 	steps := strings.ReplaceAll(strings.ReplaceAll(probeStepsJSON, "/w/libvgpu.so", lib), "/w/steps.cache", filepath.Join(work, "steps.cache"))
 	var envs [][]string
 	f := isoHost(out, "isolation", []string{"steps", "shared", "ref", "limited"}, &envs, steps, probeSharedJSON, probeRefJSON, probeLimitedJSON)
@@ -171,6 +181,20 @@ func TestIsolationCheck(t *testing.T) {
 	if r.Status != Pass || r.Isolation == nil || r.Isolation.Check != "isolation" || r.Isolation.LargestOKMiB != 3900 ||
 		!strings.HasPrefix(r.Isolation.SMShare, "0.31 ") {
 		t.Fatalf("isolation = %s (%s) %+v %+v", r.Status, r.Reason, r.Values, r.Isolation)
+	}
+	// Not the shipped version: the pass says so; the fallback is said, never silent.
+	if want := "limits hold for this build only: HAMi-core: NOT the shipped version: built here from 8f3a89c67b03, but the chart's " +
+		"docker.io/projecthami/hamicore:v2.10.0 = HAMi-core b216ba1be1b8: these results hold for 8f3a89c67b03, not for the shipped library"; r.Reason != want {
+		t.Errorf("reason = %q\nwant     %q", r.Reason, want)
+	}
+	if v, _ := valueByWhat(r.Values, preloadMechanism); v.Got != "LD_PRELOAD (fallback: unshare not found in PATH)" || !v.OK {
+		t.Errorf("mechanism = %+v", v)
+	}
+	if v, _ := valueByWhat(r.Values, "env -i client (PATH, HOME and the limits only)"); !strings.HasPrefix(v.Got, "not run: env -i drops LD_PRELOAD") {
+		t.Errorf("env -i = %+v", v)
+	}
+	if r.Isolation.Preload != "LD_PRELOAD (fallback: unshare not found in PATH)" || !strings.HasPrefix(r.Isolation.HAMiCore, "HAMi-core: NOT the shipped version") {
+		t.Errorf("row = %+v", r.Isolation)
 	}
 	if len(envs) != 4 || strings.Join(envs[2], " ") != "CUDA_VISIBLE_DEVICES="+testUUID {
 		t.Fatalf("client envs = %q, want the unlimited reference (the GPU only) third", envs)
@@ -226,13 +250,22 @@ func TestIsolationMPSCheck(t *testing.T) {
 func TestIsolationTable(t *testing.T) {
 	_, row := evalIsolation(enforcedProbes(t), hamiEnv(), false)
 	row.Check = "isolation"
+	row.HAMiCore = withVersion(hamiCoreBuild{Commit: "8f3a89c67b037d8fdfe6c4cd4d8c4f0cd6504811"}, testInfo).Version
+	row.Preload = "/etc/ld.so.preload: an overlay on /etc in a private mount namespace (unshare), the host's /etc untouched"
+	_, rows2 := eval2GPU(parseProbe(t, probeDevicesJSON), env2GPU(), [2]string{testUUID, testUUID2})
 	txt := Summary{Overall: Pass, Checks: []Result{{Name: "preflight", Status: Pass}, {Name: "isolation", Status: Pass, Isolation: &row},
+		{Name: "isolation-2gpu", Status: Pass, IsolationGPUs: rows2},
 		{Name: "isolation-mps", Status: Skip, Reason: "MPS cannot start here"}}}.text()
 	for _, want := range []string{
-		"isolation: one 4000 MiB / 30% slice on GPU 0 with pkg/gpuenv's env\n",
-		"  check          limit MiB  largest ok MiB  first failed MiB  error ",
-		"  isolation      4000       3900            4100              OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00  0.31 (201.5 TFLOPS over 30 s / 650.0 TFLOPS over 10 s)  torch.cuda.mem_get_info: total 4000 MiB, free 4000 MiB (the limit's view)\n",
-		"  isolation-mps  -          -               -                 skip ",
+		"isolation: one 4000 MiB / 30% slice on GPU 0 with pkg/gpuenv's env (isolation-2gpu: GPU 0 3000 MiB, GPU 1 5000 MiB in one process)\n",
+		"  isolation-2gpu GPU 0  3000       2000            3100              OutOfMemoryError: CUDA out of memory. Tried to allocate 3.03 ",
+		"  isolation-2gpu GPU 1  5000       4000            5100              OutOfMemoryError: CUDA out of memory. Tried to allocate 4.98 ",
+		"\n  HAMi-core: NOT the shipped version: built here from 8f3a89c67b03, but the chart's docker.io/projecthami/hamicore:v2.10.0 = HAMi-core b216ba1be1b8: " +
+			"these results hold for 8f3a89c67b03, not for the shipped library\n",
+		"\n  preload (isolation): /etc/ld.so.preload: an overlay on /etc in a private mount namespace (unshare), the host's /etc untouched\n",
+		"  check                 limit MiB  largest ok MiB  first failed MiB  error ",
+		"  isolation             4000       3900            4100              OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00  0.31 (201.5 TFLOPS over 30 s / 650.0 TFLOPS over 10 s)  torch.cuda.mem_get_info: total 4000 MiB, free 4000 MiB (the limit's view)\n",
+		"  isolation-mps         -          -               -                 skip ",
 	} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("summary.txt lacks %q:\n%s", want, txt)

@@ -6,8 +6,10 @@
 //	gpucheck discovery     --out DIR   # pkg/nvml (nvml-probe) vs nvidia-smi and sysfs
 //	gpucheck device-plugin --out DIR --mps-pipe-dir P   # TestGPUCheckNVML from deviceplugin.test
 //	gpucheck dra-driver    --out DIR   # TestGPUCheckDRA from dra.test vs nvidia-smi and sysfs
-//	gpucheck hami-core-build --out DIR --hami-core-src S --work-dir W   # libvgpu.so for isolation
-//	gpucheck isolation     --out DIR --work-dir W       # HAMi-core limits with pkg/gpuenv's env
+//	gpucheck hami-core-build --out DIR --hami-core-src S --work-dir W   # libvgpu.so for isolation (or the staged prebuilt one)
+//	gpucheck hami-core-glibc --out DIR                  # libvgpu.so's newest GLIBC_x.y vs the oldest supported image glibc
+//	gpucheck isolation     --out DIR --work-dir W       # HAMi-core limits with pkg/gpuenv's env, via /etc/ld.so.preload
+//	gpucheck isolation-2gpu --out DIR --work-dir W      # per-GPU HAMi-core limits in one process on two GPUs
 //	gpucheck mps           --out DIR --mps-pipe-dir P   # MPS limits from the Allocate env
 //	gpucheck isolation-mps --out DIR --mps-pipe-dir P   # MPS limits with pkg/gpuenv's env
 //	gpucheck slice-env     --out DIR --uuid U [--enforcement E --library L]   # prints the env
@@ -71,7 +73,7 @@ func realHost() host {
 // run executes one subcommand; binDir is where the staged binaries lie (the stage's bin/).
 func run(ctx context.Context, args []string, h host, binDir string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|dra-driver|hami-core-build|isolation|mps|isolation-mps|slice-env|skip|summary --out DIR [flags]")
+		fmt.Fprintln(stderr, "usage: gpucheck preflight|discovery|device-plugin|dra-driver|hami-core-build|hami-core-glibc|isolation|isolation-2gpu|mps|isolation-mps|slice-env|skip|summary --out DIR [flags]")
 		return exitUsage
 	}
 	cmd := args[0]
@@ -88,6 +90,12 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 	python := fs.String("python", "python3", "python3 with PyTorch (mps)")
 	script := fs.String("mps-script", filepath.Join(binDir, "..", "mps_check.py"), "mps_check.py (mps)")
 	hcSrc := fs.String("hami-core-src", filepath.Join(binDir, "..", "hami-core-src"), "staged HAMi-core source (hami-core-build)")
+	hcInfo := fs.String("hami-core-info", filepath.Join(binDir, "..", hamiCoreInfoFile), "build.sh's record of the shipped and staged HAMi-core (hami-core-build)")
+	hcLib := fs.String("hami-core-lib", filepath.Join(binDir, "..", "hami-core-lib", "libvgpu.so"), "staged prebuilt libvgpu.so, used instead of building when present (hami-core-build)")
+	hostPreload := fs.String("host-preload", "/etc/ld.so.preload", "the host's preload file the isolation namespaces must leave unchanged (isolation, isolation-2gpu)")
+	glibcFloor := fs.String("glibc-floor", imageGLIBCFloor, "the oldest image glibc supported (hami-core-glibc)")
+	procGPUs := fs.String("proc-gpus-dir", "/proc/driver/nvidia/gpus", "the driver's per-GPU folders (discovery: minor numbers)")
+	devDir := fs.String("dev-dir", "/dev", "device node folder (discovery: /dev/nvidia<minor>)")
 	work := fs.String("work-dir", "", "private work folder: HAMi-core build, cache files (hami-core-build, isolation)")
 	cmake := fs.String("cmake", "cmake", "the cmake command (hami-core-build)")
 	nvcc := fs.String("nvcc", "nvcc", "the nvcc command, which locates the CUDA toolkit (hami-core-build)")
@@ -139,7 +147,7 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 		}
 		return 0
 	case "discovery":
-		return record(discovery(ctx, h, *out, *smi, *probe, *sysfs))
+		return record(discovery(ctx, h, *out, *smi, *probe, discoveryDirs{SysfsPCI: *sysfs, ProcGPUs: *procGPUs, Dev: *devDir}))
 	case "device-plugin":
 		if *pipe == "" {
 			fmt.Fprintln(stderr, "gpucheck device-plugin: --mps-pipe-dir is required")
@@ -159,18 +167,24 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 			fmt.Fprintln(stderr, "gpucheck hami-core-build: --work-dir is required")
 			return exitUsage
 		}
-		b := buildHAMiCore(ctx, h, *out, hamiCoreConfig{Src: *hcSrc, BuildDir: *work, CMake: *cmake, NVCC: *nvcc, CUDAHome: os.Getenv("CUDA_HOME")})
-		fmt.Fprintf(stdout, "hami-core-build: %s %s%s\n", b.Status, b.Library, b.Reason)
+		b := buildHAMiCore(ctx, h, *out, hamiCoreConfig{Src: *hcSrc, BuildDir: *work, CMake: *cmake, NVCC: *nvcc, CUDAHome: os.Getenv("CUDA_HOME"),
+			Info: *hcInfo, Prebuilt: *hcLib})
+		fmt.Fprintf(stdout, "hami-core-build: %s %s%s\n%s\n", b.Status, b.Library, b.Reason, b.Version)
 		return 0
-	case "isolation", "isolation-mps":
+	case "hami-core-glibc":
+		return record(hamiCoreGLIBCCheck(ctx, h, *out, *glibcFloor))
+	case "isolation", "isolation-2gpu", "isolation-mps":
 		if *work == "" || (cmd == "isolation-mps" && *pipe == "") {
 			fmt.Fprintf(stderr, "gpucheck %s: --work-dir (and for isolation-mps --mps-pipe-dir) is required\n", cmd)
 			return exitUsage
 		}
 		c := isoConfig{Python: *python, Script: *isoScript, SMI: *smi, WorkDir: *work, SMSeconds: *smSeconds, RefSeconds: *refSeconds,
-			MPS: mpsConfig{Control: *control, Python: *python, SMI: *smi, PipeDir: *pipe}}
-		if cmd == "isolation" {
+			MPS: mpsConfig{Control: *control, Python: *python, SMI: *smi, PipeDir: *pipe}, HostPreload: *hostPreload}
+		switch cmd {
+		case "isolation":
 			return record(isolationCheck(ctx, h, *out, c))
+		case "isolation-2gpu":
+			return record(isolation2GPUCheck(ctx, h, *out, c))
 		}
 		return record(isolationMPSCheck(ctx, h, *out, c))
 	case "slice-env":
@@ -204,6 +218,6 @@ func run(ctx context.Context, args []string, h host, binDir string, stdout, stde
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, dra-driver, hami-core-build, isolation, mps, isolation-mps, slice-env, skip, summary)\n", cmd)
+	fmt.Fprintf(stderr, "gpucheck: unknown command %q (preflight, discovery, device-plugin, dra-driver, hami-core-build, hami-core-glibc, isolation, isolation-2gpu, mps, isolation-mps, slice-env, skip, summary)\n", cmd)
 	return exitUsage
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -19,12 +20,20 @@ STATE = os.environ["FAKE_TORCH_STATE"]
 class OutOfMemoryError(RuntimeError):
     pass
 
-def _add(mib):
-    with open(STATE, "a+") as f:
+def _dev(device):
+    if device is None or device == "cuda":
+        return 0
+    if isinstance(device, int):
+        return device
+    return int(str(device).split(":")[1])
+
+def _add(mib, d=0):
+    limit = int(os.environ.get("FAKE_TORCH_LIMIT_MIB_%d" % d, LIMIT))
+    with open(STATE + ("" if d == 0 else ".%d" % d), "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
         held = int(f.read() or 0)
-        if held + mib > LIMIT:
+        if held + mib > limit:
             raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d MiB" % mib)
         f.seek(0)
         f.truncate()
@@ -32,17 +41,18 @@ def _add(mib):
     return held + mib
 
 class _T:
-    def __init__(self, mib):
-        self.mib = _add(mib) and mib
+    def __init__(self, mib, d=0):
+        self.d = d
+        self.mib = _add(mib, d) and mib
     def fill_(self, v):
         return self
     def __matmul__(self, o):
         return self
     def __del__(self):
-        _add(-self.mib)
+        _add(-self.mib, self.d)
 
 def empty(n, dtype=None, device=None):
-    return _T(n >> 20)
+    return _T(n >> 20, _dev(device))
 
 def randn(*a, **k):
     return _T(0)
@@ -55,9 +65,13 @@ class cuda:
         pass
     def get_device_name(i):
         return "Fake GPU"
-    def mem_get_info():
-        held = _add(0)
-        return (LIMIT - held) << 20, LIMIT << 20
+    def device_count():
+        return int(os.environ.get("FAKE_TORCH_DEVICES", "1"))
+    def mem_get_info(device=None):
+        d = _dev(device)
+        limit = int(os.environ.get("FAKE_TORCH_LIMIT_MIB_%d" % d, LIMIT))
+        held = _add(0, d)
+        return (limit - held) << 20, limit << 20
 `
 
 // isolation_probe.py end to end over a fake PyTorch: its output parses and evaluates as an
@@ -78,6 +92,10 @@ func TestProbeScriptWithFakeTorch(t *testing.T) {
 		cmd := exec.Command(py, append([]string{"isolation_probe.py", "--out", out}, args...)...)
 		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "FAKE_TORCH_LIMIT_MIB=4000", "FAKE_TORCH_STATE="+filepath.Join(dir, label+".state"))
 		cmd.Env = append(cmd.Env, envList(env)...)
+		if label == "devices" {
+			// Two GPUs with their own limits (what HAMi-core gives CUDA_DEVICE_MEMORY_LIMIT_0/1).
+			cmd.Env = append(cmd.Env, "FAKE_TORCH_DEVICES=2", "FAKE_TORCH_LIMIT_MIB_0=3000", "FAKE_TORCH_LIMIT_MIB_1=5000")
+		}
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", label, err, b)
 		}
@@ -101,5 +119,24 @@ func TestProbeScriptWithFakeTorch(t *testing.T) {
 	}
 	if p.Shared.MemInfo == nil || p.Shared.MemInfo.Free != 1500 {
 		t.Fatalf("second client's view = %+v, want 1500 MiB free while the first holds 2500", p.Shared.MemInfo)
+	}
+	if p.Steps.Libvgpu == nil || len(p.Steps.Libvgpu) != 0 {
+		t.Fatalf("libvgpu mapped without a preload: %q", p.Steps.Libvgpu)
+	}
+	// The devices mode (isolation-2gpu): each GPU's own limit; libvgpu.so is not mapped here
+	// (no preload in this test: TestPreloadNamespaceReal maps one), the one difference.
+	env = env2GPU()
+	d := probe("devices", "--mode", "devices", "--device-steps", twoGPUPlan())
+	vals, rows := eval2GPU(d, env, [2]string{testUUID, testUUID2})
+	var bad []string
+	for _, v := range vals {
+		if !v.OK {
+			bad = append(bad, v.What)
+		}
+	}
+	if strings.Join(bad, "|") != "devices client: libvgpu.so mapped in the process (/proc/self/maps)" || d.DeviceCount != 2 ||
+		rows[0].LargestOKMiB != 2000 || rows[0].FirstFailedMiB != 3100 || rows[1].LargestOKMiB != 4000 || rows[1].FirstFailedMiB != 5100 ||
+		rows[1].MemoryView != "torch.cuda.mem_get_info: total 5000 MiB, free 5000 MiB (the limit's view)" {
+		t.Fatalf("devices: differing %q, rows %+v, probe %+v", bad, rows, d)
 	}
 }

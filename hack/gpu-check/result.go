@@ -49,11 +49,13 @@ type Result struct {
 	Raw []string `json:"raw,omitempty"`
 	// Isolation is the isolation checks' table row (isolation, isolation-mps).
 	Isolation *isolationRow `json:"isolation,omitempty"`
+	// IsolationGPUs are isolation-2gpu's table rows, one per GPU.
+	IsolationGPUs []isolationRow `json:"isolationGPUs,omitempty"`
 }
 
 // checkNames are the checks in the order run.sh runs them and the summary lists them; a name
 // without a result at summary time did not finish.
-var checkNames = []string{"preflight", "discovery", "device-plugin", "dra-driver", "isolation", "mps", "isolation-mps"}
+var checkNames = []string{"preflight", "discovery", "device-plugin", "dra-driver", "hami-core-glibc", "isolation", "isolation-2gpu", "mps", "isolation-mps"}
 
 // knownCheck reports whether name is one of checkNames.
 func knownCheck(name string) bool {

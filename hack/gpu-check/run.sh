@@ -24,10 +24,17 @@ check_preflight() { "$GC" preflight --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${C
 check_discovery() { "$GC" discovery --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
 check_device_plugin() { "$GC" device-plugin --out "$OUT" --mps-pipe-dir "$MPS_PIPE" "${CGO_BINS[@]}"; }
 check_dra_driver() { "$GC" dra-driver --out "$OUT" --nvidia-smi "$NVIDIA_SMI" "${CGO_BINS[@]}"; }
+check_hami_core_glibc() { "$GC" hami-core-glibc --out "$OUT"; }
+# The HAMi-core clients run as root in private mount namespaces whose /etc/ld.so.preload names the
+# library (the host's /etc is not changed); elsewhere with LD_PRELOAD, which the results say.
 check_isolation() { "$GC" isolation --out "$OUT" --work-dir "$WORK" --nvidia-smi "$NVIDIA_SMI"; }
+check_isolation_2gpu() { "$GC" isolation-2gpu --out "$OUT" --work-dir "$WORK" --nvidia-smi "$NVIDIA_SMI"; }
 check_isolation_mps() { "$GC" isolation-mps --out "$OUT" --work-dir "$WORK" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
-# HAMi-core's libvgpu.so from the staged source (at most 120 s), for the isolation checks.
-build_hami_core() { "$GC" hami-core-build --out "$OUT" --hami-core-src "$STAGE/hami-core-src" --work-dir "$WORK/hami-core" --nvcc "$NVCC" --cmake "$CMAKE"; }
+# HAMi-core's libvgpu.so for the isolation checks: the staged prebuilt one (HAMI_GO_HAMI_CORE_LIB
+# at build.sh), else built from the staged source (at most 120 s); hami-core.env says which
+# version the chart ships and which was staged.
+build_hami_core() { "$GC" hami-core-build --out "$OUT" --hami-core-src "$STAGE/hami-core-src" --hami-core-info "$STAGE/hami-core.env" \
+  --hami-core-lib "$STAGE/hami-core-lib/libvgpu.so" --work-dir "$WORK/hami-core" --nvcc "$NVCC" --cmake "$CMAKE"; }
 check_mps() { "$GC" mps --out "$OUT" --mps-pipe-dir "$MPS_PIPE" --nvidia-smi "$NVIDIA_SMI" --mps-control "$MPS_CONTROL"; }
 
 checks() {
@@ -47,7 +54,9 @@ checks() {
     check_dra_driver
   fi
   wait "$build"
+  check_hami_core_glibc
   check_isolation
+  check_isolation_2gpu
   [[ $pre == 0 ]] && check_mps
   check_isolation_mps
 }

@@ -103,7 +103,8 @@ func runScriptSkipsWithoutGPU(t *testing.T, stage string) {
 	if !strings.Contains(outText, "hami-go real-GPU check: SKIP ("+reason+")") {
 		t.Fatalf("output lacks the summary line:\n%s", outText)
 	}
-	if !strings.Contains(outText, "isolation: one 4000 MiB / 30% slice on GPU 0") || !strings.Contains(outText, "  isolation-mps  -  ") {
+	if !strings.Contains(outText, "isolation: one 4000 MiB / 30% slice on GPU 0") || !strings.Contains(outText, "  isolation-mps   -  ") ||
+		!strings.Contains(outText, "  isolation-2gpu  -  ") {
 		t.Fatalf("output lacks the isolation table:\n%s", outText)
 	}
 	for _, c := range s.Checks[1:] { // dra-driver and isolation included: every check skips with the reason

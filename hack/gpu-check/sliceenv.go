@@ -33,6 +33,9 @@ type sliceSpec struct {
 	Library string
 	// MPSPipeDir is the MPS pipe directory (mps).
 	MPSPipeDir string
+	// Grants, when set, are the slice's grants instead of the one of sliceMemoryMiB and
+	// sliceCoresPercent on UUID (isolation-2gpu).
+	Grants []gpuenv.Grant
 }
 
 // sliceEnv is the env pkg/gpuenv.Build gives a container holding one grant of sliceMemoryMiB
@@ -47,6 +50,9 @@ func sliceEnv(s sliceSpec, exists func(string) bool) gpuenv.Edits {
 		Model:     s.Model,
 		CacheName: sliceCacheName,
 	}
+	if len(s.Grants) > 0 {
+		req.Grants = s.Grants
+	}
 	return gpuenv.Build(cfg, req, exists)
 }
 
@@ -58,6 +64,12 @@ func sliceEnv(s sliceSpec, exists func(string) bool) gpuenv.Edits {
 // (the container env sets no CUDA_VISIBLE_DEVICES; an ordinal, not a UUID, because HAMi-core
 // parses the variable with atoi, HAMi-core#319). Nothing else changes.
 func hostEnv(e gpuenv.Edits, cacheFile string) map[string]string {
+	return hostEnvOn(e, cacheFile, sliceHostOrdinal)
+}
+
+// hostEnvOn is hostEnv with the host ordinals of the slice's GPUs ("0,1": nvidia-smi's GPUs 0
+// and 1, CUDA ordinals 0 and 1 in PCI order), in the order of the slice's grants.
+func hostEnvOn(e gpuenv.Edits, cacheFile, ordinals string) map[string]string {
 	out := make(map[string]string, len(e.Env))
 	for k, v := range e.Env {
 		for _, m := range e.Mounts {
@@ -70,7 +82,7 @@ func hostEnv(e gpuenv.Edits, cacheFile string) map[string]string {
 	if _, ok := out[gpuenv.EnvHAMiSharedCache]; ok {
 		out[gpuenv.EnvHAMiSharedCache] = cacheFile
 	}
-	out[gpuenv.EnvCUDAVisibleDevices] = sliceHostOrdinal
+	out[gpuenv.EnvCUDAVisibleDevices] = ordinals
 	return out
 }
 

@@ -106,31 +106,56 @@ func (s Summary) text() string {
 	return b.String()
 }
 
-// isolationTable renders the isolation checks' rows (a check without one: its status), "" when
-// checks holds no isolation check.
+// isolationTable renders the isolation checks' rows (a check without one: its status), then which
+// HAMi-core was tested (shipped or not) and how it was preloaded; "" when checks holds no
+// isolation check.
 func isolationTable(checks []Result) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(&b, "\nisolation: one %d MiB / %d%% slice on GPU 0 with pkg/gpuenv's env\n", sliceMemoryMiB, sliceCoresPercent)
+	fmt.Fprintf(&b, "\nisolation: one %d MiB / %d%% slice on GPU 0 with pkg/gpuenv's env (isolation-2gpu: GPU 0 %d MiB, GPU 1 %d MiB in one process)\n",
+		sliceMemoryMiB, sliceCoresPercent, twoGPUGrants[0].LimitMiB, twoGPUGrants[1].LimitMiB)
 	fmt.Fprintln(w, "  check\tlimit MiB\tlargest ok MiB\tfirst failed MiB\terror\tSM share measured\tmemory view")
 	rows := 0
+	var notes []string
+	note := func(n string) {
+		for _, x := range notes {
+			if x == n {
+				return
+			}
+		}
+		notes = append(notes, n)
+	}
 	for _, r := range checks {
-		if r.Name != "isolation" && r.Name != "isolation-mps" {
+		if r.Name != "isolation" && r.Name != "isolation-2gpu" && r.Name != "isolation-mps" {
 			continue
 		}
 		rows++
-		i := r.Isolation
-		if i == nil {
+		is := r.IsolationGPUs
+		if r.Isolation != nil {
+			is = append([]isolationRow{*r.Isolation}, is...)
+		}
+		if len(is) == 0 {
 			fmt.Fprintf(w, "  %s\t-\t-\t-\t%s\t-\t-\n", r.Name, r.Status)
 			continue
 		}
-		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, i.LimitMiB, mibOrNone(i.LargestOKMiB), mibOrNone(i.FirstFailedMiB),
-			orText(truncateString(i.Error, 60), "-"), orText(i.SMShare, "-"), orText(i.MemoryView, "-"))
+		for _, i := range is {
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\n", orText(i.Check, r.Name), i.LimitMiB, mibOrNone(i.LargestOKMiB), mibOrNone(i.FirstFailedMiB),
+				orText(truncateString(i.Error, 60), "-"), orText(i.SMShare, "-"), orText(i.MemoryView, "-"))
+			if i.HAMiCore != "" {
+				note("  " + i.HAMiCore)
+			}
+			if i.Preload != "" {
+				note("  preload (" + r.Name + "): " + i.Preload)
+			}
+		}
 	}
 	if rows == 0 {
 		return ""
 	}
 	_ = w.Flush()
+	for _, n := range notes {
+		b.WriteString(n + "\n")
+	}
 	return b.String()
 }
 

@@ -63,7 +63,7 @@ func TestSummarizeFailsAndNotFinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "failed: discovery, device-plugin, isolation, mps, isolation-mps"; s.Overall != Fail || s.Reason != want {
+	if want := "failed: discovery, device-plugin, hami-core-glibc, isolation, isolation-2gpu, mps, isolation-mps"; s.Overall != Fail || s.Reason != want {
 		t.Fatalf("summary = %s (%s), want %s", s.Overall, s.Reason, want)
 	}
 	if s.Checks[2].Reason != notFinished || s.Checks[4].Status != Fail || s.Checks[5].Reason != notFinished {
