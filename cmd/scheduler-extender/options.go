@@ -41,6 +41,7 @@ func parseOptions(args []string) (options, error) {
 	gpu := fs.String("gpu-policy", string(o.Extender.GPUPolicy), "default GPU policy (binpack or spread); a pod's hami.io/gpu-scheduler-policy annotation overrides it")
 	fs.DurationVar(&o.Extender.StaleAfter, "inventory-stale-after", o.Extender.StaleAfter, "a node whose device-plugin Lease is older than this takes no GPU pods")
 	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
+	preemption := fs.String("preemption", string(o.Extender.Preemption), "which preemption runs for GPU pods: own (kube-scheduler's through the preempt verb, and hami-go's own for nodes with fragmented GPUs), verb (kube-scheduler's only) or none")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate of the API (HTTPS); with --tls-private-key-file and --client-ca-file")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA certificates: /filter, /prioritize, /bind and /preempt are served only to clients presenting a certificate they signed (kube-scheduler's extender tlsConfig)")
@@ -55,6 +56,7 @@ func parseOptions(args []string) (options, error) {
 	if o.Extender.GPUPolicy, err = device.ParsePolicy("--gpu-policy", *gpu, ""); err != nil || *gpu == "" {
 		return o, fmt.Errorf("--gpu-policy: %q is not binpack or spread", *gpu)
 	}
+	o.Extender.Preemption = extender.PreemptionMode(*preemption)
 	if o.Address == "" {
 		return o, fmt.Errorf("--address is empty")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/extender"
 )
 
 func TestDefaults(t *testing.T) {
@@ -16,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	x := o.Extender
 	if o.Address != ":8888" || o.MetricsAddress != ":9395" || o.Kubeconfig != "" || x.SchedulerName != "hami-go-scheduler" || x.NodePolicy != device.Binpack ||
 		x.GPUPolicy != device.Binpack || x.StaleAfter != 60*time.Second || x.LeaseNamespace != "kube-node-lease" ||
-		x.Resources != device.DefaultResourceNames() {
+		x.Resources != device.DefaultResourceNames() || x.Preemption != extender.PreemptionOwn {
 		t.Fatalf("defaults %+v", o)
 	}
 }
@@ -25,7 +26,7 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlag(t *testing.T) {
 	o, err := parseOptions([]string{
 		"--address=127.0.0.1:9999", "--metrics-address=:9001", "--kubeconfig=/tmp/kc", "--scheduler-name=gpu-sched", "--node-policy=spread",
-		"--gpu-policy=spread", "--inventory-stale-after=30s", "--lease-namespace=hami",
+		"--gpu-policy=spread", "--inventory-stale-after=30s", "--lease-namespace=hami", "--preemption=verb",
 		"--resource-count=example.com/gpu", "--resource-memory=example.com/mem", "--resource-memory-percentage=example.com/pct",
 		"--resource-cores=example.com/cores", "-v=4",
 	})
@@ -34,7 +35,7 @@ func TestEveryFlag(t *testing.T) {
 	}
 	x := o.Extender
 	if o.Address != "127.0.0.1:9999" || o.MetricsAddress != ":9001" || o.Kubeconfig != "/tmp/kc" || x.SchedulerName != "gpu-sched" || x.NodePolicy != device.Spread ||
-		x.GPUPolicy != device.Spread || x.StaleAfter != 30*time.Second || x.LeaseNamespace != "hami" ||
+		x.GPUPolicy != device.Spread || x.StaleAfter != 30*time.Second || x.LeaseNamespace != "hami" || x.Preemption != extender.PreemptionVerb ||
 		x.Resources != (device.ResourceNames{Count: "example.com/gpu", Memory: "example.com/mem", MemoryPercent: "example.com/pct", Cores: "example.com/cores"}) {
 		t.Fatalf("parsed %+v", o)
 	}
@@ -46,6 +47,7 @@ func TestBadFlags(t *testing.T) {
 		{"--gpu-policy=", `--gpu-policy: "" is not binpack or spread`},
 		{"--inventory-stale-after=0s", "inventory-stale-after: 0s is not positive"},
 		{"--lease-namespace=", "lease-namespace is empty"},
+		{"--preemption=always", `preemption: "always" is not none, verb or own`},
 		{"--scheduler-name=", "scheduler-name is empty"},
 		{"--resource-cores=nvidia.com/gpu", `resource names count and cores are both "nvidia.com/gpu"`},
 		{"--address=", "--address is empty"},

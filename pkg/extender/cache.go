@@ -3,6 +3,7 @@ package extender
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -67,6 +68,10 @@ type booking struct {
 	// informed is set once the informer showed the pod bound (noteLifeLocked): before that,
 	// priority is not known, and preemption never takes the pod as a victim.
 	informed bool
+	// nominating marks a hold the extender's own preemption placed (Cache.Nominate) whose
+	// nomination the informer has not shown yet: a pending pod without nominatedNodeName keeps
+	// it until then.
+	nominating bool
 }
 
 // setCharge sets what b is charged: its own allocation, the planned one, or the claimed record
@@ -197,6 +202,12 @@ type Cache struct {
 	memos     memoTable
 	refusals  *refusals
 	offers    *preemptOffers
+	// claims are the pods a preemption was decided for (one preemption per pod:
+	// preempt_record.go).
+	claims *preemptions
+	// holds counts the bookings in stageNominated (guarded by mu for writes; read without it):
+	// while it is 0, no pod's usage needs holds of lower priority left out (nominated.go).
+	holds atomic.Int64
 }
 
 // NewCache returns an empty cache.
@@ -210,6 +221,7 @@ func NewCache(cfg Config, clk clock.Clock) *Cache {
 		memos:    newMemoTable(),
 		refusals: newRefusals(),
 		offers:   newPreemptOffers(),
+		claims:   newPreemptions(),
 	}
 }
 
@@ -245,6 +257,9 @@ func (c *Cache) removeLocked(b *booking) {
 	if b.charge != nil {
 		c.refusals.released(c.clock.Now())
 	}
+	if c.pods[b.key] == b && b.stage == stageNominated {
+		c.holds.Add(-1)
+	}
 	delete(c.pods, b.key)
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
@@ -260,6 +275,12 @@ func (c *Cache) putLocked(b *booking) {
 		c.removeLocked(old)
 	}
 	b.setCharge()
+	if old := c.pods[b.key]; old != nil && old.stage == stageNominated {
+		c.holds.Add(-1)
+	}
+	if b.stage == stageNominated {
+		c.holds.Add(1)
+	}
 	c.pods[b.key] = b
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
@@ -273,6 +294,7 @@ func (c *Cache) putLocked(b *booking) {
 // It remembers the key as gone, so that a racing Filter cannot book it again.
 func (c *Cache) Release(k device.PodRef) {
 	c.refusals.fits(k)
+	c.claims.forget(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gone[k] = c.clock.Now()
@@ -286,6 +308,7 @@ func (c *Cache) Release(k device.PodRef) {
 // pods after cfg.GoneTTL. Bound pods are never dropped by it (case C14).
 func (c *Cache) Sweep() {
 	now := c.clock.Now()
+	c.claims.sweep(now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var stale []*booking
@@ -386,6 +409,14 @@ func (c *Cache) PodState(k device.PodRef) (node, stageName string, alloc *device
 // setStageLocked moves b to stage st (its charge stays: it does not depend on the stage).
 // Caller holds mu (not b's node lock).
 func (c *Cache) setStageLocked(b *booking, st stage) {
+	if c.pods[b.key] == b && b.stage != st {
+		switch stageNominated {
+		case b.stage:
+			c.holds.Add(-1)
+		case st:
+			c.holds.Add(1)
+		}
+	}
 	ns := c.nodeOrNew(b.node)
 	ns.mu.Lock()
 	b.stage, b.since, b.maybeBound = st, c.clock.Now(), false

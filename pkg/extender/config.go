@@ -42,7 +42,26 @@ type Config struct {
 	SweepInterval time.Duration
 	// APITimeout bounds each API call of a bind (the Binding carrying the plan, the reconcile read).
 	APITimeout time.Duration
+	// Preemption is which preemption the extender takes part in (--preemption): PreemptionOwn
+	// (the default), PreemptionVerb or PreemptionNone.
+	Preemption PreemptionMode
 }
+
+// PreemptionMode is which preemption the extender takes part in for its GPU pods.
+type PreemptionMode string
+
+const (
+	// PreemptionOwn: kube-scheduler's, through the preempt verb, and the extender's own for the
+	// nodes kube-scheduler's dry run cannot see (fragmented GPUs: preemption.go).
+	PreemptionOwn PreemptionMode = "own"
+	// PreemptionVerb: kube-scheduler's only (the verb adds the victims the GPUs need); no own
+	// preemption.
+	PreemptionVerb PreemptionMode = "verb"
+	// PreemptionNone: no preemption for the extender's GPU pods: the verb answers no node for
+	// them (kube-scheduler evicts nobody for them) and there is no own preemption. Other pods
+	// keep kube-scheduler's preemption.
+	PreemptionNone PreemptionMode = "none"
+)
 
 // DefaultConfig returns the defaults of docs/components.md.
 func DefaultConfig() Config {
@@ -57,6 +76,7 @@ func DefaultConfig() Config {
 		GoneTTL:        600 * time.Second,
 		SweepInterval:  15 * time.Second,
 		APITimeout:     10 * time.Second,
+		Preemption:     PreemptionOwn,
 	}
 }
 
@@ -90,6 +110,11 @@ func (c *Config) Validate() error {
 	}
 	if c.APITimeout <= 0 {
 		return fmt.Errorf("API timeout: %v is not positive", c.APITimeout)
+	}
+	switch c.Preemption {
+	case PreemptionOwn, PreemptionVerb, PreemptionNone:
+	default:
+		return fmt.Errorf("preemption: %q is not none, verb or own", c.Preemption)
 	}
 	return nil
 }

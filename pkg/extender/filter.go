@@ -59,6 +59,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	own, pinned := c.ownBookingPinned(k)
 	ownNS := c.bookedNode(own)
 	now := c.clock.Now()
+	prio, holds := podPriority(p), c.holds.Load() > 0
 	fit := make([]string, 0, len(names))
 	var failed, unres extenderv1.FailedNodesMap
 	fail := func(m *extenderv1.FailedNodesMap, n, why string) {
@@ -90,7 +91,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 			fail(&unres, n, why)
 			continue
 		}
-		score, ferr := fitScoreOn(ns, own, ownNS, req)
+		score, ferr := fitScoreFor(ns, own, ownNS, req, prio, holds)
 		impossible := false
 		if ferr != nil {
 			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
@@ -116,14 +117,14 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	}
 	// Best score first; among equals, kube-scheduler's order. With no fitting node, the pod's
 	// previous reservation is dropped all the same.
-	c.reserve(k, req, byScore(states, scores, &perScore), memo)
+	c.reserve(k, req, prio, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
 	if len(fit) == 0 && (len(failed) > 0 || released) {
 		// GPUs in use somewhere, or a device plugin restarting: a release, or its Lease held
 		// again, may make it fit.
 		c.refusals.refused(k, now)
 		if len(failed) > 0 && mayPreempt(p) {
-			c.offers.offer(k, slices.Collect(maps.Keys(failed))) // preemption.go
+			c.offers.offer(k, slices.Collect(maps.Keys(failed)), now) // preemption.go
 		}
 	} else {
 		c.refusals.fits(k)
@@ -151,6 +152,18 @@ func fitScoreOn(ns *nodeState, own *booking, ownNS *nodeState, req *device.PodRe
 		return allocator.FitScoreAt(ns.inv, ns.at, ns.used, req)
 	}
 	return allocator.FitScoreAt(ns.inv, usageAtExcluding(ns, own), usageExcluding(ns, own), req)
+}
+
+// fitScoreFor is fitScoreOn for a pod of priority prio: where holds is true (some pod holds a
+// nomination) and ns has holds of lower priority, they are left out of the usage (nominated.go).
+// Caller holds ns.mu.
+func fitScoreFor(ns *nodeState, own *booking, ownNS *nodeState, req *device.PodRequest, prio int32, holds bool) (int, error) {
+	if holds {
+		if u, ok := lowerHoldsUsage(ns, own, prio); ok {
+			return allocator.FitScoreAt(ns.inv, nil, u, req)
+		}
+	}
+	return fitScoreOn(ns, own, ownNS, req)
 }
 
 // bookedNode is the state of the node own is booked on (nil for no booking).
@@ -185,11 +198,12 @@ func byScore(states []*nodeState, scores []int8, count *[maxScore + 1]int) iter.
 	}
 }
 
-// reserve books the pod speculatively on the first node of ranked where it still fits (others
-// may have filled the best one since Fit), replacing its previous reservation. A pod that is
+// reserve books the pod (priority prio) speculatively on the first node of ranked where it still
+// fits (others may have filled the best one since Fit), replacing its previous reservation.
+// Holds of lower priority do not keep it out; those it overlaps lose their placement. A pod that is
 // already being bound or is bound keeps its booking, and so does one whose last bind may yet
 // be committed (booking.maybeBound); a pod known to be gone is not booked.
-func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq[*nodeState], memo *scoreMemo) {
+func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, prio int32, ranked iter.Seq[*nodeState], memo *scoreMemo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, gone := c.gone[k]; gone {
@@ -218,18 +232,25 @@ func (c *Cache) reserve(k device.PodRef, req *device.PodRequest, ranked iter.Seq
 			ns.mu.Unlock()
 			continue
 		}
-		a, err := allocator.Pick(ns.inv, ns.used, req)
+		used := ns.used
+		if c.holds.Load() > 0 {
+			if u, ok := lowerHoldsUsage(ns, nil, prio); ok {
+				used = u
+			}
+		}
+		a, err := allocator.Pick(ns.inv, used, req)
 		before := ns.gen
 		ns.mu.Unlock()
 		if err != nil {
 			continue
 		}
 		b := c.newBooking(k, ns.name, stageReserved, req)
-		b.planned = &a
+		b.planned, b.priority = &a, prio
 		c.putLocked(b)
 		ns.mu.Lock()
 		memo.followOwnChange(ns, before)
 		ns.mu.Unlock()
+		c.outrankHoldsLocked(ns, b, prio)
 		klog.V(5).InfoS("Reserved speculatively", "pod", k.Exact(), "node", ns.name)
 		return
 	}
@@ -273,6 +294,7 @@ func (s *Scheduler) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Po
 	}
 	own := c.ownBooking(device.RefOf(p))
 	ownNS := c.bookedNode(own)
+	prio, holds := podPriority(p), c.holds.Load() > 0
 	ownNode := ""
 	c.mu.Lock()
 	if own != nil && own.stage == stageReserved {
@@ -294,7 +316,7 @@ func (s *Scheduler) PrioritizeInto(dst extenderv1.HostPriorityList, p *corev1.Po
 		if usable {
 			s, ok := memo.score(ns)
 			if !ok {
-				s, _ = fitScoreOn(ns, own, ownNS, req)
+				s, _ = fitScoreFor(ns, own, ownNS, req, prio, holds)
 			}
 			out[i].Score = int64(s)
 		}

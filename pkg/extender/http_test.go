@@ -10,11 +10,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/hami-go/hami-go/internal/podtest"
-	"github.com/hami-go/hami-go/pkg/device"
 )
 
 func post(t *testing.T, url string, body []byte) (int, []byte) {
@@ -154,58 +152,4 @@ func TestHTTPRecoversPanics(t *testing.T) {
 	if n := testutil.ToFloat64(e.ext.metrics.outcomes.WithLabelValues("filter", "error")); n != 1 {
 		t.Fatalf("error count %v", n)
 	}
-}
-
-// Preempt keeps only nodes where evicting GPU pods of lower priority lets the pod fit, and names
-// the cheapest such set, exact per GPU, even where kube-scheduler proposed another (it chooses by
-// node totals); non-GPU victims are kept.
-func TestPreempt(t *testing.T) {
-	inv1, inv2 := testInventory("node-1", 1, 24576, 10), testInventory("node-2", 1, 24576, 10)
-	objs, names := setupNodes(t, inv1, inv2)
-	e := newEnv(t, nil, objs...)
-	e.waitNodes(names...)
-	c := e.ext.cache
-	v1 := boundPod(t, "v", "v1", "node-1", inv1.GPUs[0].UUID, 10000, true)
-	v2 := boundPod(t, "v", "v2", "node-1", inv1.GPUs[0].UUID, 10000, true)
-	v3 := boundPod(t, "v", "v3", "node-2", inv2.GPUs[0].UUID, 2000, true)
-	v4 := boundPod(t, "v", "v4", "node-2", inv2.GPUs[0].UUID, 20000, true)
-	for _, p := range []*corev1.Pod{v1, v2, v3, v4} {
-		c.OnPod(p)
-	}
-	cpu := podtest.Pending("v", "cpu-only", podtest.Ctr{Name: "c", NoGPU: true})
-	cpu.UID = "uid-cpu"
-	p := prioritized(podtest.Pending("default", "want", podtest.GPU("main", 1, "14000", 0)), 100)
-	meta := func(uids ...string) *extenderv1.MetaVictims {
-		mv := &extenderv1.MetaVictims{NumPDBViolations: 1}
-		for _, u := range uids {
-			mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: u})
-		}
-		return mv
-	}
-	res := NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
-		"node-1": meta(string(v1.UID), string(v2.UID), "uid-cpu"),
-		"node-2": meta(string(v3.UID)), // proposed by totals: 2000 freed of 22000 used is too little; v4 frees enough
-	}})
-	got := res.NodeNameToMetaVictims["node-1"]
-	if got == nil || len(got.Pods) != 2 || got.Pods[0].UID != "uid-cpu" || got.Pods[1].UID != string(v1.UID) || got.NumPDBViolations != 1 {
-		t.Fatalf("node-1 victims %+v; want uid-cpu (kept) and v1 only", got)
-	}
-	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {
-		t.Fatalf("node-2 victims %+v; want v4 in place of the proposed v3", got)
-	}
-	// Full victims (nodeCacheCapable false) answer the same way.
-	res = NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p, NodeNameToVictims: map[string]*extenderv1.Victims{
-		"node-2": {Pods: []*corev1.Pod{v3, v4}},
-	}})
-	if got := res.NodeNameToMetaVictims["node-2"]; got == nil || len(got.Pods) != 1 || got.Pods[0].UID != string(v4.UID) {
-		t.Fatalf("node-2 victims %+v", got)
-	}
-	// A pod of priority 0 outranks nobody: no node.
-	p0 := podtest.Pending("default", "want0", podtest.GPU("main", 1, "14000", 0))
-	if res = NewScheduler(c).Preempt(&extenderv1.ExtenderPreemptionArgs{Pod: p0, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
-		"node-1": meta(string(v1.UID)),
-	}}); len(res.NodeNameToMetaVictims) != 0 {
-		t.Fatalf("priority 0 preempts: %+v", res.NodeNameToMetaVictims)
-	}
-	_ = device.AnnoPlanned
 }

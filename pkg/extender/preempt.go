@@ -1,22 +1,27 @@
 package extender
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // Preempt answers kube-scheduler's preempt verb: for each candidate node and its proposed
 // victims (by UID: NodeNameToMetaVictims, as kube-scheduler sends with nodeCacheCapable; or full
-// pods: NodeNameToVictims), it keeps the node only when evicting GPU pods of lower priority there
-// really lets the pod fit, and then names the cheapest such set, exact per GPU
-// (allocator.ChooseVictims over every bound GPU pod of lower priority on the node that is not
-// terminating, not only kube-scheduler's proposal, which it chose by node totals). Proposed
-// victims that hold no GPU were chosen for other resources and are kept. Other nodes are dropped.
-// NumPDBViolations is the larger of kube-scheduler's count and the GPU victims'. A pod kube-
-// scheduler preempts for is no longer offered to the extender's own preemption (preemption.go).
-// Pods that are not the extender's keep kube-scheduler's proposal.
+// pods: NodeNameToVictims), it keeps kube-scheduler's proposal whole (it chose those pods for the
+// node's CPU, memory, pod slots and the like, GPU pods among them) and adds only the victims the
+// GPUs still need once the proposal and the node's terminating pods of lower priority are gone:
+// the cheapest set, exact per GPU, of bound GPU pods of lower priority that are not terminating
+// (victimsOnLocked, as the extender's own preemption chooses). A node where even that does not
+// make room is dropped. NumPDBViolations is counted over the union, budgets decremented across
+// it (DisruptionCheck), and is never below kube-scheduler's count for its proposal.
+//
+// One preemption per pod (preempt_record.go): for a pod the extender's own preemption claimed,
+// the verb answers no node; a pod the verb answers for is claimed, so the own loop leaves it
+// alone. With Config.Preemption none the verb answers no node for the extender's GPU pods. Pods
+// that are not the extender's keep kube-scheduler's proposal.
 func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.ExtenderPreemptionResult {
 	c := s.c
 	proposal := map[string]*extenderv1.MetaVictims{}
@@ -29,7 +34,9 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 		}
 		mv := &extenderv1.MetaVictims{NumPDBViolations: v.NumPDBViolations}
 		for _, p := range v.Pods {
-			mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: string(p.UID)})
+			if p != nil {
+				mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: string(p.UID)})
+			}
 		}
 		proposal[n] = mv
 	}
@@ -45,10 +52,19 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 		res.NodeNameToMetaVictims = proposal
 		return res
 	}
+	if c.cfg.Preemption == PreemptionNone {
+		return res
+	}
 	k := device.RefOf(args.Pod)
+	now := c.clock.Now()
+	token, holder, ok := c.claims.claim(k, byVerb, now)
+	if !ok {
+		klog.V(3).InfoS("Preempt verb: another preemption holds the pod; no node", "pod", klog.KObj(args.Pod), "by", holder)
+		return res
+	}
 	prio := podPriority(args.Pod)
 	own := c.ownBooking(k)
-	now := c.clock.Now()
+	check := s.disruptions()
 	for n, mv := range proposal {
 		if mv == nil {
 			continue
@@ -57,6 +73,12 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 		if ns == nil {
 			continue
 		}
+		going := make(map[string]bool, len(mv.Pods))
+		for _, v := range mv.Pods {
+			if v != nil {
+				going[v.UID] = true
+			}
+		}
 		c.mu.Lock() // victims' bookings are read under mu
 		ns.mu.Lock()
 		if c.unusableLocked(ns, now) != "" {
@@ -64,35 +86,46 @@ func (s *Scheduler) Preempt(args *extenderv1.ExtenderPreemptionArgs) extenderv1.
 			c.mu.Unlock()
 			continue
 		}
-		gpuPod := map[string]bool{}
-		for _, b := range ns.members {
-			if b.charge != nil {
-				gpuPod[string(b.key.UID)] = true
+		added, _, fits := victimsOnLocked(ns, own, prio, req, check, going)
+		// The union, for the PDB count: the proposal's GPU pods by key, the others by UID.
+		known := map[string]device.PodRef{}
+		for _, m := range ns.members {
+			if going[string(m.key.UID)] {
+				known[string(m.key.UID)] = m.key
 			}
 		}
-		refs, cands := victimCandidatesLocked(ns, prio, s.violatesPDB)
-		choice, ok := allocator.ChooseVictims(ns.inv, usageExcluding(ns, own), cands, req)
 		ns.mu.Unlock()
 		c.mu.Unlock()
-		if !ok {
+		if !fits {
 			continue
 		}
-		out := &extenderv1.MetaVictims{NumPDBViolations: max(mv.NumPDBViolations, int64(choice.PDBViolations))}
+		out := &extenderv1.MetaVictims{}
+		union := make([]device.PodRef, 0, len(mv.Pods)+len(added))
 		for _, v := range mv.Pods {
-			if v != nil && !gpuPod[v.UID] {
-				out.Pods = append(out.Pods, v)
+			if v == nil {
+				continue
 			}
+			out.Pods = append(out.Pods, v)
+			r, ok := known[v.UID]
+			if !ok {
+				r = device.PodRef{UID: types.UID(v.UID)}
+			}
+			union = append(union, r)
 		}
-		for _, i := range choice.Victims {
-			out.Pods = append(out.Pods, &extenderv1.MetaPod{UID: string(refs[i].UID)})
+		for _, r := range added {
+			out.Pods = append(out.Pods, &extenderv1.MetaPod{UID: string(r.UID)})
+			union = append(union, r)
 		}
 		if len(out.Pods) == 0 {
 			continue // kube-scheduler needs at least one victim per candidate
 		}
+		out.NumPDBViolations = max(mv.NumPDBViolations, int64(countViolations(check, union)))
 		res.NodeNameToMetaVictims[n] = out
 	}
 	if len(res.NodeNameToMetaVictims) > 0 {
 		c.offers.withdraw(k)
+	} else {
+		c.claims.release(k, token)
 	}
 	return res
 }

@@ -10,10 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -35,33 +32,44 @@ const (
 	EventReasonPreempted = "Preempted"
 )
 
-// preemptLoop runs the extender's own preemption for the pods Filter offered, until ctx ends.
+// preemptLoop runs the extender's own preemption for the pods Filter offered, until ctx ends
+// (only with Config.Preemption own). Each pod settles on its own: it is taken preemptSettle
+// after Filter first offered it, whatever other pods were offered meanwhile.
 func (e *Extender) preemptLoop(ctx context.Context) {
+	if e.cfg.Preemption != PreemptionOwn {
+		return
+	}
+	var wake <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.cache.PreemptionOffered():
+		case <-wake:
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.clock.After(preemptSettle):
-		}
-		for k, nodes := range e.cache.TakePreemptionOffers() {
+		due, next := e.cache.offers.takeSettled(e.clock.Now(), preemptSettle)
+		for k, nodes := range due {
 			if err := e.preempt(ctx, k, nodes); err != nil {
 				klog.ErrorS(err, "Preemption for GPUs failed; kube-scheduler retries the pod", "pod", klog.KRef(k.Namespace, k.Name))
 			}
 		}
+		wake = nil
+		if next > 0 {
+			wake = e.clock.After(next)
+		}
 	}
 }
 
-// preempt preempts for pending pod k among nodes (those that refused it for GPUs): it plans
-// (Cache.PlanPreemption), evicts each victim as kube-scheduler does (the DisruptionTarget
-// condition with reason PreemptionByScheduler, which also tells kube-scheduler that the pod waits
-// for its victims; a "Preempted" Event; a delete with the victim's UID as precondition), then
-// nominates the pod to the node (status.nominatedNodeName, which holds the share: nominated.go).
-// A pod that was bound, nominated, deleted or changed meanwhile is left alone.
+// preempt preempts for pending pod k among nodes (those that refused it for GPUs), once per
+// pod: it claims the pod (preempt_record.go; a pod kube-scheduler preempts for through the verb
+// is left alone), plans (Cache.PlanPreemption), nominates the pod to the node first (the hold in
+// the cache at once, Cache.Nominate, then status.nominatedNodeName), and only then evicts each
+// victim as kube-scheduler does (the DisruptionTarget condition with reason
+// PreemptionByScheduler; a "Preempted" Event; a delete with the victim's UID as precondition).
+// Nominating first is kube-scheduler 1.37's async preemption order: a victim that exits at once
+// frees a share the pod already holds, and kube-scheduler keeps the nominated pod from
+// preempting again while its victims go. A pod that was bound, nominated, deleted or changed
+// meanwhile is left alone; a nomination that cannot be written evicts nobody.
 func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string) error {
 	p, err := e.lookupPod(ctx, k)
 	if err != nil {
@@ -77,28 +85,39 @@ func (e *Extender) preempt(ctx context.Context, k device.PodRef, nodes []string)
 	if err != nil || !ours {
 		return nil
 	}
-	plan, ok := e.cache.PlanPreemption(k, req, podPriority(p), nodes, e.sched.violatesPDB)
+	token, holder, ok := e.cache.claims.claim(k, byOwn, e.clock.Now())
 	if !ok {
+		klog.V(3).InfoS("Another preemption holds the pod; not preempting again", "pod", klog.KObj(p), "by", holder)
+		return nil
+	}
+	prio := podPriority(p)
+	plan, ok := e.cache.PlanPreemption(k, req, prio, nodes, e.sched.disruptions())
+	if !ok {
+		e.cache.claims.release(k, token)
 		klog.V(3).InfoS("No GPU preemption helps the pod", "pod", klog.KObj(p), "nodes", len(nodes))
 		return nil
+	}
+	if !e.cache.Nominate(k, plan.Node, req, prio, plan.Victims) {
+		e.cache.claims.release(k, token)
+		return nil // bound, being bound or gone meanwhile
+	}
+	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
+		e.cache.Unnominate(k)
+		e.cache.claims.release(k, token)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || e.boundMeanwhile(ctx, k) {
+			// Deleted, replaced, or placed by kube-scheduler meanwhile (the API server refuses
+			// nominatedNodeName on a bound pod): nobody needs evicting.
+			klog.V(2).InfoS("Pod bound or gone before its nomination was written; nobody evicted", "pod", klog.KObj(p), "node", plan.Node)
+			return nil
+		}
+		return fmt.Errorf("nominating the pod to node %s: %w", plan.Node, err)
 	}
 	names := make([]string, 0, len(plan.Victims))
 	for _, v := range plan.Victims {
 		if err := e.evict(ctx, v, p, plan.Node); err != nil {
-			return fmt.Errorf("evicting %s: %w", v, err)
+			return fmt.Errorf("evicting %s (pod nominated to node %s): %w", v, plan.Node, err)
 		}
 		names = append(names, v.String())
-	}
-	// Nominated after the evictions, as kube-scheduler does: its next cycle then finds the
-	// victims terminating by preemption on the nominated node and keeps the nomination.
-	if err := e.patchStatus(ctx, k, types.MergePatchType, map[string]any{"nominatedNodeName": plan.Node}); err != nil {
-		// A victim that ends at once (no grace period) lets kube-scheduler place the pod
-		// before the nomination is written, and the API server refuses nominatedNodeName on a
-		// bound pod: the preemption did its work.
-		if !e.boundMeanwhile(ctx, k) {
-			return fmt.Errorf("nominating the pod to node %s after evicting %v: %w", plan.Node, names, err)
-		}
-		klog.V(2).InfoS("Pod bound before its nomination was written; not nominated", "pod", klog.KObj(p), "node", plan.Node)
 	}
 	klog.InfoS("Preempting for GPUs", "pod", klog.KObj(p), "node", plan.Node, "victims", names, "pdbViolations", plan.Choice.PDBViolations)
 	if e.recorder != nil {
@@ -156,31 +175,4 @@ func (e *Extender) patchStatus(ctx context.Context, k device.PodRef, pt types.Pa
 	defer cancel()
 	_, err = e.client.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, pt, body, metav1.PatchOptions{}, "status")
 	return err
-}
-
-// pdbViolation returns the PodDisruptionBudget check preemption uses: evicting a pod violates a
-// budget when one in its namespace selects it and allows no disruption now
-// (status.disruptionsAllowed <= 0), as kube-scheduler's preemption counts violations. A pod the
-// lister does not know violates none.
-func pdbViolation(pods corelisters.PodLister, pdbs policylisters.PodDisruptionBudgetLister) func(device.PodRef) bool {
-	return func(k device.PodRef) bool {
-		p, err := pods.Pods(k.Namespace).Get(k.Name)
-		if err != nil || p.UID != k.UID {
-			return false
-		}
-		list, err := pdbs.PodDisruptionBudgets(k.Namespace).List(labels.Everything())
-		if err != nil {
-			return false
-		}
-		for _, b := range list {
-			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-			if err != nil || sel.Empty() {
-				continue
-			}
-			if sel.Matches(labels.Set(p.Labels)) && b.Status.DisruptionsAllowed <= 0 {
-				return true
-			}
-		}
-		return false
-	}
 }

@@ -3,7 +3,6 @@ package extender
 import (
 	"cmp"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,52 +24,6 @@ import (
 // share: nominated.go) and evicts the victims as kube-scheduler does (DisruptionTarget condition,
 // reason PreemptionByScheduler, delete, a "Preempted" Event). Only the leading kube-scheduler
 // calls the extender, so only one replica preempts.
-
-// preemptOffers are the pods Filter refused on every node for GPUs, each with the nodes that
-// refused it (nodes that passed kube-scheduler's own filters), waiting for the preemption loop.
-type preemptOffers struct {
-	mu      sync.Mutex
-	nodes   map[device.PodRef][]string
-	pending chan struct{} // signalled (capacity 1) after an offer
-}
-
-func newPreemptOffers() *preemptOffers {
-	return &preemptOffers{nodes: map[device.PodRef][]string{}, pending: make(chan struct{}, 1)}
-}
-
-// offer records that pod k may preempt on nodes (replacing an earlier offer of k).
-func (o *preemptOffers) offer(k device.PodRef, nodes []string) {
-	o.mu.Lock()
-	o.nodes[k] = nodes
-	o.mu.Unlock()
-	select {
-	case o.pending <- struct{}{}:
-	default:
-	}
-}
-
-// withdraw forgets k's offer (kube-scheduler preempts for it, or it fits).
-func (o *preemptOffers) withdraw(k device.PodRef) {
-	o.mu.Lock()
-	delete(o.nodes, k)
-	o.mu.Unlock()
-}
-
-// take returns and forgets every offer.
-func (o *preemptOffers) take() map[device.PodRef][]string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := o.nodes
-	o.nodes = map[device.PodRef][]string{}
-	return out
-}
-
-// PreemptionOffered is signalled after Filter offered a pod for preemption (TakePreemptionOffers).
-func (c *Cache) PreemptionOffered() <-chan struct{} { return c.offers.pending }
-
-// TakePreemptionOffers returns and forgets the pods offered for preemption, each with the nodes
-// that refused it for GPUs.
-func (c *Cache) TakePreemptionOffers() map[device.PodRef][]string { return c.offers.take() }
 
 // mayPreempt reports whether pod p may preempt others: preemptionPolicy not Never and no
 // nomination yet (kube-scheduler's PodEligibleToPreemptOthers: a nominated pod waits for its
@@ -94,16 +47,17 @@ type Preemption struct {
 
 // PlanPreemption chooses where pod k (request req, priority prio) preempts among nodes: on each
 // usable node, the cheapest set of bound GPU pods of lower priority that are not terminating
-// whose eviction lets the pod fit, exact per GPU (allocator.ChooseVictims, with violatesPDB
-// telling which evictions a PodDisruptionBudget forbids; nil: none); then the node whose set is
-// best (allocator.VictimChoice.Better; on a tie, the first in nodes). Like kube-scheduler's dry
-// run (DefaultPreemption minCandidateNodesPercentage 10, minCandidateNodesAbsolute 100) it stops
-// after max(100, 10% of nodes) nodes with a set. Pods terminating on a node are counted as gone
-// (they free their share for the pod; choosing more victims for it would evict twice). ok is
-// false when no node has such a set, the pod fits somewhere already (or will once those pods are
-// gone), or it holds a nomination or a bind meanwhile. It changes nothing: the
-// hold comes with the nomination (nominated.go). Locks are taken node by node.
-func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int32, nodes []string, violatesPDB func(device.PodRef) bool) (Preemption, bool) {
+// whose eviction lets the pod fit, exact per GPU (victimsOnLocked, with check telling which
+// evictions a PodDisruptionBudget forbids, budgets decremented across the victims; nil: none);
+// then the node whose set is best (allocator.VictimChoice.Better; on a tie, the first in nodes).
+// Like kube-scheduler's dry run (DefaultPreemption minCandidateNodesPercentage 10,
+// minCandidateNodesAbsolute 100) it stops after max(100, 10% of nodes) nodes with a set. Pods
+// terminating on a node are counted as gone (they free their share for the pod; choosing more
+// victims for it would evict twice), as the verb counts them. ok is false when no node has such a
+// set, the pod fits somewhere already (or will once those pods are gone), or it holds a
+// nomination or a bind meanwhile. It changes nothing: the hold comes with the nomination
+// (nominated.go). Locks are taken node by node.
+func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int32, nodes []string, check DisruptionCheck) (Preemption, bool) {
 	own := c.ownBooking(k)
 	now := c.clock.Now()
 	enough := max(minPreemptionCandidates, len(nodes)/10)
@@ -125,14 +79,13 @@ func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int
 			c.mu.Unlock()
 			continue
 		}
-		refs, cands := victimCandidatesLocked(ns, prio, violatesPDB)
-		choice, ok := allocator.ChooseVictims(ns.inv, withoutLeaving(ns, own, prio), cands, req)
+		victims, choice, ok := victimsOnLocked(ns, own, prio, req, check, nil)
 		ns.mu.Unlock()
 		c.mu.Unlock()
 		if !ok {
 			continue
 		}
-		if len(choice.Victims) == 0 {
+		if len(victims) == 0 {
 			// It fits here now, or will once the node's terminating pods of lower priority are
 			// gone (earlier victims): no more evictions (kube-scheduler's
 			// PodEligibleToPreemptOthers waits for them the same way).
@@ -140,16 +93,51 @@ func (c *Cache) PlanPreemption(k device.PodRef, req *device.PodRequest, prio int
 		}
 		found++
 		if found == 1 || choice.Better(best.Choice) {
-			best = Preemption{Node: n, Choice: choice}
-			for _, i := range choice.Victims {
-				best.Victims = append(best.Victims, refs[i])
-			}
+			best = Preemption{Node: n, Victims: victims, Choice: choice}
 		}
 		if found >= enough {
 			break
 		}
 	}
 	return best, found > 0
+}
+
+// victimsOnLocked chooses on ns the cheapest set of victims for a pod of priority prio and
+// request req (its own booking own left out), beyond the pods going already: the node's
+// terminating pods of lower priority, and going (kube-scheduler's proposal, in the verb). It
+// returns the victims (lowest priority first) and their cost, whose PDBViolations is counted over
+// the victims with budgets decremented across them (check). ok is false when even evicting every
+// candidate does not make room; with room already it returns no victim and ok. Caller holds mu
+// and ns.mu.
+func victimsOnLocked(ns *nodeState, own *booking, prio int32, req *device.PodRequest, check DisruptionCheck, going map[string]bool) ([]device.PodRef, allocator.VictimChoice, bool) {
+	u := withoutLeaving(ns, own, prio)
+	var refs []device.PodRef
+	var cands []allocator.Victim
+	if len(going) > 0 {
+		for _, m := range ns.members {
+			if m.charge != nil && going[string(m.key.UID)] && m != own && !(m.terminating && m.priority < prio) {
+				u.Sub(m.charge)
+			}
+		}
+		all, allCands := victimCandidatesLocked(ns, prio, check)
+		for i, r := range all {
+			if !going[string(r.UID)] {
+				refs, cands = append(refs, r), append(cands, allCands[i])
+			}
+		}
+	} else {
+		refs, cands = victimCandidatesLocked(ns, prio, check)
+	}
+	choice, ok := allocator.ChooseVictims(ns.inv, u, cands, req)
+	if !ok {
+		return nil, choice, false
+	}
+	victims := make([]device.PodRef, 0, len(choice.Victims))
+	for _, i := range choice.Victims {
+		victims = append(victims, refs[i])
+	}
+	choice.PDBViolations = countViolations(check, victims)
+	return victims, choice, true
 }
 
 // minPreemptionCandidates is kube-scheduler's DefaultPreemption minCandidateNodesAbsolute: the
@@ -172,8 +160,11 @@ func withoutLeaving(ns *nodeState, own *booking, prio int32) allocator.NodeUsage
 // victimCandidatesLocked returns the pods on ns that preemption may evict for a pod of priority
 // prio, and their allocator.Victim: bound GPU pods (planned or claimed, and seen bound by the
 // informer, so that their priority is known) of lower priority that are not terminating, lowest
-// priority first (then by key, for a stable order). Caller holds mu and ns.mu.
-func victimCandidatesLocked(ns *nodeState, prio int32, violatesPDB func(device.PodRef) bool) ([]device.PodRef, []allocator.Victim) {
+// priority first (then by key, for a stable order). ViolatesPDB is check over the candidates in
+// that order, budgets decremented across them: a budget's allowance goes to the least important
+// candidates, those a cheapest set takes first (ChooseVictims's cost is per victim; the chosen
+// set is counted again on its own). Caller holds mu and ns.mu.
+func victimCandidatesLocked(ns *nodeState, prio int32, check DisruptionCheck) ([]device.PodRef, []allocator.Victim) {
 	var bs []*booking
 	for _, b := range ns.members {
 		if b.charge != nil && b.informed && !b.terminating && b.priority < prio && (b.stage == stagePlanned || b.stage == stageClaimed) {
@@ -188,7 +179,12 @@ func victimCandidatesLocked(ns *nodeState, prio int32, violatesPDB func(device.P
 	cands := make([]allocator.Victim, len(bs))
 	for i, b := range bs {
 		refs[i] = b.key
-		cands[i] = allocator.Victim{Charge: b.charge, Priority: b.priority, ViolatesPDB: violatesPDB != nil && violatesPDB(b.key)}
+		cands[i] = allocator.Victim{Charge: b.charge, Priority: b.priority}
+	}
+	if check != nil && len(refs) > 0 {
+		for i, v := range check(refs) {
+			cands[i].ViolatesPDB = v
+		}
 	}
 	return refs, cands
 }

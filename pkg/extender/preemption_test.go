@@ -3,7 +3,9 @@ package extender
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +56,7 @@ func TestPlanPreemptionFragmentedNode(t *testing.T) {
 		t.Fatalf("plan %+v ok=%v; want b0 and c0 on GPU 1 (highest victim priority 0 beats one victim of 50; d200 outranks the pod)", plan, ok)
 	}
 	// A PodDisruptionBudget on b0 makes the single a50 the better choice.
-	plan, ok = c.PlanPreemption(k, req, 100, []string{"node-1"}, func(r device.PodRef) bool { return r.Name == "b0" })
+	plan, ok = c.PlanPreemption(k, req, 100, []string{"node-1"}, PerPodDisruption(func(r device.PodRef) bool { return r.Name == "b0" }))
 	if !ok || len(plan.Victims) != 1 || plan.Victims[0].Name != "a50" || plan.Choice.PDBViolations != 0 {
 		t.Fatalf("plan %+v ok=%v; want a50 alone (no PDB violation)", plan, ok)
 	}
@@ -261,14 +263,17 @@ func TestPreemptionSkipsPodsTheInformerHasNotShown(t *testing.T) {
 	}
 }
 
-// case C50 (C43's preemption; found by the e2e on the local cluster): a victim that ends at once lets
-// kube-scheduler bind the preemptor before the extender writes its nomination, and the API
-// server refuses status.nominatedNodeName on a bound pod. The preemption did its work: the pod
-// still gets its GPUPreemption Event, and no error is reported.
+// case C50 (C43's preemption; found by the e2e on the local cluster), with issue 37's order
+// (nominate, then evict): kube-scheduler may bind the preemptor before the extender writes its
+// nomination (a victim of an earlier preemption ended, a pod finished), and the API server refuses
+// status.nominatedNodeName on a bound pod. The pod needs nobody evicted then: no victim is
+// deleted, no GPUPreemption Event, no error, and the nomination is not retried.
 func TestOwnPreemptionPodBoundBeforeItsNomination(t *testing.T) {
 	inv := testInventory("node-1", 2, 24576, 10)
 	objs, _ := setupNodes(t, inv)
+	var mu sync.Mutex
 	refused := 0
+	refusedN := func() int { mu.Lock(); defer mu.Unlock(); return refused }
 	e := newEnvSetup(t, nil, func(c *fake.Clientset) {
 		c.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			pa := a.(k8stesting.PatchAction)
@@ -285,7 +290,9 @@ func TestOwnPreemptionPodBoundBeforeItsNomination(t *testing.T) {
 			if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
 				return true, nil, err
 			}
+			mu.Lock()
 			refused++
+			mu.Unlock()
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pa.GetName(), field.ErrorList{
 				field.Forbidden(field.NewPath("status", "nominatedNodeName"), "may not be set on pods that are already bound to a node")})
 		})
@@ -300,19 +307,24 @@ func TestOwnPreemptionPodBoundBeforeItsNomination(t *testing.T) {
 	if res := e.ext.sched.Filter(pre, []string{"node-1"}); len(*res.NodeNames) != 0 {
 		t.Fatalf("pre: %+v; want refused on node-1", res)
 	}
-	var all string
-	want := "Normal GPUPreemption Preempting 1 pod(s) of lower priority on node node-1 to free its GPUs: v/low"
-	eventually(t, "the GPUPreemption Event although the nomination was refused", func() bool {
+	eventually(t, "the nomination tried and refused", func() bool {
 		e.clock.Step(preemptSettle)
-		for len(e.rec.Events) > 0 {
-			all += <-e.rec.Events + "\n"
-		}
-		return strings.Contains(all, want)
+		return refusedN() == 1
 	})
-	if refused != 1 {
-		t.Errorf("nomination refused %d times; want 1 (no retry of a preemption that did its work)", refused)
+	time.Sleep(50 * time.Millisecond)
+	e.clock.Step(preemptSettle)
+	if _, err := e.client.CoreV1().Pods("v").Get(context.Background(), "low", metav1.GetOptions{}); err != nil {
+		t.Errorf("low evicted although the preemptor was bound before its nomination: %v", err)
 	}
-	if p := e.getPod("p", "pre"); p.Status.NominatedNodeName != "" {
-		t.Errorf("bound pod nominated to %q", p.Status.NominatedNodeName)
+	for len(e.rec.Events) > 0 {
+		if ev := <-e.rec.Events; strings.Contains(ev, EventReasonPreempting) || strings.Contains(ev, EventReasonPreempted) {
+			t.Errorf("event %q; want none", ev)
+		}
+	}
+	if n := refusedN(); n != 1 {
+		t.Errorf("nomination refused %d times; want 1 (no retry)", n)
+	}
+	if _, st, _ := c.PodState(device.RefOf(pre)); st == "nominated" {
+		t.Error("the hold stays after the nomination was refused")
 	}
 }

@@ -2,8 +2,6 @@ package extender
 
 import (
 	"sync/atomic"
-
-	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // Scheduler is the extender's verbs over a Cache (k8s.io/kube-scheduler/extender/v1): Filter
@@ -14,20 +12,21 @@ import (
 // under one lock order. Safe for concurrent use.
 type Scheduler struct {
 	c *Cache
-	// pdb tells whether evicting a pod violates a PodDisruptionBudget (SetDisruptionCheck);
-	// unset: none does.
-	pdb atomic.Pointer[func(device.PodRef) bool]
+	// pdb tells which evictions of a victim set violate a PodDisruptionBudget
+	// (SetDisruptionCheck); unset: none does.
+	pdb atomic.Pointer[DisruptionCheck]
 }
 
-// SetDisruptionCheck sets how preemption learns whether evicting a pod violates a
-// PodDisruptionBudget (the extender sets one backed by its PodDisruptionBudget informer).
-func (s *Scheduler) SetDisruptionCheck(violates func(device.PodRef) bool) { s.pdb.Store(&violates) }
+// SetDisruptionCheck sets how preemption learns which evictions violate a PodDisruptionBudget
+// (the extender sets one backed by its PodDisruptionBudget informer: pdb.go).
+func (s *Scheduler) SetDisruptionCheck(check DisruptionCheck) { s.pdb.Store(&check) }
 
-// violatesPDB reports whether evicting pod k violates a PodDisruptionBudget (false without a
-// check).
-func (s *Scheduler) violatesPDB(k device.PodRef) bool {
-	f := s.pdb.Load()
-	return f != nil && *f != nil && (*f)(k)
+// disruptions returns the disruption check (nil without one).
+func (s *Scheduler) disruptions() DisruptionCheck {
+	if f := s.pdb.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // NewScheduler returns the verbs over c.
