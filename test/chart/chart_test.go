@@ -243,7 +243,7 @@ func TestSchedulerDeployment(t *testing.T) {
 	ex := container(t, spec, "extender")
 	want := map[string]string{
 		"--address": "127.0.0.1:8888", "--metrics-address": ":9395", "--scheduler-name": "hami-go-scheduler", "--node-policy": "binpack", "--gpu-policy": "binpack",
-		"--inventory-stale-after": "60s", "--lease-namespace": "kube-node-lease",
+		"--inventory-stale-after": "60s", "--lease-namespace": "kube-node-lease", "--preemption": "own",
 		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 		"--tls-cert-file": "/etc/hami-go/extender-tls/tls.crt", "--tls-private-key-file": "/etc/hami-go/extender-tls/tls.key",

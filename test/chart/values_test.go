@@ -333,6 +333,8 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"scheduler.extender.nodePolicy=spread"}, exFlag("--node-policy"), "spread"},
 		{[]string{"scheduler.extender.gpuPolicy=spread"}, exFlag("--gpu-policy"), "spread"},
 		{[]string{"scheduler.extender.inventoryStaleAfter=2m"}, exFlag("--inventory-stale-after"), "2m"},
+		{[]string{"scheduler.extender.preemption=verb"}, exFlag("--preemption"), "verb"},
+		{[]string{"scheduler.extender.preemption=none"}, exFlag("--preemption"), "none"},
 		{[]string{"scheduler.extender.httpTimeout=12s"}, sched(func(s schedCfg) string { return s.c.Extenders[0].HTTPTimeout.Duration.String() }), "12s"},
 		{[]string{"scheduler.extender.weight=3"}, sched(func(s schedCfg) string { return words(s.c.Extenders[0].Weight) }), "3"},
 		// case C36: the extender's client-certificate guard, and the allocation policy.
