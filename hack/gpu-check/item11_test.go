@@ -294,12 +294,19 @@ func TestHAMiCoreGLIBCCheck(t *testing.T) {
 	if r := hamiCoreGLIBCCheck(context.Background(), glibcHost("2.35").host(), out, "2.28"); r.Status != Skip || r.Reason != "HAMi-core build: cmake not found in PATH: cannot build HAMi-core" {
 		t.Fatalf("build skipped: %s (%s)", r.Status, r.Reason)
 	}
-	// A source build: a floor below what it needs fails, naming both and the build machine.
+	// A source build says nothing of the shipped library: above the floor it is reported, naming
+	// the build machine's glibc, and does not fail the run.
 	writeBuild(t, out, withVersion(hamiCoreBuild{Status: Pass, Library: bin, Commit: "8f3a89c67b037d8fdfe6c4cd4d8c4f0cd6504811"}, testInfo))
 	r := hamiCoreGLIBCCheck(context.Background(), glibcHost("2.35").host(), out, "2.0")
-	if r.Status != Fail || r.Reason != "libvgpu.so needs GLIBC_"+need+", newer than glibc 2.0 of the oldest supported image: it would not load there "+
-		"(built on this machine (glibc 2.35): the requirement follows the build machine's glibc, not the shipped library's (stage that with HAMI_GO_HAMI_CORE_LIB))" {
-		t.Fatalf("floor 2.0: %s (%s)", r.Status, r.Reason)
+	if v := r.Values[0]; r.Status != Pass || v.Got != need || v.Want != "report-only for a library built on this machine" ||
+		v.Note != "built on this machine (glibc 2.35): the requirement follows the build machine's glibc, not the shipped library's (stage that with HAMI_GO_HAMI_CORE_LIB); report-only, within the floor: false" {
+		t.Fatalf("source build, floor 2.0: %s (%s) %+v", r.Status, r.Reason, r.Values)
+	}
+	// The prebuilt (shipped) library above the floor fails, naming both.
+	writeBuild(t, out, withVersion(hamiCoreBuild{Status: Pass, Library: bin, Prebuilt: true, SHA256: "0123456789abcdef0123"}, testInfo))
+	r = hamiCoreGLIBCCheck(context.Background(), glibcHost("2.35").host(), out, "2.0")
+	if r.Status != Fail || r.Reason != "libvgpu.so needs GLIBC_"+need+", newer than glibc 2.0 of the oldest supported image: it would not load there (the staged prebuilt library (0123456789ab), as shipped)" {
+		t.Fatalf("prebuilt, floor 2.0: %s (%s)", r.Status, r.Reason)
 	}
 	if v := r.Values[0]; v.Got != need || v.Want != "<= 2.0 (the oldest image glibc supported: RHEL 8 / UBI 8, docs/runtimes.md)" {
 		t.Fatalf("value = %+v", v)
