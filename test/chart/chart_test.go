@@ -219,8 +219,8 @@ func TestSchedulerDeployment(t *testing.T) {
 	r := renderChart(t, nil)
 	d := deployment(t, r, schedDep)
 	spec := d.Spec.Template.Spec
-	if len(spec.Containers) != 2 {
-		t.Fatalf("%d containers, want kube-scheduler and extender", len(spec.Containers))
+	if len(spec.Containers) != 1 || spec.Containers[0].Name != "kube-scheduler" || len(spec.InitContainers) != 1 || len(sidecars(spec)) != 1 || sidecars(spec)[0].Name != "extender" {
+		t.Fatalf("containers %d, init containers %d, want kube-scheduler and the extender as its native sidecar", len(spec.Containers), len(spec.InitContainers))
 	}
 	ks := container(t, spec, "kube-scheduler")
 	if ks.Image != "registry.k8s.io/kube-scheduler:v1.37.2" {
@@ -267,7 +267,7 @@ func TestSchedulerDeployment(t *testing.T) {
 	if spec.ServiceAccountName != "hami-go-scheduler" || *d.Spec.Replicas != 1 {
 		t.Errorf("serviceAccount %q replicas %d", spec.ServiceAccountName, *d.Spec.Replicas)
 	}
-	for _, c := range spec.Containers {
+	for _, c := range runningContainers(spec) {
 		if sc := c.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem {
 			t.Errorf("%s: securityContext %+v, want non-root and read-only", c.Name, sc)
 		}
@@ -489,7 +489,7 @@ func TestValuesLocalCluster(t *testing.T) {
 		if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
 			t.Errorf("%s: hostNetwork %v dnsPolicy %s", k, spec.HostNetwork, spec.DNSPolicy)
 		}
-		for _, c := range spec.Containers {
+		for _, c := range runningContainers(spec) {
 			host, _ := envOf(c, "KUBERNETES_SERVICE_HOST")
 			port, _ := envOf(c, "KUBERNETES_SERVICE_PORT")
 			if host != "10.200.0.1" || port != "6443" {
@@ -619,7 +619,7 @@ func TestSelectorsMatchTheirPods(t *testing.T) {
 				spec := podSpecs(t, r)[matched[0]]
 				for _, p := range svc.Spec.Ports {
 					found := false
-					for _, c := range spec.Containers {
+					for _, c := range runningContainers(spec) { // the endpoint controllers resolve sidecars' named ports too
 						found = found || namedPort(c, p.TargetPort.String()) != 0
 					}
 					if !found {

@@ -39,16 +39,35 @@ func mwc(t testing.TB, r rendered) *admissionv1.MutatingWebhookConfiguration {
 	return typedAs[*admissionv1.MutatingWebhookConfiguration](t, r, webhookMWC)
 }
 
-// container returns the container named name of a pod spec.
+// container returns the container named name of a pod spec: a regular container or a native
+// sidecar (sidecars).
 func container(t testing.TB, spec corev1.PodSpec, name string) corev1.Container {
 	t.Helper()
-	for _, c := range spec.Containers {
+	for _, c := range runningContainers(spec) {
 		if c.Name == name {
 			return c
 		}
 	}
 	t.Fatalf("no container %q", name)
 	return corev1.Container{}
+}
+
+// sidecars returns a pod spec's native sidecars: its init containers with restartPolicy Always,
+// which run beside the regular containers for the pod's life.
+func sidecars(spec corev1.PodSpec) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// runningContainers returns the containers that run for a pod's life: its regular containers,
+// then its native sidecars.
+func runningContainers(spec corev1.PodSpec) []corev1.Container {
+	return append(append([]corev1.Container(nil), spec.Containers...), sidecars(spec)...)
 }
 
 // flags parses "--name=value" arguments (and command entries) into a map; "--flag" alone maps to "".

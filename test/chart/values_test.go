@@ -140,7 +140,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		{[]string{"apiServer.host=10.9.8.7", "apiServer.port=16443"}, func(t testing.TB, r rendered) string {
 			var out []string
 			for _, k := range []string{dpDS, schedDep, webhookDep} {
-				for _, c := range podSpecs(t, r)[k].Containers {
+				for _, c := range runningContainers(podSpecs(t, r)[k]) {
 					h, _ := envOf(c, "KUBERNETES_SERVICE_HOST")
 					p, _ := envOf(c, "KUBERNETES_SERVICE_PORT")
 					out = append(out, c.Name+"="+h+":"+p)
