@@ -134,7 +134,7 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 		t.Fatalf("scheduler pod %s: %v", sched, err)
 	}
 	var newStart time.Time
-	for _, s := range p.Status.ContainerStatuses {
+	for _, s := range p.Status.InitContainerStatuses { // the extender is a native sidecar
 		if s.Name == "extender" {
 			if s.RestartCount <= restarts {
 				t.Errorf("extender container restart count %d, want more than %d (was it killed?)", s.RestartCount, restarts)
@@ -172,7 +172,7 @@ func (c *Cluster) extenderContainer(t testing.TB) (pod, id string, restarts int3
 		t.Fatalf("scheduler pods: %v", err)
 	}
 	for _, p := range l.Items {
-		for _, s := range p.Status.ContainerStatuses {
+		for _, s := range p.Status.InitContainerStatuses { // the extender is a native sidecar
 			if s.Name == "extender" && s.State.Running != nil && s.ContainerID != "" {
 				_, cid, _ := strings.Cut(s.ContainerID, "://")
 				return p.Name, cid, s.RestartCount

@@ -152,7 +152,8 @@ func (c *Cluster) schedulerFailover(t *testing.T) {
 	c.waitNodeQuiet(t, 3*time.Minute)
 	leader, holder := c.schedulerLeader(t, 2*time.Minute)
 	ids := map[string]string{}
-	for _, s := range leader.Status.ContainerStatuses {
+	// kube-scheduler and its native sidecar, the extender (an init container that keeps running).
+	for _, s := range append(leader.Status.ContainerStatuses, leader.Status.InitContainerStatuses...) {
 		_, ids[s.Name], _ = strings.Cut(s.ContainerID, "://")
 	}
 	ksPid := containerPid(t, ids["kube-scheduler"], "kube-scheduler")
