@@ -14,7 +14,7 @@ import (
 // draTimeout bounds the DRA test binary (discovery, the slice and one Prepare: seconds).
 const draTimeout = 60 * time.Second
 
-// Names the DRA driver publishes (pkg/dra/draapi and the standard attributes of
+// Names the DRA driver publishes (pkg/draapi and the standard attributes of
 // k8s.io/dynamic-resource-allocation/deviceattribute; dra_test.go checks they are the same).
 // gpucheck does not import them, to stay small.
 const (

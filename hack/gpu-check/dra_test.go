@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // The names gpucheck compares are the driver's (it does not import them, to stay small).

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // The simulated GPU fleet: every node has gpusPerNode H100-like GPUs of gpuMiB, split count

@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/ptr"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 func TestExtenderAddr(t *testing.T) {

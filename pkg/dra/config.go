@@ -13,7 +13,7 @@ import (
 
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )

@@ -14,7 +14,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	"github.com/hami-go/hami-go/pkg/fake"
 	"github.com/hami-go/hami-go/pkg/nvml"
 )

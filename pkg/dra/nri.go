@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/nri"
 )

@@ -2,7 +2,7 @@ package dra
 
 import (
 	"encoding/json"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	"os"
 	"path/filepath"
 	"slices"

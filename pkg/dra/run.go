@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // MiB is one mebibyte in bytes.

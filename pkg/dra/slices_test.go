@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -15,7 +15,7 @@ import (
 // (resource.k8s.io/v1 DeviceRequestAllocationResult.ConsumedCapacity, KEP-5075). The view reads
 // those as it reads the device-plugin annotations: one GPU row per device, one slice per
 // allocation result.
-// The driver's names are pkg/dra/draapi's; attributes that are absent fall back to the device
+// The driver's names are pkg/draapi's; attributes that are absent fall back to the device
 // name (uuid), the device's position in its slice (index) and "" (model).
 const (
 	bytesPerMiB     = 1 << 20

@@ -9,7 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // APIVersion and Kinds of the `-o json|yaml` documents. The schema is stable within an

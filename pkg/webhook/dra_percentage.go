@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // DeviceShape is what a container's claim may depend on of one published GPU: its bookable

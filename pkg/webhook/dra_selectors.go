@@ -10,11 +10,11 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // The pod annotations of device-plugin mode become CEL selectors on the attributes the DRA
-// driver publishes (pkg/dra/draapi) and a matchAttribute constraint. Every value put into a CEL
+// driver publishes (pkg/draapi) and a matchAttribute constraint. Every value put into a CEL
 // expression is first checked to be a plain token (letters, digits and a few separators) and
 // then written as a quoted CEL string literal (strconv.Quote: CEL's double-quoted string
 // literal takes the same escapes as Go's), so no annotation can change an expression's

@@ -10,7 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // matches compiles expr with Kubernetes' own DRA CEL compiler (what kube-scheduler and the API

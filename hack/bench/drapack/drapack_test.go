@@ -9,7 +9,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // The fewest GPUs: claims per GPU by memory, capped by the split count.

@@ -40,7 +40,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hami-go/hami-go/pkg/dra"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // Config is the whole configuration of a run (flags).

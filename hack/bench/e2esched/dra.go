@@ -17,7 +17,7 @@ import (
 	"github.com/hami-go/hami-go/hack/bench/e2eresult"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 // The DRA variants' objects. The dra-slices devices are published under hami-go's own driver

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hami-go/hami-go/hack/bench/e2eresult"
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/dra/draapi"
+	"github.com/hami-go/hami-go/pkg/draapi"
 )
 
 func TestConfigValidateDRAFlags(t *testing.T) {
