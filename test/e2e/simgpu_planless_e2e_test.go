@@ -82,8 +82,14 @@ func TestSimGPUPlanlessContainerReachesNoGPU(t *testing.T) {
 	thaw()
 	for _, tc := range cases {
 		p := got[tc.name]
+		t.Logf("%s: %d GPUs, error %q", tc.name, len(p.Devices), p.Error)
 		if len(p.Devices) != tc.want {
 			t.Errorf("%s (env %v): cudaprobe sees %d GPUs %+v (error %q); want %d", tc.name, tc.env, len(p.Devices), p.Devices, p.Error, tc.want)
+		}
+		// No GPU means no device node and no driver library either: the toolkit injected
+		// nothing, so libcuda.so.1 is not in the container.
+		if tc.want == 0 && !strings.Contains(p.Error, "dlopen libcuda.so.1") {
+			t.Errorf("%s: cudaprobe error %q; want libcuda.so.1 absent (nothing injected)", tc.name, p.Error)
 		}
 	}
 	// The agent is back: its NRI plugin reconnects and the node runs GPU pods with their plan.
@@ -134,7 +140,8 @@ func criClient(t *testing.T, sock string) runtimeapi.RuntimeServiceClient {
 	return runtimeapi.NewRuntimeServiceClient(conn)
 }
 
-// runPlanless runs cudaprobe in a new sandbox (host network) through the CRI with env, as the
+// runPlanless runs cudaprobe in a new sandbox (host network, so no hostname: runc sets none
+// without a UTS namespace of its own) through the CRI with env, as the
 // kubelet would create a container of a pod whose plan was never applied, and returns what it
 // printed. The sandbox is removed afterwards.
 func runPlanless(t *testing.T, rt runtimeapi.RuntimeServiceClient, state, name string, env []string) cudaProbe {
@@ -147,7 +154,6 @@ func runPlanless(t *testing.T, rt runtimeapi.RuntimeServiceClient, state, name s
 	}
 	sbCfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e-planless", Uid: name},
-		Hostname:     name,
 		LogDirectory: logDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
