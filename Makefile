@@ -55,7 +55,7 @@ bench-e2e-smoke: ## A short hack/bench/e2esched (20 nodes, 20 pods, 1 run) on th
 	set -eo pipefail; kubectl=$${HAMI_GO_CACHE:-$$HOME/.cache/hami-go}/tools/bin/kubectl; as=; \
 	if "$$kubectl" --kubeconfig $(HAMI_GO_STATE)/kubeconfig -n hami-go-system get serviceaccount hami-go-scheduler >/dev/null 2>&1; then \
 	  as=system:serviceaccount:hami-go-system:hami-go-scheduler; fi; \
-	echo "== bench-e2e-smoke: extender as $${as:-the kubeconfig's user}"; t0=$$SECONDS; \
+	echo "== bench-e2e-smoke: extender as $${as:-the kubeconfig user}"; t0=$$SECONDS; \
 	$(GO) run -C hack/bench ./e2esched --kubeconfig $(HAMI_GO_STATE)/kubeconfig --extender-as "$$as" $(BENCH_E2E_SMOKE_ARGS) \
 	  --out $(CURDIR)/_output/bench-smoke/e2esched.json --work-dir $(CURDIR)/_output/bench-smoke/e2esched; \
 	echo "== bench-e2e-smoke: $$((SECONDS - t0))s"
