@@ -553,7 +553,12 @@ func sliceEnv(env map[string]string) map[string]string {
 	for k, v := range env {
 		switch {
 		case k == "CUDA_DEVICE_SM_LIMIT" || strings.HasPrefix(k, envSMLimitPrefix):
-			out["sm"] = v
+			// An emptied CUDA_DEVICE_SM_LIMIT (the NRI plugin empties the previous contract's
+			// all-GPU value beside the per-GPU one) sets no limit: only a value counts, else
+			// the map's random order made the result depend on which name came last.
+			if v != "" {
+				out["sm"] = v
+			}
 		case strings.HasPrefix(k, "HAMI_GO_") || strings.HasPrefix(k, "CUDA_DEVICE_MEMORY_"):
 			out[k] = v
 		}
