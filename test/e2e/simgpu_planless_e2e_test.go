@@ -27,7 +27,8 @@ import (
 // it for real: it freezes the node's device-plugin agent (SIGSTOP), so that the NRI call times
 // out, and creates containers through containerd's CRI with the env the kubelet gives a GPU
 // container from the device plugin's Allocate answer (no kubelet: it would first call the
-// frozen agent's PreStartContainer). Each runs cudaprobe under the node's default runtime,
+// frozen agent's PreStartContainer, and is frozen as well, or its housekeeping would stop a
+// sandbox it did not make). Each runs cudaprobe under the node's default runtime,
 // NVIDIA's in cdi mode over the simulated driver, and prints what CUDA shows it.
 //
 //   - this release's pending answer (HAMI_GO_GPU_UUIDS empty, NVIDIA_VISIBLE_DEVICES=void) after
@@ -51,6 +52,9 @@ func TestSimGPUPlanlessContainerReachesNoGPU(t *testing.T) {
 	rt := criClient(t, filepath.Join(c.State, "containerd", "containerd.sock"))
 	gpus := len(c.inventory(t).GPUs)
 
+	// The kubelet would stop a sandbox it did not make at once (an orphan to its housekeeping):
+	// it is frozen too, for the few seconds the containers take.
+	resumeKubelet := pauseKubelet(t, c)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("freeze the device plugin (pid %d): %v", pid, err)
 	}
@@ -80,6 +84,7 @@ func TestSimGPUPlanlessContainerReachesNoGPU(t *testing.T) {
 		got[tc.name] = runPlanless(t, rt, c.State, fmt.Sprintf("planless-%d-%d", time.Now().UnixNano(), i), tc.env)
 	}
 	thaw()
+	resumeKubelet()
 	for _, tc := range cases {
 		p := got[tc.name]
 		t.Logf("%s: %d GPUs, error %q", tc.name, len(p.Devices), p.Error)
@@ -143,7 +148,7 @@ func criClient(t *testing.T, sock string) runtimeapi.RuntimeServiceClient {
 // runPlanless runs cudaprobe in a new sandbox (host network, so no hostname: runc sets none
 // without a UTS namespace of its own) through the CRI with env, as the
 // kubelet would create a container of a pod whose plan was never applied, and returns what it
-// printed. The sandbox is removed afterwards.
+// printed. The sandbox is removed before it returns.
 func runPlanless(t *testing.T, rt runtimeapi.RuntimeServiceClient, state, name string, env []string) cudaProbe {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -162,13 +167,14 @@ func runPlanless(t *testing.T, rt runtimeapi.RuntimeServiceClient, state, name s
 	if err != nil {
 		t.Fatalf("%s: RunPodSandbox: %v", name, err)
 	}
-	t.Cleanup(func() {
+	// Removed before the kubelet is resumed (and on a failure): nothing is left for it to find.
+	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId})
 		_, _ = rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
 		os.RemoveAll(logDir)
-	})
+	}()
 	cc := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
 		Image:    &runtimeapi.ImageSpec{Image: WorkloadImage},
