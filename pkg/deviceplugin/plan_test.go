@@ -225,7 +225,7 @@ func TestPreStartWaitsForTheNRIPlugin(t *testing.T) {
 // container to be created without the plugin), or --plan-wait passes. The plan computed is not
 // enough: containerd creates the container unadjusted when the plugin's connection closes before
 // it read the answer (the flaky TestNoPlanlessContainerAgentDeletedMidBurst), so only NRI's
-// PostCreateContainer of a container carrying its plan counts.
+// PostCreateContainer of a container carrying its plan counts (case C58).
 func TestDrainWaitsForLetThroughContainers(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.PlanWait = 5 * time.Second

@@ -20,7 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Issue 35 (case C52): a GPU container that reaches the runtime without its plan reaches no
+// Issue 35 (cases C52, C58): a GPU container that reaches the runtime without its plan reaches no
 // GPU, even where its env says NVIDIA_VISIBLE_DEVICES=all. The window is the NRI call timing
 // out: containerd waits plugin_request_timeout (2 s) for the plugin, then closes it and creates
 // the container unadjusted (NRI v0.12.3 pkg/adaptation plugin.createContainer). The test opens
