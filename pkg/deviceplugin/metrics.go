@@ -14,24 +14,27 @@ type PIDResolver = metrics.PIDResolver
 
 // Collector exports the plugin's per-GPU and per-slice metrics (prefix hami_go_, labels from
 // pkg/metrics, series shared with the DRA driver through metrics.GPUMetrics) and the latency of
-// the kubelet's calls (hami_go_device_plugin_request_duration_seconds). It reads state at
+// the kubelet's calls (hami_go_device_plugin_request_duration_seconds), and how much more the
+// node's pods hold than it offers (hami_go_node_resource_overcommitted). It reads state at
 // scrape time, so series of ended or deleted pods disappear with the pods.
 type Collector struct {
 	p       *Plugin
 	resolve PIDResolver
 	m       *metrics.GPUMetrics
 	enf     *metrics.EnforcementMetrics
+	over    *metrics.OvercommitMetrics
 }
 
 // NewCollector returns the collector; resolve may be nil (no per-slice memory use).
 func NewCollector(p *Plugin, resolve PIDResolver) *Collector {
-	return &Collector{p: p, resolve: resolve, m: metrics.NewGPUMetrics(metrics.SliceLabels), enf: metrics.NewEnforcementMetrics()}
+	return &Collector{p: p, resolve: resolve, m: metrics.NewGPUMetrics(metrics.SliceLabels), enf: metrics.NewEnforcementMetrics(), over: metrics.NewOvercommitMetrics()}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.Describe(ch)
 	c.enf.Describe(ch)
+	c.over.Describe(ch)
 	c.p.rpcDuration.Describe(ch)
 }
 
@@ -49,6 +52,7 @@ type sliceKey struct {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.rpcDuration.Collect(ch)
 	c.enf.Emit(ch, c.p.cfg.NodeName, c.p.Enforcement())
+	c.over.Emit(ch, c.p.cfg.NodeName, c.p.Overcommitted())
 	slices, owners := c.p.ledger.Snapshot()
 	charged := c.p.ledger.Charged()
 	per := map[string]*metrics.GPUSample{}

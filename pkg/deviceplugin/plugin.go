@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
@@ -62,6 +63,10 @@ type Plugin struct {
 	canApplyPlans func(cdi bool) error
 	// nriChanged returns a channel closed when canApplyPlans may have changed (nil: never).
 	nriChanged func() <-chan struct{}
+	// held returns what the node's pods hold of the names (SetHeld; nil: nothing), and over
+	// records by how much that is more than the GPUs offer (PublishedResources, listedDevices).
+	held func(names ...corev1.ResourceName) nodeagent.NodeResources
+	over nodeagent.Overcommit
 
 	// starting counts the containers PreStartContainer let the kubelet create whose plan the NRI
 	// plugin has not applied yet (Drain); started is closed and replaced at each application.
@@ -108,6 +113,7 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 		}
 	}
 	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), streamsChanged: make(chan struct{}), started: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
+	p.over.Node = cfg.NodeName
 	var uuids []string
 	for _, g := range gpus {
 		if g.MIGEnabled {
@@ -301,7 +307,9 @@ func pluginOptions() *pluginapi.DevicePluginOptions {
 }
 
 // ListAndWatch sends the device list, then again on every health change until the stream ends.
-// From its first send until it ends the kubelet has the devices (Serving).
+// From its first send until it ends the kubelet has the devices (Serving). The list has at least
+// as many Healthy devices as the node's running pods hold slices (listedDevices, floorDevices),
+// as of each send.
 func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
 	sent := false
 	defer func() {
@@ -311,7 +319,7 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[p
 	}()
 	for {
 		changed := p.HealthChanged()
-		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.listedDevices()}); err != nil {
 			return err
 		}
 		if !sent {

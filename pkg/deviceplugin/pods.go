@@ -95,6 +95,17 @@ func (s *PodSync) AwaitingAdmission() []string {
 	return out
 }
 
+// Held returns what the pods bound to this node (the informer's, spec.nodeName) hold of names,
+// as the kubelet counts them (nodeagent.HeldBy): the floor of the figures the plugin publishes
+// (Plugin.SetHeld). Nothing before Start.
+func (s *PodSync) Held(names ...corev1.ResourceName) nodeagent.NodeResources {
+	pods, err := s.lister.List(labels.Everything())
+	if err != nil {
+		pods = nil
+	}
+	return nodeagent.HeldBy(pods, names...)
+}
+
 // Dirty queues a pod's claimed record for writing.
 func (s *PodSync) Dirty(r device.PodRef) { s.queue.Add(r) }
 

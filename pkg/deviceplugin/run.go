@@ -52,6 +52,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return err
 	}
 	p.enf.SetInstalled(installed)
+	// Item 7 of issue 37: the figures published (node status, ListAndWatch) never drop below
+	// what the node's running pods hold, or the kubelet refuses them at its restart.
+	p.SetHeld(sync.Held)
 	if cfg.DeviceListStrategy == StrategyCDI {
 		// The dev root's nodes are seen under the host root the chart mounts (<devRoot>/dev
 		// read-only at nodeagent.HostRoot<devRoot>/dev).
@@ -121,7 +124,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	// Lease held): published before, after a mode switch the retry came before the node was
 	// usable, and the pods that waited for the switch then waited for kube-scheduler's periodic
 	// retry.
-	gm := &nodeagent.NodeResourcesPublisher{Client: d.Client, Node: cfg.NodeName, Want: p.NodeResources, Clock: p.opts.Clock}
+	gm := &nodeagent.NodeResourcesPublisher{Client: d.Client, Node: cfg.NodeName, Want: p.PublishedResources, Clock: p.opts.Clock}
 	published := make(chan struct{})
 	go func() {
 		select {
