@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,9 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -66,13 +72,19 @@ func DevicePluginHolders(node string, agents AgentPods, pods []corev1.Pod) []str
 	return out
 }
 
-// DRAHolders lists, of the pods on node, those an arriving device plugin must wait out: pods
+// DRAHolders lists what an arriving device plugin must wait out: of the pods on node, those
 // with a ResourceClaim that hami-go's DRA driver (draapi.DriverName) was allocated, until they
 // have finished, terminating ones included (the kubelet still needs the driver to unprepare
-// their claims), and the DRA driver's own pods still on the node. claim returns a pod's claim by
-// namespace and name (nil: gone). Entries as DevicePluginHolders'.
-func DRAHolders(node string, agents AgentPods, pods []corev1.Pod, claim func(namespace, name string) *resourceapi.ResourceClaim) []string {
+// their claims), and the DRA driver's own pods still on the node; and, of claims (the
+// cluster's), those allocated a device on node (AllocatedOnNode) that none of those pods holds:
+// kube-scheduler writes a claim's allocation in its PreBind, before the pod's Binding
+// (Kubernetes' dynamicresources plugin, KEP-4381), so a claim can hold a GPU of the node while
+// no pod bound to it names the claim yet (issue 37, item 8). claim returns a pod's claim by
+// namespace and name (nil: gone). Entries as DevicePluginHolders', a claim's "namespace/name
+// (claim allocated on the node)".
+func DRAHolders(node string, agents AgentPods, pods []corev1.Pod, claim func(namespace, name string) *resourceapi.ResourceClaim, claims []*resourceapi.ResourceClaim) []string {
 	var out []string
+	held := map[string]bool{} // claims ("namespace/name") a listed pod holds
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName != node || device.PodFinished(p) {
@@ -85,12 +97,40 @@ func DRAHolders(node string, agents AgentPods, pods []corev1.Pod, claim func(nam
 		for _, name := range podClaimNames(p) {
 			if c := claim(p.Namespace, name); c != nil && allocatedByHAMiGo(c) {
 				out = append(out, p.Namespace+"/"+p.Name+" (holds claim "+name+")")
+				for _, n := range podClaimNames(p) {
+					held[p.Namespace+"/"+n] = true
+				}
 				break
 			}
 		}
 	}
+	for _, c := range claims {
+		if key := c.Namespace + "/" + c.Name; AllocatedOnNode(c, node) && !held[key] {
+			held[key] = true
+			out = append(out, key+" (claim allocated on the node)")
+		}
+	}
 	sort.Strings(out)
 	return out
+}
+
+// AllocatedOnNode reports whether c's allocation (status.allocation) gives it a device of
+// hami-go's DRA driver (draapi.DriverName) on node: a result of that driver from node's pool.
+// The driver publishes one pool per node, named after the node (pkg/dra Driver's
+// DriverResources; its ResourceSlices are node-local, spec.nodeName), so the pool names the
+// node. A claim not allocated, or no longer (deallocated: status.allocation cleared), holds
+// nothing; a claim being deleted while still allocated does (the kubelet still has to
+// unprepare it).
+func AllocatedOnNode(c *resourceapi.ResourceClaim, node string) bool {
+	if c == nil || c.Status.Allocation == nil {
+		return false
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver == draapi.DriverName && r.Pool == node {
+			return true
+		}
+	}
+	return false
 }
 
 // AgentPods names hami-go's node agent pods: Namespace (the release's, where only its
@@ -134,17 +174,43 @@ func allocatedByHAMiGo(c *resourceapi.ResourceClaim) bool {
 	return false
 }
 
+// ClaimSource lists the cluster's ResourceClaims (resource.k8s.io/v1) for DRAHolders.
+type ClaimSource func() ([]*resourceapi.ResourceClaim, error)
+
 // OldModeHolders reads what DevicePluginHolders (arriving is ComponentDRADriver) or DRAHolders
 // (arriving is ComponentDevicePlugin) need from the API server: the pods on node and, for
-// DRAHolders, their claims. agents as theirs. Errors: the pods could not be listed, or a claim
-// could not be read (a claim not found counts as gone).
-func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, agents AgentPods, arriving string) ([]string, error) {
+// DRAHolders, their claims (read one by one, after the pods: kube-scheduler allocates a claim
+// before it binds the pod, so a bound pod's claim is read with its allocation) and the
+// cluster's claims from claims (WatchClaims; nil: listed through the API). agents as theirs.
+// Errors: the pods or the claims could not be listed, or a claim could not be read (a claim not
+// found counts as gone).
+func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, agents AgentPods, arriving string, claims ClaimSource) ([]string, error) {
 	list, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods on node %s: %w", node, err)
 	}
 	if arriving == ComponentDRADriver {
+		// The reverse of DRAHolders' unbound claims does not arise: the extender's plan
+		// (device.AnnoPlanned) reaches the pod in the Binding's write, with spec.nodeName
+		// (pkg/extender Bind), so a pod planned on node is listed here.
 		return DevicePluginHolders(node, agents, list.Items), nil
+	}
+	if claims == nil {
+		claims = func() ([]*resourceapi.ResourceClaim, error) {
+			l, err := c.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]*resourceapi.ResourceClaim, len(l.Items))
+			for i := range l.Items {
+				out[i] = &l.Items[i]
+			}
+			return out, nil
+		}
+	}
+	all, err := claims()
+	if err != nil {
+		return nil, fmt.Errorf("list the ResourceClaims: %w", err)
 	}
 	var readErr error
 	holders := DRAHolders(node, agents, list.Items, func(ns, name string) *resourceapi.ResourceClaim {
@@ -156,8 +222,29 @@ func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, ag
 			return nil
 		}
 		return rc
-	})
+	}, all)
 	return holders, readErr
+}
+
+// WatchClaims watches the cluster's ResourceClaims until ctx ends (a client-go informer, list
+// and watch; managed fields dropped) and returns their lister as a ClaimSource, which answers an
+// error until the informer has listed them.
+func WatchClaims(ctx context.Context, c kubernetes.Interface) ClaimSource {
+	inf := resourceinformers.NewResourceClaimInformer(c, metav1.NamespaceAll, 0, cache.Indexers{})
+	_ = inf.SetTransform(func(o any) (any, error) {
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return o, nil
+	})
+	go inf.Run(ctx.Done())
+	lister := resourcelisters.NewResourceClaimLister(inf.GetIndexer())
+	return func() ([]*resourceapi.ResourceClaim, error) {
+		if !inf.HasSynced() {
+			return nil, errors.New("the ResourceClaims are not listed yet")
+		}
+		return lister.List(labels.Everything())
+	}
 }
 
 // describeHolders is holders for a message: the count and the first three.
@@ -278,12 +365,18 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 	if arriving == ComponentDevicePlugin {
 		other = "DRA"
 	}
+	wctx, stop := context.WithCancel(ctx) // ends the claims' watch with the wait
+	defer stop()
+	var claims ClaimSource
+	if arriving == ComponentDevicePlugin {
+		claims = WatchClaims(wctx, client)
+	}
 	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse, Checked: checked,
 		What: "the " + other + " mode's GPU pods and node agent to leave the node",
 		Holders: func(ctx context.Context) ([]string, error) {
-			return OldModeHolders(ctx, client, c.NodeName, AgentPods{Namespace: c.PodNamespace, Chart: chart}, arriving)
+			return OldModeHolders(ctx, client, c.NodeName, AgentPods{Namespace: c.PodNamespace, Chart: chart}, arriving, claims)
 		}}
-	_, err := w.Run(ctx, 0)
+	_, err := w.Run(wctx, 0)
 	return err
 }
 

@@ -81,7 +81,7 @@ func (m *switchModel) apiObjects() ([]corev1.Pod, map[string]*resourceapi.Resour
 		} else {
 			cn := n + "-gpu"
 			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &cn}}
-			claims["ml/"+cn] = &resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			claims["ml/"+cn] = &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: cn}, Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
 				Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Driver: draapi.DriverName, Pool: "n1"}}}}}}
 		}
 		pods = append(pods, pod)
@@ -130,7 +130,11 @@ func (m *switchModel) tick() {
 	if m.mode == "dra" {
 		holders = DevicePluginHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods)
 	} else {
-		holders = DRAHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
+		var all []*resourceapi.ResourceClaim
+		for _, c := range claims {
+			all = append(all, c)
+		}
+		holders = DRAHolders("n1", AgentPods{Namespace: "hami-go-system", Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] }, all)
 	}
 	if len(holders) == 0 || m.noWait {
 		m.serving[m.mode] = true

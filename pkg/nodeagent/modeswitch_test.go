@@ -111,7 +111,7 @@ func TestDRAHolders(t *testing.T) {
 		switchPod("hami-go-dra-driver-y", "n1", corev1.PodRunning, nil, agentLabels(ComponentDRADriver)),
 		switchPod("hami-go-device-plugin-x", "n1", corev1.PodRunning, nil, agentLabels(ComponentDevicePlugin)),
 	}
-	got := DRAHolders("n1", AgentPods{Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] })
+	got := DRAHolders("n1", AgentPods{Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] }, nil)
 	want := []string{
 		"ml/a-direct (holds claim direct)",
 		"ml/b-template (holds claim generated-x)",
@@ -119,6 +119,65 @@ func TestDRAHolders(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("holders = %q\nwant %q", got, want)
+	}
+
+	// Issue 37, item 8: the cluster's claims. One allocated on n1 before its pod binds holds the
+	// switch; the claims the listed pods hold are not listed twice; claims on another node,
+	// deallocated or of another driver do not hold.
+	all := []*resourceapi.ResourceClaim{
+		allocatedClaim("ml", "direct", draapi.DriverName, "n1"),
+		allocatedClaim("ml", "generated-x", draapi.DriverName, "n1"),
+		allocatedClaim("ml", "unbound", draapi.DriverName, "n1"),
+		allocatedClaim("ml", "elsewhere", draapi.DriverName, "n2"),
+		allocatedClaim("ml", "nic", "nic.example.com", "n1"),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "deallocated"}},
+	}
+	got = DRAHolders("n1", AgentPods{Chart: "hami-go"}, pods, func(ns, n string) *resourceapi.ResourceClaim { return claims[ns+"/"+n] }, all)
+	want = append(want[:2:2], "ml/hami-go-dra-driver-y (the DRA driver, stopping)", "ml/unbound (claim allocated on the node)")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with the cluster's claims: holders = %q\nwant %q", got, want)
+	}
+	// No pod on the node at all (the DRA driver gone, its pod not bound yet): the claim alone
+	// holds the switch.
+	if got := DRAHolders("n1", AgentPods{}, nil, func(string, string) *resourceapi.ResourceClaim { return nil }, all[2:]); !reflect.DeepEqual(got, []string{"ml/unbound (claim allocated on the node)"}) {
+		t.Errorf("no pods: holders = %q, want the unbound claim", got)
+	}
+}
+
+func allocatedClaim(ns, name, driver, pool string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: driver, Pool: pool, Device: "gpu-0"}}}}}}
+}
+
+// Issue 37, item 8: which claims hold an arriving device plugin's node, whatever pod uses them.
+// kube-scheduler sets status.allocation in PreBind, before the Binding, and clears it when the
+// claim is deallocated.
+func TestAllocatedOnNode(t *testing.T) {
+	deleting := allocatedClaim("ml", "c", draapi.DriverName, "n1")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	twoDrivers := allocatedClaim("ml", "c", "nic.example.com", "n1")
+	twoDrivers.Status.Allocation.Devices.Results = append(twoDrivers.Status.Allocation.Devices.Results,
+		resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: draapi.DriverName, Pool: "n1", Device: "gpu-1"})
+	for _, c := range []struct {
+		name  string
+		claim *resourceapi.ResourceClaim
+		want  bool
+	}{
+		{"allocated on this node before its pod binds", allocatedClaim("ml", "c", draapi.DriverName, "n1"), true},
+		{"allocated on another node", allocatedClaim("ml", "c", draapi.DriverName, "n2"), false},
+		{"deallocated", &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "c"}}, false},
+		{"another driver on this node", allocatedClaim("ml", "c", "nic.example.com", "n1"), false},
+		{"another driver's pool named after another node", allocatedClaim("ml", "c", "nic.example.com", "n2"), false},
+		{"being deleted, still allocated", deleting, true},
+		{"one result of ours among others", twoDrivers, true},
+		{"allocated, no results", &resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}, false},
+		{"nil", nil, false},
+	} {
+		if got := AllocatedOnNode(c.claim, "n1"); got != c.want {
+			t.Errorf("%s: AllocatedOnNode = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
@@ -133,19 +192,53 @@ func TestOldModeHolders(t *testing.T) {
 	dp := switchPod("dp-pod", "n1", corev1.PodRunning, map[string]string{device.AnnoPlanned: "x"}, nil)
 	ctx := context.Background()
 	c := fake.NewClientset(&p, rc, &dp)
-	got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin)
+	got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin, nil)
 	if err != nil || !reflect.DeepEqual(got, []string{"ml/trainer (holds claim gpu-claim)"}) {
 		t.Errorf("arriving device plugin: %q, %v", got, err)
 	}
-	got, err = OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDRADriver)
+	got, err = OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDRADriver, nil)
 	if err != nil || !reflect.DeepEqual(got, []string{"ml/dp-pod (holds device-plugin slices)"}) {
 		t.Errorf("arriving DRA driver: %q, %v", got, err)
 	}
 	if err := c.ResourceV1().ResourceClaims("ml").Delete(ctx, cn, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin); err != nil || len(got) != 0 {
+	if got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin, nil); err != nil || len(got) != 0 {
 		t.Errorf("claim gone: %q, %v; want none", got, err)
+	}
+	// Issue 37, item 8: a claim allocated on n1 whose pod is not bound yet holds the switch,
+	// listed through the API (nil source) or watched (WatchClaims).
+	if _, err := c.ResourceV1().ResourceClaims("ml").Create(ctx, allocatedClaim("ml", "unbound", draapi.DriverName, "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResourceV1().ResourceClaims("ml").Create(ctx, allocatedClaim("ml", "elsewhere", draapi.DriverName, "n2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ml/unbound (claim allocated on the node)"}
+	if got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin, nil); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("unbound claim, listed: %q, %v; want %q", got, err, want)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	claims := WatchClaims(wctx, c)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin, claims)
+		if err == nil {
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("unbound claim, watched: %q; want %q", got, want)
+			}
+			break
+		}
+		if !strings.Contains(err.Error(), "not listed yet") || time.Now().After(deadline) {
+			t.Fatalf("watched: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := OldModeHolders(ctx, c, "n1", AgentPods{}, ComponentDevicePlugin, func() ([]*resourceapi.ResourceClaim, error) {
+		return nil, errors.New("forbidden")
+	}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("claims unlisted: err %v, want it returned (the wait goes on)", err)
 	}
 }
 

@@ -674,7 +674,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}{
 		{"device plugin ClusterRole", cr("ClusterRole/hami-go-device-plugin"), set(
 			"|pods|get", "|pods|list", "|pods|watch", "|pods|patch", "|pods|delete", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes|patch", "|nodes/status|patch", "|events|create", "|events|patch",
-			"apps|daemonsets|get", "resource.k8s.io|resourceclaims|get")},
+			"apps|daemonsets|get", "resource.k8s.io|resourceclaims|get",
+			// issue 37, item 8: a mode switch from dra watches the claims allocated on the node
+			"resource.k8s.io|resourceclaims|list", "resource.k8s.io|resourceclaims|watch")},
 		{"device plugin Lease Role", role("Role/kube-node-lease/hami-go-device-plugin"), set(
 			"coordination.k8s.io|leases|create", "coordination.k8s.io|leases|get", "coordination.k8s.io|leases|update", "coordination.k8s.io|leases|delete")},
 		{"extender ClusterRole", cr("ClusterRole/hami-go-scheduler-extender"), set(
