@@ -13,7 +13,10 @@ import (
 
 // heldPlaceholder is the GPU UUID of the devices floorDevices adds where the node's pods hold
 // more slices than its GPUs have (a GPU gone, MIG turned on): device IDs
-// device.SliceID(heldPlaceholder, k), which name no GPU, so checkIDs refuses them in Allocate.
+// device.SliceID(heldPlaceholder, k), which name no GPU. checkIDs accepts them like any slice
+// ID: the kubelet counts the gone GPU's IDs its running pods hold as allocated but no longer
+// listed, so a placeholder is free to it and may be handed to a new pod the extender placed on
+// the GPUs that remain, whose plan, not the ID, gives it its GPU.
 const heldPlaceholder = "hami-go-held"
 
 // floorDevices returns the ListAndWatch list with at least held Healthy devices, and by how many

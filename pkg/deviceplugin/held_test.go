@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,5 +112,18 @@ func TestPublishedResourcesAtLeastHeld(t *testing.T) {
 	held = nodeagent.NodeResources{}
 	if got, want := p.PublishedResources().String(), p.NodeResources().String(); got != want {
 		t.Errorf("nothing held: published %s, want %s", got, want)
+	}
+}
+
+// A placeholder is a device like any other to the kubelet (free where the gone GPU's IDs its
+// pods hold are no longer listed), so Allocate takes it for a new pod: the pod's plan gives its
+// GPU, not the ID. A device ID of a GPU not on the node is still refused.
+func TestAllocateAcceptsAHeldPlaceholder(t *testing.T) {
+	p, _ := newTestPlugin(t, testConfig(t.TempDir()), newTestBackend(1, 81920))
+	if _, err := alloc(t, p, device.SliceID(heldPlaceholder, 0)); err != nil {
+		t.Fatalf("Allocate of a placeholder: %v; want the pending answer", err)
+	}
+	if _, err := alloc(t, p, device.SliceID("GPU-Z", 0)); err == nil || !strings.Contains(err.Error(), `names GPU "GPU-Z"`) {
+		t.Fatalf("Allocate of another node's GPU: %v; want refused", err)
 	}
 }

@@ -346,7 +346,9 @@ func (p *Plugin) checkIDs(ids []string) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := p.byUUID[u]; !ok {
+		if _, ok := p.byUUID[u]; !ok && u != heldPlaceholder {
+			// A placeholder (floorDevices) names no GPU, as no device ID decides a pod's GPUs:
+			// the kubelet may hand it to a new pod like any free device.
 			return fmt.Errorf("device id %q names GPU %q, which is not on node %s", id, u, p.cfg.NodeName)
 		}
 		if n >= p.cfg.SplitCount {
