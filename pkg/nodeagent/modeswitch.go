@@ -226,6 +226,18 @@ func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, ag
 	return holders, readErr
 }
 
+// ClaimsOf is the ClaimSource of an arriving device plugin: WatchClaims where the API server
+// serves resource.k8s.io/v1 (Kubernetes >= 1.34), and no claims where it does not (a device
+// plugin on 1.30-1.33, which the chart supports: no DRA mode there to switch from, and an
+// informer on an API that is not served would never sync, so the agent would wait forever at
+// its first start). A discovery error other than NotFound keeps the watch, which retries.
+func ClaimsOf(ctx context.Context, c kubernetes.Interface) ClaimSource {
+	if _, err := c.Discovery().ServerResourcesForGroupVersion(resourceapi.SchemeGroupVersion.String()); apierrors.IsNotFound(err) {
+		return func() ([]*resourceapi.ResourceClaim, error) { return nil, nil }
+	}
+	return WatchClaims(ctx, c)
+}
+
 // WatchClaims watches the cluster's ResourceClaims until ctx ends (a client-go informer, list
 // and watch; managed fields dropped) and returns their lister as a ClaimSource, which answers an
 // error until the informer has listed them.
@@ -369,7 +381,7 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 	defer stop()
 	var claims ClaimSource
 	if arriving == ComponentDevicePlugin {
-		claims = WatchClaims(wctx, client)
+		claims = ClaimsOf(wctx, client)
 	}
 	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse, Checked: checked,
 		What: "the " + other + " mode's GPU pods and node agent to leave the node",

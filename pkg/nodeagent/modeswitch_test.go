@@ -11,8 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -239,6 +242,40 @@ func TestOldModeHolders(t *testing.T) {
 		return nil, errors.New("forbidden")
 	}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("claims unlisted: err %v, want it returned (the wait goes on)", err)
+	}
+}
+
+// An API server without resource.k8s.io/v1 (Kubernetes 1.30-1.33, where the chart runs the
+// device plugin) has no claims: ClaimsOf answers none at once rather than an informer that would
+// never sync and keep a first start waiting; with the API served it watches.
+func TestClaimsOfWithoutTheResourceAPI(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	old := fake.NewClientset() // its discovery serves no group
+	// and, as such a server, it answers a list of ResourceClaims 404 (a watch would never sync)
+	old.PrependReactor("list", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(resourceapi.Resource("resourceclaims"), "")
+	})
+	if got, err := ClaimsOf(ctx, old)(); err != nil || len(got) != 0 {
+		t.Fatalf("no resource.k8s.io/v1: %v, %v; want no claims and no error", got, err)
+	}
+	served := fake.NewClientset(allocatedClaim("ml", "c", draapi.DriverName, "n1"))
+	served.Resources = []*metav1.APIResourceList{{GroupVersion: resourceapi.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "resourceclaims", Namespaced: true, Kind: "ResourceClaim"}}}}
+	claims := ClaimsOf(ctx, served)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := claims()
+		if err == nil {
+			if len(got) != 1 || got[0].Name != "c" {
+				t.Fatalf("served: %v; want claim c", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("served: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
