@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -196,17 +195,7 @@ func OldModeHolders(ctx context.Context, c kubernetes.Interface, node string, ag
 		return DevicePluginHolders(node, agents, list.Items), nil
 	}
 	if claims == nil {
-		claims = func() ([]*resourceapi.ResourceClaim, error) {
-			l, err := c.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]*resourceapi.ResourceClaim, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out, nil
-		}
+		claims = func() ([]*resourceapi.ResourceClaim, error) { return listClaims(ctx, c) }
 	}
 	all, err := claims()
 	if err != nil {
@@ -239,8 +228,8 @@ func ClaimsOf(ctx context.Context, c kubernetes.Interface) ClaimSource {
 }
 
 // WatchClaims watches the cluster's ResourceClaims until ctx ends (a client-go informer, list
-// and watch; managed fields dropped) and returns their lister as a ClaimSource, which answers an
-// error until the informer has listed them.
+// and watch; managed fields dropped) and returns their lister as a ClaimSource, which lists them
+// through the API until the informer has.
 func WatchClaims(ctx context.Context, c kubernetes.Interface) ClaimSource {
 	inf := resourceinformers.NewResourceClaimInformer(c, metav1.NamespaceAll, 0, cache.Indexers{})
 	_ = inf.SetTransform(func(o any) (any, error) {
@@ -253,10 +242,25 @@ func WatchClaims(ctx context.Context, c kubernetes.Interface) ClaimSource {
 	lister := resourcelisters.NewResourceClaimLister(inf.GetIndexer())
 	return func() ([]*resourceapi.ResourceClaim, error) {
 		if !inf.HasSynced() {
-			return nil, errors.New("the ResourceClaims are not listed yet")
+			// Until the informer has listed them, one API list: a first start (nothing to
+			// wait for) must not wait a poll period, or log an error, for the informer.
+			return listClaims(ctx, c)
 		}
 		return lister.List(labels.Everything())
 	}
+}
+
+// listClaims lists the cluster's ResourceClaims through the API.
+func listClaims(ctx context.Context, c kubernetes.Interface) ([]*resourceapi.ResourceClaim, error) {
+	l, err := c.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*resourceapi.ResourceClaim, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out, nil
 }
 
 // describeHolders is holders for a message: the count and the first three.
