@@ -30,3 +30,15 @@ func NodeGPUMemoryMiB(bookableMiB []int64) int64 {
 	}
 	return sum
 }
+
+// ResourceGPUCores is hami-go's synthetic extended resource for GPU compute, in percent of one
+// GPU's streaming multiprocessors (a plain integer quantity: "150" = one and a half GPUs'
+// worth). Like ResourceGPUMemory it is written on pods by hami-go's webhook only (each GPU
+// container's GPUs × cores percent per GPU, 100 per GPU for an exclusive container) and on
+// nodes by the node agents only (100 per GPU), so a ResourceQuota on QuotaResourceGPUCores caps
+// a namespace's compute as HAMi's `limits.nvidia.com/gpucores` quota does (HAMi
+// pkg/device/quota.go counts cores per device × count).
+const ResourceGPUCores = Prefix + "gpu-cores"
+
+// QuotaResourceGPUCores is the ResourceQuota key that caps ResourceGPUCores in a namespace.
+const QuotaResourceGPUCores = "requests." + ResourceGPUCores
