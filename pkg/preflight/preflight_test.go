@@ -373,7 +373,7 @@ func TestKeyValues(t *testing.T) {
 	}
 }
 
-// The string constants repeat the node agents' flag values (pkg/cliflags and
+// The string constants repeat the node agents' flag values (pkg/nodeagent and
 // pkg/deviceplugin are not imported here to keep this test's build small; their values are
 // pinned by their own option tests: "nvml"/"fake", "cdi"/"envvar").
 func TestConstantsMatchFlags(t *testing.T) {
