@@ -34,7 +34,7 @@ func TestHAMiQuotaSibling(t *testing.T) {
 		names    device.ResourceNames
 		hard     map[string]string
 		want     map[corev1.ResourceName]int64 // nil: no sibling
-		problems []string                     // substrings, one per problem
+		problems []string                      // substrings, one per problem
 	}{
 		{name: "limits memory", hard: map[string]string{"limits.nvidia.com/gpumem": "40000"}, want: map[corev1.ResourceName]int64{mem: 40000}},
 		{name: "limit memory (HAMi's guide)", hard: map[string]string{"limit.nvidia.com/gpumem": "40000"}, want: map[corev1.ResourceName]int64{mem: 40000}},
