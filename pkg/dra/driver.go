@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,13 +17,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/draapi"
-	"github.com/hami-go/hami-go/pkg/gpuenv"
 	"github.com/hami-go/hami-go/pkg/gpuhealth"
 	"github.com/hami-go/hami-go/pkg/metrics"
 	"github.com/hami-go/hami-go/pkg/nodeagent"
-	"github.com/hami-go/hami-go/pkg/nri"
-	"github.com/hami-go/hami-go/pkg/preflight"
 )
 
 // Options are the injectable parts of a Driver (tests replace them).
@@ -152,86 +145,6 @@ func New(cfg Config, backend device.Backend, opts Options) (*Driver, error) {
 	return d, nil
 }
 
-// sweepCacheDirs removes the HAMi-core cache directories (named by claim UID) of claims that are
-// not prepared: unprepared while no driver ran. A name with "_" is a device-plugin container's
-// (a node switched modes keeps its pods) and is left alone.
-func (d *Driver) sweepCacheDirs() {
-	dir := d.cfg.HAMiCacheDir
-	if dir == "" {
-		return
-	}
-	removed, err := nodeagent.SweepCacheDirs(dir, func(name string) bool {
-		_, prepared := d.prepared[types.UID(name)]
-		return !strings.Contains(name, "_") && !prepared
-	})
-	if err != nil {
-		klog.ErrorS(err, "Removing HAMi-core cache directories of claims not prepared failed", "dir", dir)
-	}
-	if len(removed) > 0 {
-		klog.InfoS("Removed HAMi-core cache directories of claims not prepared", "dir", dir, "count", len(removed))
-	}
-}
-
-func (d *Driver) sliceConfig() SliceConfig {
-	return SliceConfig{SplitCount: d.cfg.SplitCount, MemoryScaling: d.cfg.MemoryScaling, ReservedMemory: d.cfg.ReservedMemory, Enforcement: d.Enforcement()}
-}
-
-// Enforcement returns the node's slice enforcement as a fact, checked now on the host
-// (nodeagent.Enforcement): published on the devices, exported as a metric, and required by
-// every claim the driver prepares.
-func (d *Driver) Enforcement() device.Enforcement { return d.enf.State() }
-
-// SetPreflight takes the node's latest preflight report (nodeagent.Preflight); its fail-open
-// window is exported with the enforcement.
-func (d *Driver) SetPreflight(r preflight.Report) { d.enf.SetPreflight(r) }
-
-// PreflightInput is what the node's preflight checks that only the driver knows; g is its NRI
-// plugin (runtime and connection). The driver names devices through CDI only, each GPU also as
-// <ToolkitCDIKind>=<UUID> (preflight.FindingToolkitCDISpec, case C56).
-func (d *Driver) PreflightInput(g *nri.Plugin) preflight.Input {
-	in := d.enf.PreflightInput(g, preflight.StrategyCDI, d.cfg.CDIDir)
-	in.ToolkitCDIKind = d.cfg.ToolkitCDIKind
-	for _, gpu := range d.gpus {
-		in.GPUUUIDs = append(in.GPUUUIDs, gpu.GPU.UUID)
-	}
-	return in
-}
-
-// Health returns the driver's health state machine.
-func (d *Driver) Health() *gpuhealth.Health { return d.health }
-
-// GPUs returns the GPUs the driver publishes, in NVML index order.
-func (d *Driver) GPUs() []GPUInfo { return append([]GPUInfo(nil), d.gpus...) }
-
-// GPUMemoryMiB is the node's figure of device.ResourceGPUMemory, MiB: the sum of the memory
-// capacities of the devices the driver publishes (Devices: BookableMiB of each GPU, after the
-// reserve and the memory scaling), what DRA's allocator may place. Tainted (unhealthy) devices
-// count (device.NodeGPUMemoryMiB says why).
-func (d *Driver) GPUMemoryMiB() int64 {
-	var per []int64
-	for _, dev := range Devices(d.gpus, d.sliceConfig()) {
-		if c, ok := dev.Capacity[draapi.CapacityMemory]; ok {
-			per = append(per, c.Value.Value()/MiB)
-		}
-	}
-	return device.NodeGPUMemoryMiB(per)
-}
-
-// Resources is what the driver publishes now: one pool named after the node with one slice
-// of Devices (health applied as taints), in the configured DeviceOrder of the prepared claims'
-// use (Order).
-func (d *Driver) Resources() resourceslice.DriverResources {
-	gpus := Order(d.gpus, UseOf(d.Prepared()), d.sliceConfig(), d.cfg.DeviceOrder)
-	for i := range gpus {
-		if st, ok := d.health.Status(gpus[i].GPU.UUID); ok && !st.Healthy {
-			gpus[i].Unhealthy = &Unhealthy{XID: st.LastXID, Since: st.Since}
-		}
-	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: Devices(gpus, d.sliceConfig())}}},
-	}}
-}
-
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin: each claim's GPUs (its allocation
 // results for this driver, in their order) get one CDI spec named by the claim UID with the
 // shared builder's env and mounts; the result names that CDI device (on the first GPU, for all
@@ -303,145 +216,6 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-// waitUnprepare releases d.mu until an Unprepare removes a prepared claim (true), or ctx ends
-// or deadline passes (false); it returns with d.mu held.
-func (d *Driver) waitUnprepare(ctx context.Context, deadline time.Time) bool {
-	ch := d.unprepared
-	d.mu.Unlock()
-	defer d.mu.Lock()
-	t := d.opts.Clock.NewTimer(deadline.Sub(d.opts.Clock.Now()))
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return false
-	}
-}
-
-// noRoomError is checkFits' refusal: the claims prepared on a GPU leave no room for the claim.
-type noRoomError struct{ error }
-
-func (e noRoomError) Unwrap() error { return e.error }
-
-// prepareOne prepares one claim under d.mu; isNew is false for a repeat.
-func (d *Driver) prepareOne(c *resourceapi.ResourceClaim) (Prepared, bool, error) {
-	grants, err := d.view.resolve(c)
-	if err != nil {
-		return Prepared{}, false, err
-	}
-	if old, ok := d.prepared[c.UID]; ok && sameGrants(old.Grants, grants) {
-		if d.opts.FileExists(filepath.Join(d.cfg.CDIDir, ClaimSpecName(c.UID))) {
-			return old, false, nil
-		}
-	} else if e := d.Enforcement(); !e.Ready {
-		// Fail closed: the claim's limits would not hold (the devices carry
-		// draapi.TaintEnforcementMissing, so only a claim allocated before it went missing gets
-		// here). A claim prepared before keeps its spec: its containers run already.
-		return Prepared{}, false, fmt.Errorf("claim %s/%s: the node's GPU enforcement (%s) is missing, so the slice's limits would not hold: %s", c.Namespace, c.Name, e.Mode, e.Reason)
-	} else if err := d.checkFits(c.UID, grants); err != nil {
-		return Prepared{}, false, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
-	}
-	e := gpuenv.Build(d.cfg.envConfig(), envRequest(c.UID, grants), d.opts.FileExists)
-	for _, dir := range e.Dirs {
-		// The claim's HAMi-core cache directory (--hami-core-cache-dir), writable by any user
-		// its containers run as, labelled container_file_t on SELinux nodes (nodeagent.CacheDirMaker).
-		if err := d.cfg.CacheDirMaker().Make(dir); err != nil {
-			return Prepared{}, false, fmt.Errorf("claim %s/%s: create its HAMi-core cache directory: %w", c.Namespace, c.Name, err)
-		}
-	}
-	if err := d.cdi.write(c.UID, ClaimSpec(c.UID, e)); err != nil {
-		return Prepared{}, false, err
-	}
-	p := Prepared{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Grants: grants}
-	for _, r := range c.Status.ReservedFor {
-		if r.Resource == "pods" {
-			p.Pod = r.Name
-			break
-		}
-	}
-	d.prepared[c.UID] = p
-	return p, true, nil
-}
-
-// checkFits is the driver's last line of defense (kubeletplugin.DRAPlugin docs): the claim's
-// consumption plus every other prepared claim's must fit each GPU's capacities: memory in MiB up
-// to BookableMiB, cores up to 100 percent, sharers up to the split count. Grants with admin
-// access (Grant.AdminAccess) consume nothing, as in kube-scheduler's accounting: they are left
-// out of the sums, and such a grant of the claim itself always fits.
-func (d *Driver) checkFits(uid types.UID, grants []Grant) error {
-	for _, g := range grants {
-		if !g.Consumes() {
-			continue
-		}
-		mem, cores, sharers := g.MemoryMiB, int64(g.CoresPercent), g.Sharers
-		for ouid, p := range d.prepared {
-			if ouid == uid {
-				continue
-			}
-			for _, o := range p.Grants {
-				if o.UUID == g.UUID && o.Consumes() {
-					mem += o.MemoryMiB
-					cores += int64(o.CoresPercent)
-					sharers += o.Sharers
-				}
-			}
-		}
-		gi := d.view.byName[g.Device]
-		if c := BookableMiB(gi.GPU, d.view.slice); mem > c {
-			return noRoomError{fmt.Errorf("GPU %s (%s) would hold %d MiB of prepared claims, above its %d MiB", g.UUID, g.Device, mem, c)}
-		}
-		if cores > 100 {
-			return noRoomError{fmt.Errorf("GPU %s (%s) would hold %d%% cores of prepared claims, above 100%%", g.UUID, g.Device, cores)}
-		}
-		if sharers > int64(d.cfg.SplitCount) {
-			return noRoomError{fmt.Errorf("GPU %s (%s) would have %d sharers, above the split count %d", g.UUID, g.Device, sharers, d.cfg.SplitCount)}
-		}
-	}
-	return nil
-}
-
-func sameGrants(a, b []Grant) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// resultDevices is the kubelet's view of a prepared claim.
-func (d *Driver) resultDevices(p Prepared) []kubeletplugin.Device {
-	out := make([]kubeletplugin.Device, len(p.Grants))
-	var all []string // every request of the claim, each once: the claim's CDI device serves them all
-	for _, g := range p.Grants {
-		if !slices.Contains(all, g.Request) {
-			all = append(all, g.Request)
-		}
-	}
-	for i, g := range p.Grants {
-		dev := kubeletplugin.Device{Requests: []string{g.Request}, PoolName: g.Pool, DeviceName: g.Device}
-		if i == 0 {
-			dev.Requests = all
-			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, ClaimCDIDevice(p.UID))
-		}
-		if k := d.cfg.ToolkitCDIKind; k != "" {
-			dev.CDIDeviceIDs = append(dev.CDIDeviceIDs, k+"="+g.UUID)
-		}
-		if g.ShareID != "" {
-			s := g.ShareID
-			dev.ShareID = &s
-		}
-		out[i] = dev
-	}
-	return out
-}
-
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it removes each claim's CDI spec
 // and checkpoint entry. A claim that is not prepared is not an error (its spec is removed if
 // one is left over).
@@ -485,17 +259,6 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		d.unprepared = make(chan struct{})
 	}
 	return out, nil
-}
-
-// Prepared returns the prepared claims (a copy), for metrics and tests.
-func (d *Driver) Prepared() []Prepared {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]Prepared, 0, len(d.prepared))
-	for _, p := range d.prepared {
-		out = append(out, p)
-	}
-	return out
 }
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors (ResourceSlice publishing)
