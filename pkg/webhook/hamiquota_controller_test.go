@@ -245,7 +245,9 @@ func TestHAMiQuotaControllerScoped(t *testing.T) {
 		t.Fatalf("sibling spec %+v", sib.Spec)
 	}
 	// a scope edited on the source follows
-	e.edit("high", func(q *corev1.ResourceQuota) { q.Spec.ScopeSelector.MatchExpressions[0].Values = []string{"high", "urgent"} })
+	e.edit("high", func(q *corev1.ResourceQuota) {
+		q.Spec.ScopeSelector.MatchExpressions[0].Values = []string{"high", "urgent"}
+	})
 	e.eventually("scope selector follows", func() (bool, string) {
 		s, err := e.rq().Get(context.Background(), "high-hami-go", metav1.GetOptions{})
 		if err != nil {
