@@ -19,11 +19,12 @@ import (
 
 func main() {
 	fs := pflag.NewFlagSet("webhook", pflag.ExitOnError)
-	cfg, err := parseFlags(fs, os.Args[1:], os.Getenv)
+	opts, err := parseFlags(fs, os.Args[1:], os.Getenv)
 	if err != nil {
 		klog.ErrorS(err, "Invalid flags")
 		os.Exit(2)
 	}
+	cfg := opts.ServerConfig
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -42,6 +43,13 @@ func main() {
 	if err != nil {
 		klog.ErrorS(err, "Cannot start")
 		os.Exit(1)
+	}
+	if opts.HAMiQuotaKeys { // on the quota informer Start starts
+		go func() {
+			if err := s.RunHAMiQuotaKeys(ctx); err != nil {
+				klog.ErrorS(err, "HAMi quota keys: the controller stopped; quotas written with HAMi's keys are not enforced")
+			}
+		}()
 	}
 	if err := s.Start(ctx); err != nil {
 		klog.ErrorS(err, "Webhook server failed")

@@ -11,11 +11,21 @@ import (
 	"github.com/hami-go/hami-go/pkg/webhook"
 )
 
+// options is the command line: the server's configuration and what runs beside the server.
+type options struct {
+	webhook.ServerConfig
+	// HAMiQuotaKeys runs the HAMi quota controller (webhook.HAMiQuotaController): each
+	// ResourceQuota written with HAMi's keys limits./limit.<memory|cores name> gets an owned
+	// sibling on requests.hami-go.io/gpu-memory and gpu-cores (docs/quota.md).
+	HAMiQuotaKeys bool
+}
+
 // parseFlags turns the command line (docs/components.md, "webhook") into the server's
 // configuration. getenv supplies POD_NAMESPACE, the default of --namespace. fs receives the
 // flags, klog's included (cliflags.Parse adds those fs does not have yet).
-func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (webhook.ServerConfig, error) {
-	cfg := webhook.ServerConfig{Admission: webhook.DefaultConfig()}
+func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (options, error) {
+	o := options{ServerConfig: webhook.ServerConfig{Admission: webhook.DefaultConfig()}}
+	cfg := &o.ServerConfig
 	a := &cfg.Admission
 	fs.IntVar(&cfg.Port, "port", 9443, "TLS port of /mutate-pods and /mutate-rayclusters")
 	fs.StringVar(&cfg.CertDir, "cert-dir", "/etc/hami-go/tls", "directory of tls.crt and tls.key; reloaded when they change")
@@ -32,9 +42,10 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 	fs.StringVar(&a.DRASchedulerName, "dra-scheduler-name", "", "--mode=dra: scheduler profile set on GPU pods that use default-scheduler, e.g. one scoring hami-go.io/gpu-memory with MostAllocated (docs/dra.md, \"Packing under concurrency\"); empty = keep the pod's scheduler")
 	fs.BoolVar(&a.GPUMemoryNodeAffinity, "gpu-memory-node-affinity", false, "--mode=deviceplugin: add to a GPU pod asking MiB per GPU a required node affinity nvidia.com/gpu.memory > MiB-1, so that autoscalers pick node groups whose cards can hold it (docs/design.md, \"GPU memory as a synthetic extended resource\")")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "path of a kubeconfig for the API client (ResourceQuotas in both modes; templates and ResourceSlices in --mode=dra); empty = in-cluster configuration")
+	fs.BoolVar(&o.HAMiQuotaKeys, "hami-quota-keys", true, "keep, for each ResourceQuota with HAMi's keys limits.<--resource-memory> / limit.<--resource-memory> and limits.<--resource-cores> / limit.<--resource-cores>, an owned sibling ResourceQuota <name>-hami-go on requests.hami-go.io/gpu-memory and requests.hami-go.io/gpu-cores, which the API server enforces (RBAC: create/update/delete resourcequotas, create events)")
 	cliflags.AddResourceNames(fs, &a.Names)
 	if err := cliflags.Parse(fs, args); err != nil {
-		return cfg, err
+		return o, err
 	}
 	a.Mode = webhook.Mode(*mode)
 	a.Privileged = webhook.PrivilegedPolicy(*privileged)
@@ -46,19 +57,19 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (w
 	}
 	for _, f := range []struct{ name, v string }{{"health-address", cfg.HealthAddress}, {"metrics-address", cfg.MetricsAddress}} {
 		if _, p, err := net.SplitHostPort(f.v); err != nil {
-			return cfg, fmt.Errorf("--%s: %q is not host:port: %v", f.name, f.v, err)
+			return o, fmt.Errorf("--%s: %q is not host:port: %v", f.name, f.v, err)
 		} else if _, err := strconv.Atoi(p); err != nil {
-			return cfg, fmt.Errorf("--%s: %q has no numeric port", f.name, f.v)
+			return o, fmt.Errorf("--%s: %q has no numeric port", f.name, f.v)
 		}
 	}
 	if cfg.Port < 1 || cfg.Port > 65535 {
-		return cfg, fmt.Errorf("--port: %d is not a TCP port", cfg.Port)
+		return o, fmt.Errorf("--port: %d is not a TCP port", cfg.Port)
 	}
 	if cfg.CertDir == "" {
-		return cfg, fmt.Errorf("--cert-dir is empty")
+		return o, fmt.Errorf("--cert-dir is empty")
 	}
 	if err := a.Validate(); err != nil {
-		return cfg, err
+		return o, err
 	}
-	return cfg, nil
+	return o, nil
 }

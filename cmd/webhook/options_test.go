@@ -10,7 +10,7 @@ import (
 	"github.com/hami-go/hami-go/pkg/webhook"
 )
 
-func parse(args []string, env map[string]string) (webhook.ServerConfig, error) {
+func parse(args []string, env map[string]string) (options, error) {
 	return parseFlags(pflag.NewFlagSet("t", pflag.ContinueOnError), args, func(k string) string { return env[k] })
 }
 
@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 		a.SchedulerName != "hami-go-scheduler" || a.Privileged != webhook.PrivilegedDeny || a.ResourceAnnotations != webhook.AnnotationDeny || a.Namespace != "hami-go-system" ||
 		a.Ray.MemoryResource != "gpu_memory_mib" || a.Ray.AcceleratorLabel != "hami-go.io/accelerator-type" ||
 		!reflect.DeepEqual(a.Ray.GPUResources, []string{"nvidia.com/gpu", "nvidia.com/mig-*"}) || a.Names.Memory != "nvidia.com/gpumem" ||
-		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" || a.DRASchedulerName != "" || a.GPUMemoryNodeAffinity {
+		a.Mode != webhook.ModeDevicePlugin || cfg.Kubeconfig != "" || a.DRASchedulerName != "" || a.GPUMemoryNodeAffinity || !cfg.HAMiQuotaKeys {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }
@@ -59,6 +59,19 @@ func TestGPUMemoryNodeAffinityFlag(t *testing.T) {
 	}
 	if !cfg.Admission.GPUMemoryNodeAffinity {
 		t.Fatal("--gpu-memory-node-affinity: GPUMemoryNodeAffinity false")
+	}
+}
+
+// --hami-quota-keys (on by default, TestDefaults) turns the HAMi quota controller off.
+func TestHAMiQuotaKeysFlag(t *testing.T) {
+	for args, want := range map[string]bool{"--hami-quota-keys=false": false, "--hami-quota-keys": true, "--hami-quota-keys=true": true} {
+		cfg, err := parse([]string{args}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HAMiQuotaKeys != want {
+			t.Errorf("%s: HAMiQuotaKeys %v", args, cfg.HAMiQuotaKeys)
+		}
 	}
 }
 
