@@ -52,7 +52,7 @@ EOF
 }
 
 # karpenter_overlays ($with_pergpu: yes|no): NodeOverlays giving each instance type its
-# hami-go.io/gpu-memory (8 x MiB per card) and, with "yes", the per-GPU limit names of hami-go's
+# hami-go.io/gpu-memory (8 x MiB per card), hami-go.io/gpu-cores (8 x 100) and, with "yes", the per-GPU limit names of hami-go's
 # pods (nvidia.com/gpumem, -percentage, gpucores) a capacity that never binds: their sum over a
 # node's pods is at most its total (MiB, 100 % x 8 GPUs).
 karpenter_overlays() {
@@ -69,7 +69,7 @@ metadata: {name: $1}
 spec:
   requirements:
   - {key: node.kubernetes.io/instance-type, operator: In, values: [$2]}
-  capacity: {hami-go.io/gpu-memory: "$3"$extra}
+  capacity: {hami-go.io/gpu-memory: "$3", hami-go.io/gpu-cores: "800"$extra}
 EOF
   done
 }

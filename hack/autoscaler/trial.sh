@@ -110,7 +110,7 @@ metadata:
     nvidia.com/gpu.count: "8"
     nvidia.com/gpu.memory: "$2"
 status:
-  capacity: &res {cpu: "$3", memory: $4, pods: "110", nvidia.com/gpu: "80", hami-go.io/gpu-memory: "$((8 * $2))"}
+  capacity: &res {cpu: "$3", memory: $4, pods: "110", nvidia.com/gpu: "80", hami-go.io/gpu-memory: "$((8 * $2))", hami-go.io/gpu-cores: "800"}
   allocatable: *res
   conditions:
   - {type: Ready, status: "True", reason: KubeletReady, message: kwok template, lastHeartbeatTime: "2026-01-01T00:00:00Z", lastTransitionTime: "2026-01-01T00:00:00Z"}

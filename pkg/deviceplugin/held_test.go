@@ -78,7 +78,7 @@ func TestPublishedResourcesAtLeastHeld(t *testing.T) {
 	n := cfg.Resources
 	held := nodeagent.NodeResources{
 		corev1.ResourceName(n.Count): int64(cfg.SplitCount) + 2, corev1.ResourceName(n.Memory): 100000,
-		device.ResourceGPUMemory: 100000, corev1.ResourceName(n.Cores): 50,
+		device.ResourceGPUMemory: 100000, corev1.ResourceName(n.Cores): 50, device.ResourceGPUCores: 150,
 	}
 	p.SetHeld(func(names ...corev1.ResourceName) nodeagent.NodeResources {
 		out := nodeagent.NodeResources{}
@@ -88,7 +88,7 @@ func TestPublishedResourcesAtLeastHeld(t *testing.T) {
 		return out
 	})
 	pub := p.PublishedResources()
-	want := nodeagent.NodeResources{device.ResourceGPUMemory: 100000, corev1.ResourceName(n.Memory): 100000,
+	want := nodeagent.NodeResources{device.ResourceGPUMemory: 100000, device.ResourceGPUCores: 150, corev1.ResourceName(n.Memory): 100000,
 		corev1.ResourceName(n.MemoryPercent): 100, corev1.ResourceName(n.Cores): 100}
 	if pub.String() != want.String() {
 		t.Errorf("PublishedResources = %s\nwant %s", pub, want)
@@ -103,7 +103,7 @@ func TestPublishedResourcesAtLeastHeld(t *testing.T) {
 		t.Errorf("%d healthy devices listed, want the %d slices held", healthy, cfg.SplitCount+2)
 	}
 	over := p.Overcommitted()
-	wantOver := nodeagent.NodeResources{corev1.ResourceName(n.Count): 2, device.ResourceGPUMemory: 100000 - 81920,
+	wantOver := nodeagent.NodeResources{corev1.ResourceName(n.Count): 2, device.ResourceGPUMemory: 100000 - 81920, device.ResourceGPUCores: 50,
 		corev1.ResourceName(n.Memory): 100000 - 81920, corev1.ResourceName(n.MemoryPercent): 0, corev1.ResourceName(n.Cores): 0}
 	if over.String() != wantOver.String() {
 		t.Errorf("Overcommitted = %s\nwant %s", over, wantOver)

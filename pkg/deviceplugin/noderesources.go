@@ -12,7 +12,8 @@ import (
 )
 
 // NodeResources are the extended resources the device plugin publishes on its node
-// (nodeagent.NodeResourcesPublisher): device.ResourceGPUMemory (GPUMemoryMiB), and the per-GPU
+// (nodeagent.NodeResourcesPublisher): device.ResourceGPUMemory (GPUMemoryMiB, MiB),
+// device.ResourceGPUCores (100 percent per GPU the extender may place slices on), and the per-GPU
 // names pods ask for slices by (Config.Resources), which the extender manages and
 // kube-scheduler's filter ignores (ignoredByScheduler):
 //   - Memory: GPUMemoryMiB too, MiB;
@@ -43,6 +44,7 @@ func (p *Plugin) NodeResources() nodeagent.NodeResources {
 	n := p.cfg.Resources
 	return nodeagent.NodeResources{
 		device.ResourceGPUMemory:             mib,
+		device.ResourceGPUCores:              gpus * 100,
 		corev1.ResourceName(n.Memory):        mib,
 		corev1.ResourceName(n.MemoryPercent): gpus * pct,
 		corev1.ResourceName(n.Cores):         gpus * 100,

@@ -21,12 +21,12 @@ func TestNodeResources(t *testing.T) {
 		want    nodeagent.NodeResources
 	}{
 		{name: "defaults", names: device.DefaultResourceNames(), want: nodeagent.NodeResources{
-			device.ResourceGPUMemory: 3 * 81920, "nvidia.com/gpumem": 3 * 81920, "nvidia.com/gpumem-percentage": 300, "nvidia.com/gpucores": 300}},
+			device.ResourceGPUMemory: 3 * 81920, device.ResourceGPUCores: 300, "nvidia.com/gpumem": 3 * 81920, "nvidia.com/gpumem-percentage": 300, "nvidia.com/gpucores": 300}},
 		// percentages are of a GPU's physical memory: scaled memory lets bookings add up to more
 		{name: "scaling 1.5", scaling: 1.5, names: device.DefaultResourceNames(), want: nodeagent.NodeResources{
-			device.ResourceGPUMemory: 3 * 122880, "nvidia.com/gpumem": 3 * 122880, "nvidia.com/gpumem-percentage": 450, "nvidia.com/gpucores": 300}},
+			device.ResourceGPUMemory: 3 * 122880, device.ResourceGPUCores: 300, "nvidia.com/gpumem": 3 * 122880, "nvidia.com/gpumem-percentage": 450, "nvidia.com/gpucores": 300}},
 		{name: "own names", names: device.ResourceNames{Count: "hami.io/gpu", Memory: "hami.io/mem", MemoryPercent: "hami.io/mem-pct", Cores: "hami.io/cores"}, want: nodeagent.NodeResources{
-			device.ResourceGPUMemory: 3 * 81920, "hami.io/mem": 3 * 81920, "hami.io/mem-pct": 300, "hami.io/cores": 300}},
+			device.ResourceGPUMemory: 3 * 81920, device.ResourceGPUCores: 300, "hami.io/mem": 3 * 81920, "hami.io/mem-pct": 300, "hami.io/cores": 300}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

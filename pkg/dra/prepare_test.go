@@ -2,6 +2,7 @@ package dra
 
 import (
 	"encoding/json"
+	"fmt"
 	"github.com/hami-go/hami-go/pkg/draapi"
 	"os"
 	"path/filepath"
@@ -296,6 +297,14 @@ func TestReservedMemoryPerGPU(t *testing.T) {
 	// The node's hami-go.io/gpu-memory figure: the published devices' memory, summed (issue 25).
 	if got, want := d.GPUMemoryMiB(), int64(79872+77824+79872+81920+4*79872); got != want {
 		t.Errorf("GPUMemoryMiB = %d, want %d", got, want)
+	}
+	// Both synthetic resources, published and withdrawn (issue 37 item 4): 8 GPUs, 100% each.
+	nr := d.NodeResources()
+	if nr[device.ResourceGPUMemory] != d.GPUMemoryMiB() || nr[device.ResourceGPUCores] != 800 || len(nr) != 2 {
+		t.Errorf("NodeResources = %s, want %s=%d %s=800", nr, device.ResourceGPUMemory, d.GPUMemoryMiB(), device.ResourceGPUCores)
+	}
+	if names := fmt.Sprint(d.NodeResourceNames()); names != "[hami-go.io/gpu-cores hami-go.io/gpu-memory]" {
+		t.Errorf("NodeResourceNames = %s", names)
 	}
 	// gpu-0 offers 79872 MiB: a claim of all of it prepares, 1 MiB more on top does not.
 	all := testClaim("all", 0, 0, result{device: "gpu-0", memMiB: 79872})

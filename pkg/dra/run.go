@@ -107,9 +107,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		uuids = append(uuids, g.GPU.UUID)
 	}
 	go d.RepublishLoop(ctx)
-	gm := &nodeagent.NodeResourcesPublisher{Client: deps.Client, Node: cfg.NodeName, Clock: d.opts.Clock, Want: func() nodeagent.NodeResources {
-		return nodeagent.NodeResources{device.ResourceGPUMemory: d.GPUMemoryMiB()}
-	}}
+	gm := &nodeagent.NodeResourcesPublisher{Client: deps.Client, Node: cfg.NodeName, Clock: d.opts.Clock, Want: d.NodeResources}
 	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
@@ -157,7 +155,7 @@ func (d *Driver) preparedNames() []string {
 	return out
 }
 
-// withdraw removes the preflight condition and the node's GPU memory (device.ResourceGPUMemory)
+// withdraw removes the preflight condition and the node's synthetic resources (NodeResources)
 // when the driver leaves the node for good (issue 28);
 // the kubelet removes its ResourceSlices 30 s after it unregisters. Claims still prepared (a
 // drain cut by --drain-timeout, or helm uninstall) are kept (their CDI specs and checkpoint):
@@ -166,7 +164,7 @@ func (d *Driver) withdraw(ctx context.Context, c kubernetes.Interface) {
 	if n := len(d.Prepared()); n > 0 {
 		klog.ErrorS(nil, "Leaving the node for good with prepared claims: their pods cannot release them until a DRA driver runs on the node again", "node", d.cfg.NodeName, "claims", n)
 	}
-	nodeagent.Withdraw(ctx, c, d.cfg.NodeName, device.ResourceGPUMemory)
+	nodeagent.Withdraw(ctx, c, d.cfg.NodeName, d.NodeResourceNames()...)
 }
 
 // MetricsHandler is what the DRA driver serves on --metrics-address: /metrics (d's Collector,

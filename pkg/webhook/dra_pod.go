@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
@@ -19,10 +18,10 @@ import (
 // field and value; on any error nothing is created for this pod beyond templates already made
 // (they are shared and harmless; docs/dra.md, "Pod API in DRA mode").
 //
-// extra is what device.ResourceGPUMemory must add to the first app container: the MiB of the
-// claims that classic init containers hold alone (planClaims), which stay reserved for the
-// pod's life on top of the app containers' claims.
-func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *corev1.Pod, r *device.PodRequest, spec map[string]any) (notes, warnings []string, extra map[string]int64, err error) {
+// extra is what the synthetic resources (syntheticResources) must add to the first app
+// container: the requests of the classic init containers that hold claims alone (planClaims),
+// which stay reserved for the pod's life on top of the app containers' claims.
+func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *corev1.Pod, r *device.PodRequest, spec map[string]any) (notes, warnings []string, extra map[string][]device.ContainerRequest, err error) {
 	for _, k := range []string{device.AnnoGPUPolicy, device.AnnoNodePolicy} {
 		if v, ok := pod.Annotations[k]; ok {
 			warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s]: %q has no effect in DRA mode (kube-scheduler picks nodes by its own scores and devices first-fit; docs/dra.md)", k, v))
@@ -58,14 +57,7 @@ func (h *PodHandler) draClaims(ctx context.Context, req admission.Request, pod *
 		}
 	}
 	if len(plan.ownInit) > 0 && len(pod.Spec.Containers) > 0 {
-		var mib int64
-		for _, cr := range plan.ownInit {
-			m, _ := allocator.RequestedMemoryMiB(cr) // a percentage: 0, refused under a quota
-			mib += m
-		}
-		if mib > 0 {
-			extra = map[string]int64{pod.Spec.Containers[0].Name: mib}
-		}
+		extra = map[string][]device.ContainerRequest{pod.Spec.Containers[0].Name: plan.ownInit}
 	}
 	return append(plan.apply(pod, spec, h.cfg.Names), notes...), warnings, extra, nil
 }

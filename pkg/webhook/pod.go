@@ -108,7 +108,7 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		return admission.Denied(err.Error())
 	}
 	isRay := pod.Labels[ray.LabelNodeType] != ""
-	preset := hasGPUMemory(pod)
+	preset := hasSynthetic(pod)
 	if !request.UsesGPU() && !isRay && !preset {
 		return admission.Allowed("no GPU slices")
 	}
@@ -122,7 +122,7 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		ns = req.Namespace
 	}
 	var notes, warnings []string
-	var gpuMemExtra map[string]int64
+	var syntheticExtra map[string][]device.ContainerRequest
 	if request.UsesGPU() {
 		if f := privilegedContainer(&pod.Spec); f != "" {
 			if h.cfg.Privileged == PrivilegedDeny {
@@ -136,7 +136,7 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			if err != nil {
 				return admission.Denied(err.Error())
 			}
-			notes, warnings, gpuMemExtra = append(notes, n...), append(warnings, w...), extra
+			notes, warnings, syntheticExtra = append(notes, n...), append(warnings, w...), extra
 		} else {
 			if pod.Spec.NodeName != "" {
 				// No opt-out is offered here: an opted-out pod that still asks for slices is refused
@@ -152,13 +152,13 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 			}
 		}
 	}
-	// device.ResourceGPUMemory: the webhook is its only writer (removed from any pod that sets
-	// it, written into each GPU container from its request).
+	// device.ResourceGPUMemory and device.ResourceGPUCores: the webhook is their only writer
+	// (removed from any pod that sets them, written into each GPU container from its request).
 	var gpuReq *device.PodRequest
 	if request.UsesGPU() {
 		gpuReq = &request
 	}
-	n, err := h.gpuMemory(pod, ns, gpuReq, spec, gpuMemExtra)
+	n, err := h.syntheticResources(pod, ns, gpuReq, spec, syntheticExtra)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}

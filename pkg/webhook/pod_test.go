@@ -81,8 +81,8 @@ func TestPodAdmission(t *testing.T) {
 					t.Errorf("count limit %s request %s", l.String(), r.String())
 				}
 			}},
-		{name: "only cores: count 1", pod: newPod(ctr("main", "nvidia.com/gpucores", "30")),
-			paths: []string{"add /spec/containers/0/resources/limits/nvidia.com~1gpu", "replace /spec/schedulerName"}},
+		{name: "only cores: count 1, and its compute figure (1 GPU x 30%)", pod: newPod(ctr("main", "nvidia.com/gpucores", "30")),
+			paths: []string{"add /spec/containers/0/resources/limits/hami-go.io~1gpu-cores", "add /spec/containers/0/resources/limits/nvidia.com~1gpu", "add /spec/containers/0/resources/requests", "replace /spec/schedulerName"}},
 		{name: "count given: not touched", pod: newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem-percentage", "50")),
 			paths: []string{"replace /spec/schedulerName"}},
 

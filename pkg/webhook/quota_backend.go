@@ -12,8 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // QuotaCache implements Quotas from a client-go informer on every namespace's ResourceQuotas
@@ -48,17 +46,17 @@ func (c *QuotaCache) Start(ctx context.Context, timeout time.Duration) error {
 // Synced reports whether the cache has its first list (the readiness check).
 func (c *QuotaCache) Synced() bool { return c.synced() }
 
-// GPUMemoryQuota implements Quotas: the first (by name) ResourceQuota of namespace whose
-// spec.hard holds requests.hami-go.io/gpu-memory. Scoped quotas count too (the webhook does not
-// evaluate scopes: refusing a percentage that a scoped quota would not count is the safe side).
-func (c *QuotaCache) GPUMemoryQuota(namespace string) (string, bool) {
+// Quota implements Quotas: the first (by name) ResourceQuota of namespace whose spec.hard
+// holds key. Scoped quotas count too (the webhook does not evaluate scopes: refusing a
+// container that a scoped quota would not count is the safe side).
+func (c *QuotaCache) Quota(namespace string, key corev1.ResourceName) (string, bool) {
 	qs, err := c.lister.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil {
 		return "", false
 	}
 	var names []string
 	for _, q := range qs {
-		if _, ok := q.Spec.Hard[corev1.ResourceName(device.QuotaResourceGPUMemory)]; ok {
+		if _, ok := q.Spec.Hard[key]; ok {
 			names = append(names, q.Name)
 		}
 	}

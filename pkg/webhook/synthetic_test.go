@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,21 +19,36 @@ import (
 // quotaNS is a Quotas where the listed namespaces cap GPU memory with a quota named "gpu".
 type quotaNS map[string]bool
 
-func (q quotaNS) GPUMemoryQuota(ns string) (string, bool) { return "gpu", q[ns] }
+func (q quotaNS) Quota(ns string, key corev1.ResourceName) (string, bool) {
+	return "gpu", q[ns] && key == device.QuotaResourceGPUMemory
+}
 
-// gpuMem returns the figure a container got in limits and requests ("" when absent); it fails
-// when the two differ (extended resources need requests == limits).
+// quotaKeys is a Quotas where namespace team-a has a quota named "q" on the listed keys.
+type quotaKeys []corev1.ResourceName
+
+func (q quotaKeys) Quota(ns string, key corev1.ResourceName) (string, bool) {
+	return "q", ns == "team-a" && slices.Contains(q, key)
+}
+
+// gpuMem returns the figure of device.ResourceGPUMemory a container got (figureOf).
 func gpuMem(t *testing.T, p corev1.Pod, name string) string {
+	t.Helper()
+	return figureOf(t, p, name, device.ResourceGPUMemory)
+}
+
+// figureOf returns the figure of res a container got in limits and requests ("" when absent);
+// it fails when the two differ (extended resources need requests == limits).
+func figureOf(t *testing.T, p corev1.Pod, name string, res corev1.ResourceName) string {
 	t.Helper()
 	for _, l := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range l {
 			if c.Name != name {
 				continue
 			}
-			lq, lok := c.Resources.Limits[device.ResourceGPUMemory]
-			rq, rok := c.Resources.Requests[device.ResourceGPUMemory]
+			lq, lok := c.Resources.Limits[res]
+			rq, rok := c.Resources.Requests[res]
 			if lok != rok || lq.Cmp(rq) != 0 {
-				t.Fatalf("container %s: %s limit %v (%v) != request %v (%v)", name, device.ResourceGPUMemory, lq.String(), lok, rq.String(), rok)
+				t.Fatalf("container %s: %s limit %v (%v) != request %v (%v)", name, res, lq.String(), lok, rq.String(), rok)
 			}
 			if !lok {
 				return ""
@@ -121,6 +137,83 @@ func TestGPUMemoryFigurePerContainer(t *testing.T) {
 	}
 }
 
+// Issue 37 item 4: what a container holds is counted or refused. GPU compute is written as
+// hami-go.io/gpu-cores (GPUs × cores per GPU, 100 per GPU when exclusive) in both modes; an
+// exclusive container holds its GPUs' whole memory, so under a memory quota it is refused
+// whatever MiB it states (before: cores 100 with gpumem 1 held a GPU for 1 MiB of quota), and
+// under a compute quota a container without a cores limit is refused.
+func TestGPUCoresFigureAndQuotaEvasion(t *testing.T) {
+	mem, cores := corev1.ResourceName(device.QuotaResourceGPUMemory), corev1.ResourceName(device.QuotaResourceGPUCores)
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		quota  quotaKeys
+		dra    bool
+		mem    string
+		cores  string
+		deny   string
+		noDeny bool
+	}{
+		{name: "2 GPUs x 30 cores: 60", pod: newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "1000", "nvidia.com/gpucores", "30")),
+			mem: "2000", cores: "60"},
+		{name: "DRA mode too", dra: true, pod: newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "1000", "nvidia.com/gpucores", "30")),
+			mem: "2000", cores: "60"},
+		{name: "exclusive on 2 GPUs: 200 cores", pod: newPod(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "1", "nvidia.com/gpucores", "100")),
+			mem: "2", cores: "200"},
+		{name: "no cores limit: no figure", pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000")),
+			mem: "1000", cores: ""},
+		{name: "exclusive with gpumem 1 under a memory quota: refused", quota: quotaKeys{mem},
+			pod:  newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1", "nvidia.com/gpucores", "100")),
+			deny: "spec.containers[main].resources.limits[nvidia.com/gpucores]: 100 (an exclusive GPU, whose whole memory it holds whatever nvidia.com/gpumem says): namespace team-a caps GPU memory in MiB (ResourceQuota q, requests.hami-go.io/gpu-memory)"},
+		{name: "exclusive in DRA mode under a memory quota: refused", quota: quotaKeys{mem}, dra: true,
+			pod:  newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1", "nvidia.com/gpucores", "100")),
+			deny: "(an exclusive GPU, whose whole memory it holds"},
+		{name: "exclusive under a compute quota only: counted 100", quota: quotaKeys{cores},
+			pod: newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1", "nvidia.com/gpucores", "100")),
+			mem: "1", cores: "100"},
+		{name: "no cores limit under a compute quota: refused", quota: quotaKeys{cores},
+			pod:  newPod(ctr("main", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000")),
+			deny: "spec.containers[main].resources.limits[nvidia.com/gpucores]: not set (no compute limit: every SM of each GPU): namespace team-a caps GPU compute in percent of a GPU (ResourceQuota q, requests.hami-go.io/gpu-cores)"},
+		{name: "an init container without cores under a compute quota: refused", quota: quotaKeys{cores},
+			pod: func() *corev1.Pod {
+				p := newPod(ctr("app", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000", "nvidia.com/gpucores", "10"))
+				p.Spec.InitContainers = []corev1.Container{ctr("warm", "nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000")}
+				return p
+			}(),
+			deny: "spec.initContainers[warm].resources.limits[nvidia.com/gpucores]: not set"},
+		{name: "hostile: the pod's own figure is overwritten", quota: quotaKeys{cores},
+			pod: newPod(withRequests(ctr("main", "nvidia.com/gpu", "2", "nvidia.com/gpumem", "1000", "nvidia.com/gpucores", "50", device.ResourceGPUCores, "1"))),
+			mem: "2000", cores: "100"},
+		{name: "hostile: a figure on a pod without GPUs is removed", pod: newPod(withRequests(ctr("main", "cpu", "1", device.ResourceGPUCores, "400"))),
+			mem: "", cores: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := testHandlers(nil)
+			if tc.dra {
+				h = newDRAEnv(t, defaultFleet()...).h
+			}
+			h.SetQuotas(tc.quota)
+			r := run(t, h, admissionv1.Create, "team-a", tc.pod)
+			if tc.deny != "" {
+				if r.resp.Allowed || !strings.Contains(r.resp.Result.Message, tc.deny) {
+					t.Fatalf("allowed %v, message %q; want a denial containing %q", r.resp.Allowed, r.resp.Result.Message, tc.deny)
+				}
+				return
+			}
+			if !r.resp.Allowed {
+				t.Fatalf("denied: %s", r.resp.Result.Message)
+			}
+			p := r.pod(t)
+			if got := figureOf(t, p, "main", device.ResourceGPUMemory); got != tc.mem {
+				t.Errorf("%s %q, want %q", device.ResourceGPUMemory, got, tc.mem)
+			}
+			if got := figureOf(t, p, "main", device.ResourceGPUCores); got != tc.cores {
+				t.Errorf("%s %q, want %q", device.ResourceGPUCores, got, tc.cores)
+			}
+		})
+	}
+}
+
 // DRA mode: the limits move into claims, the figure stays in requests and limits; a classic
 // init container with a claim of its own holds it for the pod's life, so the first app
 // container's figure carries it too; one sharing an app container's claim adds nothing.
@@ -198,7 +291,7 @@ func TestQuotaCache(t *testing.T) {
 		name string
 		ok   bool
 	}{{"a", "b-gpu", true}, {"b", "", false}, {"c", "", false}} {
-		if name, ok := c.GPUMemoryQuota(tc.ns); name != tc.name || ok != tc.ok {
+		if name, ok := c.Quota(tc.ns, device.QuotaResourceGPUMemory); name != tc.name || ok != tc.ok {
 			t.Errorf("namespace %s: %q %v, want %q %v", tc.ns, name, ok, tc.name, tc.ok)
 		}
 	}

@@ -294,7 +294,8 @@ func TestGPUMemoryPolicyC44(t *testing.T) {
 		pod  *corev1.Pod
 		deny string
 	}{
-		{"opted out, sets it in an app container's requests", pod(true, nil, mem), "containers main: resources hami-go.io/gpu-memory is written only by hami-go's webhook, which a pod labelled hami-go.io/ignore=true does not reach"},
+		{"opted out, sets it in an app container's requests", pod(true, nil, mem), "containers main: resources hami-go.io/gpu-memory and hami-go.io/gpu-cores are written only by hami-go's webhook, which a pod labelled hami-go.io/ignore=true does not reach"},
+		{"opted out, sets hami-go.io/gpu-cores (issue 37 item 4)", pod(true, nil, corev1.ResourceList{"hami-go.io/gpu-cores": resource.MustParse("100")}), "containers main: resources hami-go.io/gpu-memory and hami-go.io/gpu-cores are written only by hami-go"},
 		{"opted out, sets it in an init container's limits", pod(true, mem, cpu), "containers warm: resources hami-go.io/gpu-memory"},
 		{"opted out, without it", pod(true, cpu, cpu), ""},
 		{"not opted out: the webhook rewrites it", pod(false, mem, mem), ""},
