@@ -729,11 +729,13 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("%s bound to %v, want %v", sa, got, want)
 		}
 	}
-	// The webhook reads ResourceQuotas only (GPU-memory quota, issue 25).
+	// The webhook reads ResourceQuotas (GPU-memory quota, issue 25) and writes the siblings of
+	// quotas with HAMi's keys, with Events on their sources (issue 37 item 5).
 	if got := bound["hami-go-webhook"]; !slices.Equal(got, []string{"hami-go-webhook"}) {
 		t.Errorf("webhook bound to %v, want [hami-go-webhook]", got)
 	}
-	if got, want := cr("ClusterRole/hami-go-webhook"), set("|resourcequotas|list", "|resourcequotas|watch"); !mapsEqual(got, want) {
+	if got, want := cr("ClusterRole/hami-go-webhook"), set("|resourcequotas|list", "|resourcequotas|watch", "|resourcequotas|create", "|resourcequotas|update",
+		"|resourcequotas|patch", "|resourcequotas|delete", "|events|create", "|events|patch"); !mapsEqual(got, want) {
 		t.Errorf("webhook ClusterRole: rules %v, want %v", sortedKeys(got), sortedKeys(want))
 	}
 	// The Roles live where their objects are.

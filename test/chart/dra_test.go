@@ -227,7 +227,8 @@ func TestModeWebhook(t *testing.T) {
 			t.Errorf("%s: sideEffects %v", mode, side)
 		}
 		got := ruleSet(typedAs[*rbacv1.ClusterRole](t, r, cr).Rules)
-		want := []string{"|resourcequotas|list", "|resourcequotas|watch"}
+		want := []string{"|resourcequotas|list", "|resourcequotas|watch", "|resourcequotas|create", "|resourcequotas|update", "|resourcequotas|patch",
+			"|resourcequotas|delete", "|events|create", "|events|patch"}
 		if mode == "dra" {
 			want = append(want,
 				"resource.k8s.io|resourceclaimtemplates|get", "resource.k8s.io|resourceclaimtemplates|list", "resource.k8s.io|resourceclaimtemplates|watch",
