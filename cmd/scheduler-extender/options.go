@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -41,6 +42,8 @@ func parseOptions(args []string) (options, error) {
 	gpu := fs.String("gpu-policy", string(o.Extender.GPUPolicy), "default GPU policy (binpack or spread); a pod's hami.io/gpu-scheduler-policy annotation overrides it")
 	fs.DurationVar(&o.Extender.StaleAfter, "inventory-stale-after", o.Extender.StaleAfter, "a node whose device-plugin Lease is older than this takes no GPU pods")
 	fs.StringVar(&o.Extender.LeaseNamespace, "lease-namespace", o.Extender.LeaseNamespace, "namespace of the device plugins' Leases hami-go-<node>")
+	fs.StringVar(&o.Extender.LeaderLease, "leader-election-lease", "", "<namespace>/<name> of its kube-scheduler's leader-election Lease: the verbs and own preemption serve only while the kube-scheduler of this host (identity <hostname>_<uuid>) holds it, and after taking it over only once the previous leader's binds are over (bind API timeout); empty = serve whenever ready")
+	fs.StringVar(&o.Extender.Identity, "leader-identity", "", "hostname of its kube-scheduler's leader identity (<hostname>_<uuid>); empty = this host's name (the sidecar shares the pod's hostname)")
 	preemption := fs.String("preemption", string(o.Extender.Preemption), "which preemption runs for GPU pods: own (kube-scheduler's through the preempt verb, and hami-go's own for nodes with fragmented GPUs), verb (kube-scheduler's only) or none")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate of the API (HTTPS); with --tls-private-key-file and --client-ca-file")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
@@ -57,6 +60,13 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("--gpu-policy: %q is not binpack or spread", *gpu)
 	}
 	o.Extender.Preemption = extender.PreemptionMode(*preemption)
+	if o.Extender.LeaderLease != "" && o.Extender.Identity == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return o, fmt.Errorf("--leader-identity is empty and the hostname is unknown: %w", err)
+		}
+		o.Extender.Identity = h
+	}
 	if o.Address == "" {
 		return o, fmt.Errorf("--address is empty")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,28 @@ func TestTLSFlagsC36(t *testing.T) {
 	}
 	if o, _ := parseOptions(nil); o.TLS.Enabled() {
 		t.Fatalf("TLS on by default: %+v", o.TLS)
+	}
+}
+
+// Issue 37 item 6: --leader-election-lease names kube-scheduler's Lease; the identity defaults
+// to this host's name (the sidecar shares the pod's hostname, kube-scheduler's identity is
+// <hostname>_<uuid>); a malformed Lease is refused.
+func TestLeaderElectionFlags(t *testing.T) {
+	o, err := parseOptions([]string{"--leader-election-lease=hami/hami-go-scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := os.Hostname()
+	if o.Extender.LeaderLease != "hami/hami-go-scheduler" || o.Extender.Identity != h || h == "" {
+		t.Fatalf("LeaderLease %q Identity %q; want hami/hami-go-scheduler and the hostname %q", o.Extender.LeaderLease, o.Extender.Identity, h)
+	}
+	if o, err = parseOptions([]string{"--leader-election-lease=hami/s", "--leader-identity=pod-a"}); err != nil || o.Extender.Identity != "pod-a" {
+		t.Fatalf("--leader-identity: %+v, %v", o.Extender, err)
+	}
+	if o, _ = parseOptions(nil); o.Extender.LeaderLease != "" || o.Extender.Identity != "" {
+		t.Fatalf("leader election on by default: %+v", o.Extender)
+	}
+	if _, err := parseOptions([]string{"--leader-election-lease=hami-go-scheduler"}); err == nil || !strings.Contains(err.Error(), `"hami-go-scheduler" is not <namespace>/<name>`) {
+		t.Fatalf("malformed Lease: %v", err)
 	}
 }

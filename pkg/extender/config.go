@@ -45,6 +45,14 @@ type Config struct {
 	// Preemption is which preemption the extender takes part in (--preemption): PreemptionOwn
 	// (the default), PreemptionVerb or PreemptionNone.
 	Preemption PreemptionMode
+	// LeaderLease is "<namespace>/<name>" of its kube-scheduler's leader-election Lease
+	// (--leader-election-lease). Set, the extender serves only while Identity's kube-scheduler
+	// holds it, and a new term only after the previous leader's binds are over (leader.go).
+	// Empty: it serves whenever it is ready.
+	LeaderLease string
+	// Identity is the hostname of its kube-scheduler (the pod's; kube-scheduler's leader identity is
+	// "<hostname>_<uuid>"). Required with LeaderLease.
+	Identity string
 }
 
 // PreemptionMode is which preemption the extender takes part in for its GPU pods.
@@ -110,6 +118,14 @@ func (c *Config) Validate() error {
 	}
 	if c.APITimeout <= 0 {
 		return fmt.Errorf("API timeout: %v is not positive", c.APITimeout)
+	}
+	if c.LeaderLease != "" {
+		if _, _, err := parseLeaderLease(c.LeaderLease); err != nil {
+			return err
+		}
+		if c.Identity == "" {
+			return fmt.Errorf("leader-election-lease %q needs the identity (hostname) of its kube-scheduler", c.LeaderLease)
+		}
 	}
 	switch c.Preemption {
 	case PreemptionOwn, PreemptionVerb, PreemptionNone:

@@ -44,10 +44,11 @@ func (e *Extender) handled(o any) {
 	}
 }
 
-// waitCurrent waits until the cache has handled every bound pod that carries a hami-go
-// allocation, at the version a consistent list returns or later. After currentTimeout it logs
-// what is missing and goes on: readiness is not held forever.
-func (e *Extender) waitCurrent(ctx context.Context) error {
+// waitCurrent waits until done holds for every bound pod that carries a hami-go allocation, as
+// a consistent list returns it: at startup handledAtLeast (the cache handled it at that version
+// or later), at a leader hand-over charged (leader.go). After currentTimeout it logs what is
+// missing and goes on: readiness is not held forever.
+func (e *Extender) waitCurrent(ctx context.Context, done func(*corev1.Pod) bool) error {
 	opts := metav1.ListOptions{Limit: currentPageSize}
 	checked, waited := 0, 0
 	for {
@@ -63,12 +64,12 @@ func (e *Extender) waitCurrent(ctx context.Context) error {
 				continue
 			}
 			checked++
-			if e.handledAtLeast(p) {
+			if done(p) {
 				continue
 			}
 			waited++
 			err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, currentTimeout, true, func(context.Context) (bool, error) {
-				return e.handledAtLeast(p), nil
+				return done(p), nil
 			})
 			if err != nil {
 				if ctx.Err() != nil {

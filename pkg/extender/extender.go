@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,7 +39,13 @@ type Extender struct {
 	clock    clock.WithTicker
 	metrics  *Metrics
 	ready    atomic.Bool
-	pods     atomic.Pointer[corelisters.PodLister]
+	// stopping: the context ended (SIGTERM); the verbs refuse while the binds in flight
+	// (inflight) finish (leader.go).
+	stopping atomic.Bool
+	inflight binds
+	// lead tracks its kube-scheduler's leadership (nil without Config.LeaderLease: leader.go).
+	lead *leadership
+	pods atomic.Pointer[corelisters.PodLister]
 	// startup records, until ready, the resourceVersion of each pod the cache handled
 	// (current.go).
 	startup sync.Map
@@ -55,6 +62,13 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 	}
 	e := &Extender{cfg: cfg, client: client, recorder: recorder, clock: clk, registerer: reg}
 	e.cache = NewCache(cfg, clk)
+	if cfg.LeaderLease != "" {
+		var now time.Time
+		if clk != nil {
+			now = clk.Now()
+		}
+		e.lead = newLeadership(cfg.Identity, cfg.APITimeout, now)
+	}
 	e.sched = NewScheduler(e.cache)
 	m, err := newMetrics(e.cache, reg)
 	if err != nil {
@@ -67,8 +81,9 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 // Cache returns the extender's cache (for tests and inspection).
 func (e *Extender) Cache() *Cache { return e.cache }
 
-// Ready reports whether the informers synced and the cache was rebuilt from them.
-func (e *Extender) Ready() bool { return e.ready.Load() }
+// Ready reports whether the informers synced and the cache was rebuilt from them, and the
+// extender is not stopping.
+func (e *Extender) Ready() bool { return e.ready.Load() && !e.stopping.Load() }
 
 // stripPod drops what the extender never reads from cached pods (managed fields, statuses of
 // containers, conditions, volumes), to keep the informer's memory small.
@@ -86,10 +101,13 @@ func stripPod(obj any) (any, error) {
 	return p, nil
 }
 
-// Run starts the informers (Nodes, Pods, PodDisruptionBudgets, Leases in cfg.LeaseNamespace),
-// waits until they synced and every initial object went through the cache (full rebuild from the
-// API), then reports ready, requeues and preempts for refused pods (requeue_loop.go,
-// preempt_loop.go) and sweeps stale reservations until ctx ends.
+// Run starts the informers (Nodes, Pods, PodDisruptionBudgets, Leases in cfg.LeaseNamespace, and
+// with cfg.LeaderLease its kube-scheduler's Lease), waits until they synced and every initial
+// object went through the cache (full rebuild from the API), then reports ready, requeues and
+// preempts for refused pods (requeue_loop.go, preempt_loop.go), settles leadership hand-overs
+// (leader.go) and sweeps stale reservations until ctx ends. When ctx ends (SIGTERM) it stops its
+// own preemption first, then closes the verbs (ErrStopping) and waits for the binds in flight
+// (at most 2 × APITimeout) before it returns.
 func (e *Extender) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactory(e.client, 0)
 	lf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.cfg.LeaseNamespace))
@@ -136,6 +154,26 @@ func (e *Extender) Run(ctx context.Context) error {
 		return err
 	}
 	regs = append(regs, r)
+	var sf informers.SharedInformerFactory
+	if e.lead != nil {
+		ns, name, err := parseLeaderLease(e.cfg.LeaderLease)
+		if err != nil {
+			return err
+		}
+		// Only the one Lease: kube-scheduler's Role grants it by name (resourceNames), which a
+		// list and watch with this field selector satisfy.
+		sf = informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
+		r, err = sf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
+			UpdateFunc: func(_, o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
+			DeleteFunc: func(any) { e.onSchedulerLease(nil) },
+		})
+		if err != nil {
+			return err
+		}
+		regs = append(regs, r)
+	}
 	pdbInf := f.Policy().V1().PodDisruptionBudgets()
 	r, err = pdbInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
 	if err != nil {
@@ -147,6 +185,10 @@ func (e *Extender) Run(ctx context.Context) error {
 	lf.Start(ctx.Done())
 	defer f.Shutdown()
 	defer lf.Shutdown()
+	if sf != nil {
+		sf.Start(ctx.Done())
+		defer sf.Shutdown()
+	}
 	synced := make([]cache.InformerSynced, 0, len(regs))
 	for _, r := range regs {
 		synced = append(synced, r.HasSynced)
@@ -154,19 +196,29 @@ func (e *Extender) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informers did not sync: %w", ctx.Err())
 	}
-	if err := e.waitCurrent(ctx); err != nil {
+	if err := e.waitCurrent(ctx, e.handledAtLeast); err != nil {
 		return err
 	}
 	e.ready.Store(true)
 	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
 	go e.requeueLoop(ctx, c)
-	go e.preemptLoop(ctx)
+	preempting := make(chan struct{})
+	go func() { defer close(preempting); e.preemptLoop(ctx) }()
+	if e.lead != nil {
+		go e.handOverLoop(ctx)
+	}
 	t := e.clock.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			// SIGTERM: own preemption stops first (an eviction in progress ends with ctx), then
+			// the verbs close and the binds in flight finish.
+			<-preempting
+			if n := e.stop(); n > 0 {
+				klog.InfoS("Stopping with binds still in flight after the drain timeout", "binds", n, "timeout", e.drainTimeout())
+			}
 			e.ready.Store(false)
 			return nil
 		case <-t.C():
@@ -209,9 +261,17 @@ const EventReasonBindFailed = "GPUBindFailed"
 // BindingREST.Create → assignPod → setPodHostAndAnnotations). nodeName and plan thus land
 // atomically. On an error it reconciles from the API before answering. Until Ready it refuses with
 // ErrNotReady and writes nothing: a cache not yet rebuilt would book GPUs that are in use.
+//
+// From SIGTERM on (the context of Run ended) it refuses with ErrStopping; a Bind already in
+// flight finishes and Run waits for it. With Config.LeaderLease it refuses while its
+// kube-scheduler does not lead (ErrNotLeading) and in a new term's hand-over (ErrHandOver).
 func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error {
-	if !e.Ready() {
-		return e.refused(k, node, ErrNotReady)
+	if err := e.enterBind(); err != nil {
+		return e.refused(k, node, err)
+	}
+	defer e.leaveBind()
+	if err := e.refusal(); err != nil {
+		return e.refused(k, node, err)
 	}
 	pod, err := e.lookupPod(ctx, k)
 	if err != nil {
@@ -231,6 +291,14 @@ func (e *Extender) Bind(ctx context.Context, k device.PodRef, node string) error
 	}
 	if already && pod.Spec.NodeName == node {
 		return nil
+	}
+	if e.lead != nil {
+		// Its kube-scheduler lost the Lease since the verb began (the release at its SIGTERM
+		// is seen here first): no Binding, so none commits under the next leader (leader.go).
+		if why := e.lead.refusal(e.clock.Now()); why != nil {
+			e.sched.FinishBind(k, node, outcomeFailed)
+			return e.refused(k, node, why)
+		}
 	}
 	enc, err := device.EncodeAllocation(*alloc)
 	if err != nil {

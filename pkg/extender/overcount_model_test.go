@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -286,11 +287,13 @@ func TestOvercountBurstWithPluginRestarts(t *testing.T) {
 // the standby serves from its informer state; a new standby starts from the API's pods. After
 // every event neither cache over-commits, and the leader's total is its booked pods.
 //
-// The binds settle before the new leader's first verb, as they do on a cluster: kube-scheduler's
-// standby leads only once the dead leader's Lease has expired (leaseDuration, 15 s by default,
-// after its last renewal, at most retryPeriod before it died), later than the dead extender's
-// Binding can land (its API timeout, 10 s). TestFailoverLateBindWouldOvercommit shows why that
-// order matters.
+// The binds settle before the new leader's first verb, as they do on a cluster: after a crash
+// kube-scheduler's standby leads only once the dead leader's Lease has expired (leaseDuration,
+// 15 s by default, after its last renewal, at most retryPeriod before it died), and its extender
+// then holds its verbs for the bind API timeout besides (leader.go); after a graceful release
+// (SIGTERM) the standby leads within retryPeriod and only that hold orders it
+// (TestOvercountGracefulHandOver). TestFailoverLateBindWouldOvercommit shows why that order
+// matters.
 func TestOvercountBurstWithSchedulerFailover(t *testing.T) {
 	failovers := 0
 	for seed := int64(1); seed <= 100; seed++ {
@@ -552,10 +555,13 @@ func burstWithRestarts(t *testing.T, seed int64, failover bool) (restarted, fail
 // Why a failover must let the dead leader's binds settle before the new leader books (issue 28
 // item 3): on a GPU with one slot, the leader books pod y and dies with y's Binding in flight;
 // were the standby to serve at once, it would find the GPU free and bind pod x there, and y's
-// Binding landing afterwards would put two pods on one slot. kube-scheduler's leader election
-// orders it: the standby leads only leaseDuration (15 s) after the dead leader's last renewal,
-// later than a Binding of the dead extender can land (its API timeout, 10 s); so
-// scheduler.leaderElection.leaseDuration must stay above that (values.yaml).
+// Binding landing afterwards would put two pods on one slot. After a crash kube-scheduler's
+// leader election orders it (the standby leads only leaseDuration, 15 s, after the dead
+// leader's last renewal, later than a Binding of the dead extender can land: its API timeout,
+// 10 s); after a graceful release (kube-scheduler releases the Lease at SIGTERM, the standby
+// leads within retryPeriod) the new leader's extender orders it: it refuses its verbs for the
+// bind API timeout after it saw its kube-scheduler take the Lease, and until its cache caught up
+// (leader.go; TestHandOverWaitsForOldLeadersBinding, TestOvercountGracefulHandOver).
 func TestFailoverLateBindWouldOvercommit(t *testing.T) {
 	inv := testInventory("node-1", 1, 24576, 1)
 	leader, standby := memoCache(t, inv), memoCache(t, inv)
@@ -596,4 +602,240 @@ func TestFailoverLateBindWouldOvercommit(t *testing.T) {
 		t.Fatalf("with y's Binding landed first the new leader still places x on the full GPU: %+v", res)
 	}
 	checkInvariants(t, standby)
+}
+
+// Issue 37 item 6: a graceful hand-over. kube-scheduler releases its Lease at SIGTERM, so the
+// standby leads within retryPeriod (2 s), while Binds of the old leader's extender that began
+// before the release may still commit up to the bind API timeout (10 s) after they began. The
+// model: one node (two GPUs of two slots), two extenders fed the same informer events, the
+// leader's binds in flight for any time up to APITimeout (the model's clock moves 0-1.5 s a
+// step; a bind whose time is up lands or is lost first), pods deleted at any step, and graceful
+// releases: the old leader's verbs close at once (its kube-scheduler's release, its SIGTERM) but
+// its binds in flight go on; the standby's kube-scheduler takes the Lease 0-2 s later and its
+// extender, gated by the real leadership (leader.go), answers only once refusal is nil (settling
+// its term once the hold has passed: the model's informers are synchronous, so the cache is
+// current at once); then a new standby starts from the API. After every step the API must not
+// hold more bound pods on a GPU than its slots, nor any cache charge more.
+//
+// With hold false (the fix removed: the new leader serves at its first verb) the model must find
+// the over-commit; with the hold (Config.APITimeout), never.
+func TestOvercountGracefulHandOver(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		found, handovers, early := 0, 0, 0
+		var example string
+		for seed := int64(1); seed <= 100; seed++ {
+			why, h, e := gracefulHandOver(t, seed, hold)
+			handovers += h
+			early += e
+			if why != "" {
+				found++
+				if example == "" {
+					example = fmt.Sprintf("seed %d: %s", seed, why)
+				}
+			}
+		}
+		t.Logf("hold=%v: 100 seeds, %d graceful hand-overs, %d with a bind of the old leader in flight, %d over-committed (%s)", hold, handovers, early, found, example)
+		if handovers == 0 || early == 0 {
+			t.Fatalf("hold=%v: %d hand-overs, %d with a bind in flight: the model no longer covers them", hold, handovers, early)
+		}
+		if hold && found != 0 {
+			t.Fatalf("with the hand-over hold: over-commit in %d seeds, e.g. %s", found, example)
+		}
+		if !hold && found == 0 {
+			t.Fatal("without the hand-over hold the model found no over-commit: it no longer shows why the hold is needed")
+		}
+	}
+}
+
+// gracefulHandOver runs one seed of TestOvercountGracefulHandOver; it returns the first
+// over-commit ("" none), the number of hand-overs and of those with binds of the old leader in
+// flight.
+func gracefulHandOver(t *testing.T, seed int64, hold bool) (overcommit string, handovers, early int) {
+	rng := rand.New(rand.NewSource(seed))
+	inv := testInventory("node-1", 2, 24576, 2)
+	apiTimeout := DefaultConfig().APITimeout
+	now := t0
+	type extender struct {
+		c    *Cache
+		lead *leadership // the gate of its verbs (real leader.go)
+		host string
+	}
+	newExt := func(host string) *extender {
+		h := time.Duration(0)
+		if hold {
+			h = apiTimeout
+		}
+		return &extender{c: memoCache(t, inv), lead: newLeadership(host, h, now), host: host}
+	}
+	api := map[string]*corev1.Pod{} // bound pods as the API holds them
+	rv := 0
+	hosts := 0
+	nextHost := func() string { hosts++; return fmt.Sprintf("sched-%d", hosts) }
+	leader := newExt(nextHost())
+	leader.lead.observe(leader.host+"_u", now)
+	leader.lead.settle(1) // the first leader serves from the start of the model
+	now = now.Add(apiTimeout)
+	standby := newExt(nextHost())
+	exts := []*extender{leader, standby}
+	inform := func(p *corev1.Pod, deleted bool) {
+		for _, x := range exts {
+			if deleted {
+				x.c.OnPodDelete(p, nil)
+			} else {
+				x.c.OnPod(p)
+			}
+		}
+	}
+	// serving: the extender's gate at now, settling its term once the hold has passed.
+	serving := func(x *extender) bool {
+		if term, until, need := x.lead.pending(); need && !now.Before(until) {
+			x.lead.settle(term)
+		}
+		return x.lead.refusal(now) == nil
+	}
+	type inFlight struct {
+		by      *extender
+		pending *corev1.Pod
+		bound   *corev1.Pod
+		start   time.Time
+	}
+	var flying []inFlight
+	var pending []*corev1.Pod
+	for i := 0; i < 12; i++ {
+		pending = append(pending, podtest.Pending("burst", fmt.Sprintf("p-%02d", i), podtest.GPU("main", 1, "1000", 0)))
+	}
+	settle := func(i int, lands bool) {
+		f := flying[i]
+		flying = append(flying[:i], flying[i+1:]...)
+		if lands {
+			rv++
+			b := withRV(f.bound, rv)
+			api[b.Name] = b
+			inform(b, false)
+			NewScheduler(f.by.c).FinishBind(device.RefOf(f.pending), "node-1", outcomeBound)
+			return
+		}
+		NewScheduler(f.by.c).FinishBind(device.RefOf(f.pending), "node-1", outcomeFailed)
+		pending = append(pending, f.pending)
+	}
+	// check: no GPU holds more bound pods in the API than its slots; no cache charges more.
+	check := func(what string) string {
+		per := map[string]int{}
+		for _, p := range api {
+			a, err := device.DecodeAllocation(p.Annotations[device.AnnoPlanned])
+			if err != nil {
+				t.Fatal(err)
+			}
+			per[gpuOf(&a)]++
+		}
+		for _, g := range inv.GPUs {
+			if per[g.UUID] > inv.SplitCount {
+				return fmt.Sprintf("%s: %d pods bound on GPU %d of %d slots", what, per[g.UUID], g.Index, inv.SplitCount)
+			}
+		}
+		for _, x := range exts {
+			for _, g := range x.c.NodeGPUUsage("node-1") {
+				if g.Usage.Sharers > inv.SplitCount {
+					return fmt.Sprintf("%s: %s's cache charges %d sharers on GPU %d", what, x.host, g.Usage.Sharers, g.GPU.Index)
+				}
+			}
+		}
+		return ""
+	}
+	for step := 0; step < 300; step++ {
+		now = now.Add(time.Duration(rng.Intn(1500)) * time.Millisecond)
+		// A Bind's API calls end within the bind API timeout: the Binding landed or not by then.
+		for i := 0; i < len(flying); {
+			if now.Sub(flying[i].start) >= apiTimeout {
+				settle(i, rng.Intn(2) == 0)
+				if why := check("a bind at its timeout"); why != "" {
+					return why, handovers, early
+				}
+				continue
+			}
+			i++
+		}
+		what := ""
+		switch r := rng.Intn(10); {
+		case r < 4 && len(pending) > 0: // the leading kube-scheduler schedules a pod through its extender
+			p := pending[0]
+			if !serving(leader) {
+				what = "refused " + p.Name
+				pending = append(pending[1:], p)
+				break
+			}
+			res := NewScheduler(leader.c).Filter(p, []string{"node-1"})
+			if len(*res.NodeNames) == 0 {
+				pending = append(pending[1:], p)
+				continue
+			}
+			req, _, err := leader.c.ParseRequest(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _, err := NewScheduler(leader.c).BookForBind(device.RefOf(p), req, "node-1")
+			if err != nil {
+				pending = append(pending[1:], p)
+				continue
+			}
+			pending = pending[1:]
+			b := p.DeepCopy()
+			b.Spec.NodeName = "node-1"
+			enc, err := device.EncodeAllocation(*a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Annotations[device.AnnoPlanned] = enc
+			flying = append(flying, inFlight{by: leader, pending: p, bound: b, start: now})
+			what = "bind " + p.Name
+		case r < 7 && len(flying) > 0: // a bind in flight lands (or, 1 in 4, fails)
+			i := rng.Intn(len(flying))
+			what = "bind settles " + flying[i].pending.Name
+			settle(i, rng.Intn(4) != 0)
+		case r < 9 && len(api) > 0: // a bound pod is deleted (or ends)
+			var names []string
+			for n := range api {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			n := names[rng.Intn(len(names))]
+			p := api[n]
+			delete(api, n)
+			rv++
+			inform(withRV(p, rv), true)
+			q := p.DeepCopy() // a new pod of the workload, pending
+			q.Name, q.UID, q.Spec.NodeName = n+"x", q.UID+"x", ""
+			delete(q.Annotations, device.AnnoPlanned)
+			pending = append(pending, q)
+			what = "delete " + n
+		case r == 9 && leader.lead.refusal(now) == nil: // graceful rollout of the leader's pod
+			handovers++
+			if len(flying) > 0 {
+				early++
+			}
+			// SIGTERM: kube-scheduler releases the Lease; the old extender's verbs close (ErrStopping,
+			// or ErrNotLeading once it sees the release); its binds in flight go on.
+			leader.lead.observe("", now)
+			standby.lead.observe("", now)
+			now = now.Add(time.Duration(rng.Intn(2000)) * time.Millisecond) // retryPeriod
+			standby.lead.observe(standby.host+"_u", now)
+			leader.lead.observe(standby.host+"_u", now)
+			old := leader
+			leader = standby
+			// The old pod's extender exits once its binds finished; a new standby lists the API.
+			standby = newExt(nextHost())
+			for _, p := range api {
+				standby.c.OnPod(p)
+			}
+			exts = []*extender{old, leader, standby}
+			what = "graceful hand-over to " + leader.host
+		}
+		if what == "" {
+			continue
+		}
+		if why := check(what); why != "" {
+			return why, handovers, early
+		}
+	}
+	return "", handovers, early
 }

@@ -34,7 +34,11 @@ const (
 
 // preemptLoop runs the extender's own preemption for the pods Filter offered, until ctx ends
 // (only with Config.Preemption own). Each pod settles on its own: it is taken preemptSettle
-// after Filter first offered it, whatever other pods were offered meanwhile.
+// after Filter first offered it, whatever other pods were offered meanwhile. It preempts only
+// while the verbs serve (refusal nil): with Config.LeaderLease only while its kube-scheduler
+// holds the Lease and the hand-over is over (leader.go); offers that settle meanwhile are
+// dropped (the leader's kube-scheduler filters the pod again and offers it anew). Run stops it
+// at SIGTERM before it closes the verbs.
 func (e *Extender) preemptLoop(ctx context.Context) {
 	if e.cfg.Preemption != PreemptionOwn {
 		return
@@ -49,6 +53,10 @@ func (e *Extender) preemptLoop(ctx context.Context) {
 		}
 		due, next := e.cache.offers.takeSettled(e.clock.Now(), preemptSettle)
 		for k, nodes := range due {
+			if why := e.refusal(); why != nil {
+				klog.V(2).InfoS("Not preempting: the extender does not serve", "pod", klog.KRef(k.Namespace, k.Name), "reason", why.Error())
+				continue
+			}
 			if err := e.preempt(ctx, k, nodes); err != nil {
 				klog.ErrorS(err, "Preemption for GPUs failed; kube-scheduler retries the pod", "pod", klog.KRef(k.Namespace, k.Name))
 			}

@@ -177,8 +177,8 @@ func TestVerbsAnswerOnceReady(t *testing.T) {
 }
 
 // An extender that stops (its context ends: SIGTERM, or Run returned) is not ready again: the
-// verbs refuse as before the first sync, so a kube-scheduler still leading cannot book from a
-// cache nobody keeps current.
+// verbs refuse as before the first sync, with ErrStopping as the reason (issue 37 item 6), so a
+// kube-scheduler still leading cannot book from a cache nobody keeps current.
 func TestVerbsRefuseAfterStop(t *testing.T) {
 	objs, names := setupNodes(t, testInventory("node-1", 1, 24576, 10))
 	e := newEnv(t, nil, objs...)
@@ -201,12 +201,12 @@ func TestVerbsRefuseAfterStop(t *testing.T) {
 		t.Fatalf("filter while ready: %+v; want node-1", res)
 	}
 	e.stop()
-	if res := filter(); len(*res.NodeNames) != 0 || res.FailedNodes["node-1"] != ErrNotReady.Error() {
-		t.Fatalf("filter after stop: %+v; want node-1 failed with ErrNotReady", res)
+	if res := filter(); len(*res.NodeNames) != 0 || res.FailedNodes["node-1"] != ErrStopping.Error() {
+		t.Fatalf("filter after stop: %+v; want node-1 failed with ErrStopping", res)
 	}
 	code, body := post(t, srv.URL+"/bind", mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "web", PodNamespace: "default", PodUID: p.UID, Node: "node-1"}))
 	var br extenderv1.ExtenderBindingResult
-	if code != 200 || json.Unmarshal(body, &br) != nil || br.Error != ErrNotReady.Error() {
+	if code != 200 || json.Unmarshal(body, &br) != nil || br.Error != ErrStopping.Error() {
 		t.Fatalf("bind after stop: %d %s", code, body)
 	}
 	if got := e.getPod("default", "web"); got.Spec.NodeName != "" {

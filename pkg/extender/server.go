@@ -25,7 +25,10 @@ const maxBody = 64 << 20
 // GPUs that are in use. Until ready, POST /filter fails every node with this reason in FailedNodes
 // (an answer, not an HTTP error: kube-scheduler treats an extender's HTTP error as a scheduling
 // error and clears the pod's nomination), /prioritize scores no node, /bind refuses with it, and
-// /preempt keeps no victims (an empty NodeNameToMetaVictims: kube-scheduler evicts nobody).
+// /preempt keeps no victims (an empty NodeNameToMetaVictims: kube-scheduler evicts nobody). The
+// verbs refuse the same way, with their own reasons, from SIGTERM on (ErrStopping), and with
+// Config.LeaderLease while its kube-scheduler does not lead or has just taken over (ErrNotLeading,
+// ErrHandOver: leader.go).
 var ErrNotReady = errors.New("hami-go scheduler extender not ready: its cache of nodes, pods and leases is not yet rebuilt from the API (it started or restarted); the pod is retried")
 
 // Handler returns the extender's HTTP API and its health and metrics on one mux: APIHandler's
@@ -79,8 +82,12 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 				names = append(names, args.Nodes.Items[i].Name)
 			}
 		}
-		if !e.Ready() {
-			reply(w, notReadyFilter(names))
+		if why := e.refusal(); why != nil {
+			if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
+				// Requeued once the hand-over is over (leader.go).
+				e.cache.refusals.refused(device.RefOf(args.Pod), e.clock.Now())
+			}
+			reply(w, refusedFilter(names, why))
 			return "refused"
 		}
 		res := e.sched.Filter(args.Pod, names)
@@ -99,7 +106,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
 			return "bad_request"
 		}
-		if !e.Ready() {
+		if e.refusal() != nil {
 			reply(w, extenderv1.HostPriorityList{})
 			return "refused"
 		}
@@ -132,7 +139,7 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 		if !decode(w, r, &args) {
 			return "bad_request"
 		}
-		if !e.Ready() {
+		if e.refusal() != nil {
 			reply(w, extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}})
 			return "refused"
 		}
@@ -141,12 +148,13 @@ func (e *Extender) registerAPI(mux *http.ServeMux) {
 	}))
 }
 
-// notReadyFilter is /filter's answer before Ready: no node fits, each failed with ErrNotReady in
+// refusedFilter is /filter's answer while the verbs refuse (before Ready: ErrNotReady; also
+// ErrStopping, ErrNotLeading, ErrHandOver, leader.go): no node fits, each failed with why in
 // FailedNodes (resolvable: kube-scheduler may try preemption, and /preempt then keeps no victims).
-func notReadyFilter(names []string) extenderv1.ExtenderFilterResult {
+func refusedFilter(names []string, why error) extenderv1.ExtenderFilterResult {
 	failed := make(extenderv1.FailedNodesMap, len(names))
 	for _, n := range names {
-		failed[n] = ErrNotReady.Error()
+		failed[n] = why.Error()
 	}
 	return extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedNodes: failed}
 }
