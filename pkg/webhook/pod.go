@@ -82,6 +82,9 @@ func (h *PodHandler) handle(ctx context.Context, req admission.Request) admissio
 	if err := h.protectedEnvError(&pod.Spec); err != nil {
 		return admission.Denied(err.Error())
 	}
+	if err := borrowedClaimError(&pod.Spec, h.cfg.Names); err != nil {
+		return admission.Denied(err.Error())
+	}
 	// case C39: slice resources written as annotations are refused (or warned about).
 	misplaced := misplacedResourceAnnotations(pod.Annotations, h.cfg.Names)
 	if len(misplaced) > 0 && h.cfg.ResourceAnnotations == AnnotationDeny {

@@ -308,6 +308,12 @@ func TestGPUMemoryPolicyC44(t *testing.T) {
 		{"opted out, asks nvidia.com/gpumem-percentage", pod(true, nil, corev1.ResourceList{"nvidia.com/gpumem-percentage": resource.MustParse("50")}), "containers main: resources"},
 		{"opted out, asks only nvidia.com/gpu (a whole GPU, DRA's extendedResourceName)", pod(true, nil, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}), ""},
 		{"not opted out: the webhook routes it to the extender", pod(false, nil, corev1.ResourceList{"nvidia.com/gpucores": resource.MustParse("30")}), ""},
+		// issue 37 item 4: an opted-out pod naming hami-go's claims would hold a slice no quota counts
+		{"opted out, names the webhook's claim template", withPodClaims(pod(true, nil, cpu), "hami-go-gpu-9f2c4e1a0b3d5e6f", ""),
+			"resourceClaims g: name hami-go's GPU claims (templates hami-go-gpu-*), which only hami-go's webhook writes into a pod from its GPU limits"},
+		{"opted out, names a claim generated from one", withPodClaims(pod(true, nil, cpu), "", "trainer-hami-go-gpu-0-x7k2p"), "resourceClaims g: name hami-go's GPU claims"},
+		{"opted out, another driver's claim", withPodClaims(pod(true, nil, cpu), "fpga", ""), ""},
+		{"not opted out: the webhook refuses it", withPodClaims(pod(false, nil, cpu), "hami-go-gpu-9f2c4e1a0b3d5e6f", ""), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -338,4 +344,16 @@ func TestGPUMemoryPolicyC44(t *testing.T) {
 	if _, ok := renderChart(t, map[string]any{"allocationPolicy": map[string]any{"enabled": false}}).objs[key]; ok {
 		t.Error("allocationPolicy.enabled=false still renders the GPU-memory policy")
 	}
+}
+
+// withPodClaims gives pod one resource claim "g" naming template tmpl or else claim.
+func withPodClaims(p *corev1.Pod, tmpl, claim string) *corev1.Pod {
+	c := corev1.PodResourceClaim{Name: "g"}
+	if tmpl != "" {
+		c.ResourceClaimTemplateName = &tmpl
+	} else {
+		c.ResourceClaimName = &claim
+	}
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{c}
+	return p
 }

@@ -85,6 +85,11 @@ func TestPodMatchConditions(t *testing.T) {
 		{"resource as annotation", `{"metadata":{"annotations":{"nvidia.com/gpumem":"3000"}},"spec":{"containers":[{"name":"c"}]}}`, true},
 		{"Ray pod without GPU", `{"metadata":{"labels":{"ray.io/node-type":"head"}},"spec":{"containers":[{"name":"c"}]}}`, true},
 		{"hami-go.io/gpu-memory set by the pod (the webhook removes it)", `{"spec":{"containers":[{"name":"c","resources":{"requests":{"hami-go.io/gpu-memory":"80000"}}}]}}`, true},
+		{"hami-go.io/gpu-cores set by the pod (the webhook removes it)", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"hami-go.io/gpu-cores":"100"}}}]}}`, true},
+		// issue 37 item 4: a pod naming hami-go's claims itself is called, to be refused
+		{"names the webhook's claim template", `{"spec":{"resourceClaims":[{"name":"g","resourceClaimTemplateName":"hami-go-gpu-9f2c4e1a0b3d5e6f"}],"containers":[{"name":"c"}]}}`, true},
+		{"names a claim generated from one", `{"spec":{"resourceClaims":[{"name":"x"},{"name":"g","resourceClaimName":"trainer-hami-go-gpu-0-x7k2p"}],"containers":[{"name":"c"}]}}`, true},
+		{"another driver's claims are not ours", `{"spec":{"resourceClaims":[{"name":"f","resourceClaimTemplateName":"fpga"},{"name":"n","resourceClaimName":"rdma-0"},{}],"containers":[{"name":"c"}]}}`, false},
 		{"NVIDIA's MIG resource is not ours", `{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.10gb":"1"}}}]}}`, false},
 		// Missing or empty fields: no error, no match.
 		{"empty object", `{}`, false},

@@ -1,0 +1,102 @@
+package chart_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Issue 37 item 4: only hami-go's webhook and Kubernetes' own claim writers create claims and
+// templates on gpu.hami-go.io; a tenant's would give its pods a slice no quota counts.
+// adminAccess requests and other classes stay allowed.
+func TestGPUClaimsPolicy(t *testing.T) {
+	r := renderChart(t, nil)
+	p := typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-gpu-claims")
+	b := typedAs[*admissionv1.ValidatingAdmissionPolicyBinding](t, r, "ValidatingAdmissionPolicyBinding/hami-go-gpu-claims")
+	if b.Spec.PolicyName != p.Name || len(b.Spec.ValidationActions) != 1 || b.Spec.ValidationActions[0] != admissionv1.Deny {
+		t.Fatalf("binding = %+v", b.Spec)
+	}
+	v := compileVAP(t, p)
+	yes := true
+	exactly := func(class string, admin bool) resourcev1.DeviceRequest {
+		e := &resourcev1.ExactDeviceRequest{DeviceClassName: class}
+		if admin {
+			e.AdminAccess = &yes
+		}
+		return resourcev1.DeviceRequest{Name: "gpu", Exactly: e}
+	}
+	first := resourcev1.DeviceRequest{Name: "any", FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "a", DeviceClassName: "fpga.example.com"}, {Name: "b", DeviceClassName: "gpu.hami-go.io"}}}
+	spec := func(rs ...resourcev1.DeviceRequest) resourcev1.ResourceClaimSpec {
+		return resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: rs}}
+	}
+	claim := func(rs ...resourcev1.DeviceRequest) runtime.Object {
+		return &resourcev1.ResourceClaim{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "c"}, Spec: spec(rs...)}
+	}
+	tmpl := func(rs ...resourcev1.DeviceRequest) runtime.Object {
+		return &resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "t"}, Spec: resourcev1.ResourceClaimTemplateSpec{Spec: spec(rs...)}}
+	}
+	const tenant, webhookSA = "alice", "system:serviceaccount:hami-go-system:hami-go-webhook"
+	for _, c := range []struct {
+		name string
+		obj  runtime.Object
+		user string
+		deny string
+	}{
+		{"tenant's claim on the class", claim(exactly("gpu.hami-go.io", false)), tenant,
+			"spec.devices.requests gpu: DeviceClass gpu.hami-go.io is asked for by pods through GPU resource limits"},
+		{"tenant's template on the class", tmpl(exactly("fpga.example.com", false), exactly("gpu.hami-go.io", false)), tenant,
+			"spec.spec.devices.requests gpu: DeviceClass gpu.hami-go.io"},
+		{"tenant's firstAvailable naming the class", claim(first), tenant, "spec.devices.requests any:"},
+		{"tenant's adminAccess claim (monitoring)", claim(exactly("gpu.hami-go.io", true)), tenant, ""},
+		{"tenant's claim on another class", claim(exactly("fpga.example.com", false)), tenant, ""},
+		{"tenant's template without requests", tmpl(), tenant, ""},
+		{"the webhook's template", tmpl(exactly("gpu.hami-go.io", false)), webhookSA, ""},
+		{"kube-controller-manager's claim from a template", claim(exactly("gpu.hami-go.io", false)), "system:serviceaccount:kube-system:resource-claim-controller", ""},
+		{"kube-controller-manager under its own credentials", claim(exactly("gpu.hami-go.io", false)), "system:kube-controller-manager", ""},
+		{"kube-scheduler's extended-resource claim", claim(exactly("gpu.hami-go.io", false)), "system:kube-scheduler", ""},
+		{"another ServiceAccount of hami-go's namespace", claim(exactly("gpu.hami-go.io", false)), "system:serviceaccount:hami-go-system:default", "may not create its own claims"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := "resourceclaims"
+			if _, ok := c.obj.(*resourcev1.ResourceClaimTemplate); ok {
+				res = "resourceclaimtemplates"
+			}
+			gvr := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: res}
+			kind := c.obj.GetObjectKind().GroupVersionKind()
+			attr := admission.NewAttributesRecord(c.obj, nil, kind, "team", "x", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: c.user})
+			va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := v.Validate(context.Background(), gvr, va, nil, nil, celconfig.RuntimeCELCostBudget, nil)
+			var denied []string
+			for _, d := range out.Decisions {
+				if d.Evaluation == validating.EvalError {
+					t.Fatalf("evaluation error: %s", d.Message)
+				}
+				if d.Action == validating.ActionDeny {
+					denied = append(denied, d.Message)
+				}
+			}
+			switch {
+			case c.deny == "" && len(denied) > 0:
+				t.Fatalf("denied: %v", denied)
+			case c.deny != "" && (len(denied) == 0 || !strings.Contains(denied[0], c.deny)):
+				t.Fatalf("denials %q, want one containing %q", denied, c.deny)
+			}
+		})
+	}
+}
