@@ -80,6 +80,10 @@ func run(ctx context.Context, o options) error {
 		klog.InfoS("Serving", "what", s.what, "address", s.ln.Addr().String(), "schedulerName", o.Extender.SchedulerName)
 	}
 
+	// At SIGTERM (ctx ends) Run stops the own preemption, closes the verbs (they refuse, /readyz
+	// 503) and returns once the binds in flight finished (at most twice the bind API timeout);
+	// only then are the listeners shut down, so no Bind is cut off mid-way (pkg/extender
+	// leader.go).
 	runErr := make(chan error, 1)
 	go func() { runErr <- ext.Run(ctx) }()
 	select {
