@@ -34,11 +34,11 @@ const (
 
 // compileVAP compiles a ValidatingAdmissionPolicy exactly as kube-apiserver's
 // ValidatingAdmissionPolicy plugin does (k8s.io/apiserver .../policy/validating plugin.go
-// compilePolicy, no params): the same environment, variables, match conditions, validations and
+// compilePolicy; params declared where the policy has a paramKind): the same environment, variables, match conditions, validations and
 // message expressions.
 func compileVAP(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy) validating.Validator {
 	t.Helper()
-	opt := cel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: true}
+	opt := cel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	comp, err := cel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func compileVAP(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy) validati
 	}
 	return validating.NewValidator(comp.CompileCondition(vals, opt, environment.StoredExpressions), matcher,
 		comp.CompileCondition(nil, opt, environment.StoredExpressions),
-		comp.CompileCondition(msgs, cel.OptionalVariableDeclarations{}, environment.StoredExpressions), p.Spec.FailurePolicy, nil)
+		comp.CompileCondition(msgs, cel.OptionalVariableDeclarations{HasParams: opt.HasParams}, environment.StoredExpressions), p.Spec.FailurePolicy, nil)
 }
 
 func withAnnos(o metav1.Object, kv ...string) {
