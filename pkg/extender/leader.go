@@ -38,7 +38,12 @@ import (
 //     preemption stops.
 //   - From the moment it first sees its kube-scheduler hold the Lease, the extender refuses the
 //     verbs (ErrHandOver) for Config.APITimeout: every Bind of the previous leader began before
-//     the release, so its Binding has committed or failed by then. Then it waits until its cache
+//     the release, so its Binding has committed or failed by then. Only a term that follows a
+//     Lease the extender saw held by another or released needs it: where the first Lease it
+//     sees is already its own (a first install, or the extender restarted beside its leading
+//     kube-scheduler), no previous leader's Bind can be in flight that the extender did not see
+//     start (a rollout starts the new replica, whose extender then sees the old holder, before
+//     the old one stops; a replica replaced after it stopped waited for its binds, Drain). Then it waits until its cache
 //     has every bound GPU pod of a consistent list (the readiness check, current.go) and serves.
 //     The pods Filter refused meanwhile are requeued (requeue.go), as after a node's Lease is
 //     held again, so none waits for kube-scheduler's 5-minute flush.
@@ -68,8 +73,12 @@ type leadership struct {
 	mu     sync.Mutex
 	holder string    // the Lease's holderIdentity as last seen ("": released or absent)
 	since  time.Time // when the extender first saw its kube-scheduler hold the Lease (zero: not ours)
-	closed time.Time // when the verbs last closed (start, a lost term, a new term)
-	term   uint64    // bumped whenever the holder changes to or from ours
+	until  time.Time // when the current term's hold ends (since, or since + hold)
+	// another: the extender has seen the Lease held by another, or released, since it last
+	// led; the next term of its own then holds the verbs for hold.
+	another bool
+	closed  time.Time // when the verbs last closed (start, a lost term, a new term)
+	term    uint64    // bumped whenever the holder changes to or from ours
 	// settled: the current term's hold has passed and the cache caught up.
 	settled bool
 	changed chan struct{} // signalled (capacity 1) when term changes
@@ -92,6 +101,9 @@ func (l *leadership) observe(holder string, now time.Time) {
 	is := l.ours(holder)
 	old := l.holder
 	l.holder = holder
+	if !is {
+		l.another = true
+	}
 	if was == is && (!is || old == holder) {
 		return
 	}
@@ -101,13 +113,17 @@ func (l *leadership) observe(holder string, now time.Time) {
 	l.settled = false
 	l.since = time.Time{}
 	if is {
-		l.since = now
+		l.since, l.until = now, now
+		if l.another || was {
+			l.until = now.Add(l.hold)
+		}
+		l.another = false
 	}
 	if was {
 		l.closed = now
 	}
 	if is {
-		klog.InfoS("Its kube-scheduler took the leader-election Lease; the verbs refuse for the bind API timeout and until the cache caught up with the API", "holder", holder, "hold", l.hold)
+		klog.InfoS("Its kube-scheduler took the leader-election Lease; the verbs refuse until a previous leader's binds are over and the cache caught up with the API", "holder", holder, "hold", l.until.Sub(now))
 	} else {
 		klog.InfoS("Its kube-scheduler does not hold the leader-election Lease; the verbs refuse and own preemption stops", "holder", holder)
 	}
@@ -124,7 +140,7 @@ func (l *leadership) refusal(now time.Time) error {
 	switch {
 	case l.since.IsZero():
 		return ErrNotLeading
-	case !l.settled || now.Before(l.since.Add(l.hold)):
+	case !l.settled || now.Before(l.until):
 		return ErrHandOver
 	}
 	return nil
@@ -134,7 +150,7 @@ func (l *leadership) refusal(now time.Time) error {
 func (l *leadership) pending() (term uint64, until time.Time, need bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.term, l.since.Add(l.hold), !l.since.IsZero() && !l.settled
+	return l.term, l.until, !l.since.IsZero() && !l.settled
 }
 
 // settle ends term's hold; false when the term changed meanwhile. closed is when the verbs

@@ -308,3 +308,33 @@ func TestStopLetsBindInFlightFinish(t *testing.T) {
 		t.Fatalf("a Bind after SIGTERM bound to %q", got.Spec.NodeName)
 	}
 }
+
+// The hold follows only a Lease seen held by another or released: where the first Lease the
+// extender sees is its own kube-scheduler's (a first install, an extender restarted beside its
+// leading kube-scheduler), no previous leader's Bind can be in flight, and the verbs open once
+// the cache caught up, without waiting the bind API timeout.
+func TestHandOverHoldOnlyAfterAnotherLeader(t *testing.T) {
+	first := newLeadership("sched-a", 10*time.Second, t0)
+	first.observe("sched-a_1", t0)
+	term, until, need := first.pending()
+	if !need || !until.Equal(t0) {
+		t.Fatalf("first Lease ours: pending until %v (need %v), want t0 (no hold)", until, need)
+	}
+	first.settle(term)
+	if err := first.refusal(t0); err != nil {
+		t.Fatalf("first Lease ours, settled: %v, want serving", err)
+	}
+	for _, before := range []string{"sched-b_9", ""} {
+		l := newLeadership("sched-a", 10*time.Second, t0)
+		l.observe(before, t0)
+		l.observe("sched-a_1", t0.Add(time.Second))
+		term, until, _ := l.pending()
+		if !until.Equal(t0.Add(11 * time.Second)) {
+			t.Fatalf("after %q: hold until %v, want t0+11s", before, until)
+		}
+		l.settle(term)
+		if err := l.refusal(t0.Add(10 * time.Second)); !errors.Is(err, ErrHandOver) {
+			t.Fatalf("after %q, inside the hold: %v, want ErrHandOver", before, err)
+		}
+	}
+}
