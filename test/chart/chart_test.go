@@ -32,6 +32,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		webhookSec, "Secret/hami-go-scheduler-extender-tls", "Service/hami-go-device-plugin", "Service/hami-go-scheduler", webhookSvc,
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
 		"ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory",
+		"ValidatingAdmissionPolicy/hami-go-gpu-claims", "ValidatingAdmissionPolicyBinding/hami-go-gpu-claims",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 		// helm uninstall's pre-delete hook (uninstall_test.go).
 		"Job/hami-go-uninstall", "Role/hami-go-system/hami-go-uninstall", "RoleBinding/hami-go-system/hami-go-uninstall", "ServiceAccount/hami-go-uninstall",
@@ -244,7 +245,8 @@ func TestSchedulerDeployment(t *testing.T) {
 	want := map[string]string{
 		"--address": "127.0.0.1:8888", "--metrics-address": ":9395", "--scheduler-name": "hami-go-scheduler", "--node-policy": "binpack", "--gpu-policy": "binpack",
 		"--inventory-stale-after": "60s", "--lease-namespace": "kube-node-lease", "--preemption": "own",
-		"--resource-count": "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
+		"--leader-election-lease": "hami-go-system/hami-go-scheduler",
+		"--resource-count":        "nvidia.com/gpu", "--resource-memory": "nvidia.com/gpumem",
 		"--resource-memory-percentage": "nvidia.com/gpumem-percentage", "--resource-cores": "nvidia.com/gpucores", "-v": "2",
 		"--tls-cert-file": "/etc/hami-go/extender-tls/tls.crt", "--tls-private-key-file": "/etc/hami-go/extender-tls/tls.key",
 		"--client-ca-file": "/etc/hami-go/extender-tls/client-ca.crt",

@@ -354,7 +354,7 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 				r.has("ValidatingAdmissionPolicy/hami-go-gpu-claims"), r.has("ValidatingAdmissionPolicyBinding/hami-go-gpu-claims"))
 		}, "false false false false"},
 		{[]string{"allocationPolicy.extraClaimWriters[0]=my-kcm"}, func(t testing.TB, r rendered) string {
-			return typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-gpu-claims").Spec.MatchConditions[0].Expression
+			return typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-gpu-claims").Spec.MatchConditions[1].Expression
 		}, `!(request.userInfo.username in ["system:serviceaccount:hami-go-system:hami-go-webhook","system:kube-controller-manager","system:serviceaccount:kube-system:resource-claim-controller","system:kube-scheduler","my-kcm"])`},
 		{[]string{"allocationPolicy.extraWriters[0]=ops"}, func(t testing.TB, r rendered) string {
 			return typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-allocation-records").Spec.MatchConditions[0].Expression
