@@ -2,7 +2,8 @@ package device
 
 import "fmt"
 
-// Enforcement modes a node agent runs (--enforcement; the env each gives is pkg/gpuenv's).
+// Enforcement modes a node agent runs (--enforcement; the env each gives is pkg/gpuenv's). This
+// is their one home: pkg/gpuenv, pkg/preflight and pkg/nodeagent use these.
 const (
 	// EnforcementHAMiCore limits each container in-process with HAMi-core's libvgpu.so.
 	EnforcementHAMiCore = "hami-core"
@@ -40,11 +41,28 @@ type Enforcement struct {
 	FailOpenReason string `json:"failOpenReason,omitempty"`
 }
 
+// IsEnforcementMode reports whether mode is EnforcementHAMiCore, EnforcementMPS or
+// EnforcementNone.
+func IsEnforcementMode(mode string) bool {
+	switch mode {
+	case EnforcementHAMiCore, EnforcementMPS, EnforcementNone:
+		return true
+	}
+	return false
+}
+
+// CheckEnforcementMode returns nil when IsEnforcementMode(mode), else an error naming mode and
+// the three modes; callers prefix the flag (--enforcement) or what they check.
+func CheckEnforcementMode(mode string) error {
+	if IsEnforcementMode(mode) {
+		return nil
+	}
+	return fmt.Errorf("%q is not %s, %s or %s", mode, EnforcementHAMiCore, EnforcementMPS, EnforcementNone)
+}
+
 // Validate reports the first malformed field, naming it and its value.
 func (e *Enforcement) Validate() error {
-	switch e.Mode {
-	case EnforcementHAMiCore, EnforcementMPS, EnforcementNone:
-	default:
+	if !IsEnforcementMode(e.Mode) {
 		return fmt.Errorf("inventory.enforcement.mode: %q is not one of %s, %s, %s", e.Mode, EnforcementHAMiCore, EnforcementMPS, EnforcementNone)
 	}
 	if e.Mode == EnforcementNone && !e.Ready {

@@ -53,16 +53,43 @@ type Inventory struct {
 	Enforcement *Enforcement `json:"enforcement,omitempty"`
 }
 
+// Bounds of Inventory.SplitCount and Inventory.MemoryScaling, and of the node agents'
+// --split-count and --memory-scaling that set them (pkg/nodeagent).
+const (
+	MinSplitCount    = 1
+	MaxSplitCount    = 1000
+	MinMemoryScaling = 1.0
+	MaxMemoryScaling = 100.0
+)
+
+// CheckSplitCount returns nil when n is within MinSplitCount..MaxSplitCount, else an error
+// naming n and the bounds; callers prefix the field or flag.
+func CheckSplitCount(n int) error {
+	if n < MinSplitCount || n > MaxSplitCount {
+		return fmt.Errorf("%d is outside %d..%d", n, MinSplitCount, MaxSplitCount)
+	}
+	return nil
+}
+
+// CheckMemoryScaling returns nil when f is within MinMemoryScaling..MaxMemoryScaling (NaN is
+// not), else an error naming f and the bounds; callers prefix the field or flag.
+func CheckMemoryScaling(f float64) error {
+	if !(f >= MinMemoryScaling && f <= MaxMemoryScaling) {
+		return fmt.Errorf("%v is outside %v..%v", f, MinMemoryScaling, MaxMemoryScaling)
+	}
+	return nil
+}
+
 // Validate reports the first malformed field, naming it and its value.
 func (inv *Inventory) Validate() error {
 	if inv.Node == "" {
 		return fmt.Errorf("inventory.node is empty")
 	}
-	if inv.SplitCount < 1 || inv.SplitCount > 1000 {
-		return fmt.Errorf("inventory.splitCount: %d is outside 1..1000", inv.SplitCount)
+	if err := CheckSplitCount(inv.SplitCount); err != nil {
+		return fmt.Errorf("inventory.splitCount: %w", err)
 	}
-	if !(inv.MemoryScaling >= 1 && inv.MemoryScaling <= 100) {
-		return fmt.Errorf("inventory.memoryScaling: %v is outside 1..100", inv.MemoryScaling)
+	if err := CheckMemoryScaling(inv.MemoryScaling); err != nil {
+		return fmt.Errorf("inventory.memoryScaling: %w", err)
 	}
 	if inv.Enforcement != nil {
 		if err := inv.Enforcement.Validate(); err != nil {

@@ -20,12 +20,12 @@ import (
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
-// Device-list strategies (--device-list-strategy).
+// Device-list strategies (--device-list-strategy), defined in pkg/device.
 const (
 	// StrategyEnvvar names the GPUs in NVIDIA_VISIBLE_DEVICES.
-	StrategyEnvvar = "envvar"
+	StrategyEnvvar = device.StrategyEnvvar
 	// StrategyCDI answers with CDI device names and writes the CDI spec.
-	StrategyCDI = "cdi"
+	StrategyCDI = device.StrategyCDI
 )
 
 // Config is everything the device plugin needs; cmd/device-plugin fills it from flags

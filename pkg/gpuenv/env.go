@@ -107,7 +107,8 @@ const (
 	EnvMPSPipeDirectory   = "CUDA_MPS_PIPE_DIRECTORY"
 )
 
-// Enforcement modes (--enforcement).
+// Enforcement modes (--enforcement): pkg/device's, their one home, under the names the env
+// builder's callers use.
 const (
 	// EnforceHAMiCore sets the env HAMi-core's libvgpu.so reads and mounts the library.
 	EnforceHAMiCore = device.EnforcementHAMiCore

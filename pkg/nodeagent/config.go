@@ -25,15 +25,17 @@ type Config struct {
 	// taken for a restart, and nothing is withdrawn.
 	PodNamespace, PodName string
 	// SplitCount is how many containers (device plugin: slice devices per GPU) or claims (DRA
-	// driver: the sharers capacity) may share one GPU, 1..1000 (--split-count).
+	// driver: the sharers capacity) may share one GPU, device.MinSplitCount..MaxSplitCount
+	// (--split-count).
 	SplitCount int
-	// MemoryScaling is the memory over-commit factor, 1..100 (--memory-scaling; 1 = never).
+	// MemoryScaling is the memory over-commit factor, device.MinMemoryScaling..MaxMemoryScaling
+	// (--memory-scaling; 1 = never).
 	MemoryScaling float64
 	// ReservedMemory is GPU memory used outside Kubernetes, per GPU, subtracted from each GPU
 	// before anything is published (--reserved-memory; device.ParseMemoryReserve, case C41).
 	// The scaling factor applies to what is left.
 	ReservedMemory device.MemoryReserve
-	// Enforcement is gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS or gpuenv.EnforceNone
+	// Enforcement is device.EnforcementHAMiCore, EnforcementMPS or EnforcementNone
 	// (--enforcement).
 	Enforcement string
 	// HAMiCoreLibrary is the host path of libvgpu.so, mounted when it exists
@@ -53,7 +55,7 @@ type Config struct {
 	// (--hami-core-cache-selinux-label, default DefaultCacheDirLabel; "" = never label):
 	// CacheDirMaker.
 	HAMiCacheLabel string
-	// MPSPipeDir is the MPS pipe directory, needed with gpuenv.EnforceMPS (--mps-pipe-dir).
+	// MPSPipeDir is the MPS pipe directory, needed with device.EnforcementMPS (--mps-pipe-dir).
 	MPSPipeDir string
 	// ApplicationXIDs change nothing when they occur (--application-xids).
 	ApplicationXIDs []uint64
@@ -90,7 +92,7 @@ func Defaults() Config {
 	return Config{
 		SplitCount:      10,
 		MemoryScaling:   1.0,
-		Enforcement:     gpuenv.EnforceHAMiCore,
+		Enforcement:     device.EnforcementHAMiCore,
 		HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so",
 		MPSPipeDir:      "/tmp/nvidia-mps",
 		HAMiCacheLabel:  DefaultCacheDirLabel,
@@ -113,18 +115,16 @@ func (c *Config) Validate() error {
 	if c.NodeName == "" {
 		return fmt.Errorf("--node-name is empty (and $NODE_NAME is not set)")
 	}
-	if c.SplitCount < 1 || c.SplitCount > 1000 {
-		return fmt.Errorf("--split-count: %d is outside 1..1000", c.SplitCount)
+	if err := device.CheckSplitCount(c.SplitCount); err != nil {
+		return fmt.Errorf("--split-count: %w", err)
 	}
-	if !(c.MemoryScaling >= 1 && c.MemoryScaling <= 100) {
-		return fmt.Errorf("--memory-scaling: %v is outside 1..100", c.MemoryScaling)
+	if err := device.CheckMemoryScaling(c.MemoryScaling); err != nil {
+		return fmt.Errorf("--memory-scaling: %w", err)
 	}
-	switch c.Enforcement {
-	case gpuenv.EnforceHAMiCore, gpuenv.EnforceMPS, gpuenv.EnforceNone:
-	default:
-		return fmt.Errorf("--enforcement: %q is not hami-core, mps or none", c.Enforcement)
+	if err := device.CheckEnforcementMode(c.Enforcement); err != nil {
+		return fmt.Errorf("--enforcement: %w", err)
 	}
-	if c.Enforcement == gpuenv.EnforceMPS && c.MPSPipeDir == "" {
+	if c.Enforcement == device.EnforcementMPS && c.MPSPipeDir == "" {
 		return fmt.Errorf("--mps-pipe-dir is empty but --enforcement is mps")
 	}
 	if c.RecoveryProbes < 1 {
@@ -177,7 +177,7 @@ func (c *Config) EnvConfig(nvidiaVisibleDevices bool) gpuenv.Config {
 // installed (zero when nothing was to install). An agent whose install fails does not start:
 // the error names the source and the host path.
 func (c *Config) InstallHAMiCore(ctx context.Context) (hamicore.Installed, error) {
-	if c.HAMiCore.SourceDir == "" || c.Enforcement != gpuenv.EnforceHAMiCore {
+	if c.HAMiCore.SourceDir == "" || c.Enforcement != device.EnforcementHAMiCore {
 		return hamicore.Installed{}, nil
 	}
 	in, err := hamicore.Run(ctx, c.HAMiCore)

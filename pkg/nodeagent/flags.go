@@ -9,12 +9,12 @@ import (
 	"github.com/hami-go/hami-go/pkg/device"
 )
 
-// GPU backends of the node agents (--backend).
+// GPU backends of the node agents (--backend), defined in pkg/device.
 const (
 	// BackendNVML is the driver's NVML library (real GPUs).
-	BackendNVML = "nvml"
+	BackendNVML = device.BackendNVML
 	// BackendFake is a simulated pkg/fake fleet.
-	BackendFake = "fake"
+	BackendFake = device.BackendFake
 )
 
 // Flags are the node agents' shared flags that are the binary's own, not the agent's Config:

@@ -1,6 +1,6 @@
 package preflight
 
-import "fmt"
+import "github.com/hami-go/hami-go/pkg/device"
 
 // This file checks the enforcement: HAMi-core's library or the MPS control daemon present.
 
@@ -24,5 +24,5 @@ func checkEnforcement(in Input) Finding {
 		}
 		return miss(n, SeverityError, "enforcement mps but the MPS control daemon is not reachable"+detail+": check the chart's MPS control daemon (mps-control-daemon DaemonSet) on this node or set --enforcement=none")
 	}
-	return miss(n, SeverityError, fmt.Sprintf("enforcement %q is not hami-core, mps or none", in.Enforcement))
+	return miss(n, SeverityError, "enforcement "+device.CheckEnforcementMode(in.Enforcement).Error())
 }

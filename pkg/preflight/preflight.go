@@ -9,22 +9,25 @@
 // is the caller's.
 package preflight
 
-import "strings"
+import (
+	"strings"
 
-// Values of Input's string fields. They equal the node agents' flag values
-// (pkg/nodeagent.BackendNVML/BackendFake, pkg/deviceplugin.StrategyCDI/StrategyEnvvar,
-// pkg/gpuenv.EnforceHAMiCore/EnforceMPS/EnforceNone), repeated here to keep this package free
-// of their imports (a test holds them equal).
+	"github.com/hami-go/hami-go/pkg/device"
+)
+
+// Values of Input's string fields: the node agents' flag values, whose one home is pkg/device
+// (device.BackendNVML/BackendFake, device.StrategyCDI/StrategyEnvvar,
+// device.EnforcementHAMiCore/EnforcementMPS/EnforcementNone); these names are theirs.
 const (
-	BackendNVML = "nvml"
-	BackendFake = "fake"
+	BackendNVML = device.BackendNVML
+	BackendFake = device.BackendFake
 
-	StrategyCDI    = "cdi"
-	StrategyEnvvar = "envvar"
+	StrategyCDI    = device.StrategyCDI
+	StrategyEnvvar = device.StrategyEnvvar
 
-	EnforceHAMiCore = "hami-core"
-	EnforceMPS      = "mps"
-	EnforceNone     = "none"
+	EnforceHAMiCore = device.EnforcementHAMiCore
+	EnforceMPS      = device.EnforcementMPS
+	EnforceNone     = device.EnforcementNone
 )
 
 // Runtime names as NRI's Configure reports them (api.ConfigureRequest.RuntimeName).

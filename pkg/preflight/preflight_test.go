@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/device"
 )
 
 // base is a node that passes every check: containerd 2.4 with NRI, CDI on, runc default, no
@@ -373,14 +373,12 @@ func TestKeyValues(t *testing.T) {
 	}
 }
 
-// The string constants repeat the node agents' flag values (pkg/nodeagent and
-// pkg/deviceplugin are not imported here to keep this test's build small; their values are
-// pinned by their own option tests: "nvml"/"fake", "cdi"/"envvar").
+// The constants are the node agents' flag values, whose one home is pkg/device.
 func TestConstantsMatchFlags(t *testing.T) {
-	if EnforceHAMiCore != gpuenv.EnforceHAMiCore || EnforceMPS != gpuenv.EnforceMPS || EnforceNone != gpuenv.EnforceNone {
-		t.Error("enforcement constants differ from pkg/gpuenv")
+	if EnforceHAMiCore != device.EnforcementHAMiCore || EnforceMPS != device.EnforcementMPS || EnforceNone != device.EnforcementNone {
+		t.Error("enforcement constants differ from pkg/device")
 	}
-	if BackendNVML != "nvml" || BackendFake != "fake" || StrategyCDI != "cdi" || StrategyEnvvar != "envvar" {
-		t.Error("backend or strategy constants changed")
+	if BackendNVML != device.BackendNVML || BackendFake != device.BackendFake || StrategyCDI != device.StrategyCDI || StrategyEnvvar != device.StrategyEnvvar {
+		t.Error("backend or strategy constants differ from pkg/device")
 	}
 }
