@@ -3,7 +3,10 @@
 // and pin a container's protected env (device.IsProtectedEnv) to what hami-go gave it, or refuse
 // the container where no adjustment can, so that image ENV, envFrom values and the pod's own env
 // cannot widen a GPU slice (case C37, both modes). This file is the pure env decision (env in,
-// adjustment out; no I/O); plugin.go is the plugin (Plugin, Decide, Run).
+// adjustment out; no I/O); decide.go is Plugin.Decide, which applies it to a container; source.go
+// holds the Source types the plugin reads plans through (Container, Plan, Granted, Source);
+// drivercaps.go the driver-capabilities rule; plugin.go is the plugin (Plugin, its NRI
+// callbacks, Run).
 package nri
 
 import (

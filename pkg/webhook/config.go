@@ -55,7 +55,8 @@ const DefaultScheduler = "default-scheduler"
 
 // Config is what the admission handlers need.
 type Config struct {
-	// Names are the slice resource names (pkg/cliflags).
+	// Names are the slice resource names (device.ResourceNames; the --resource-* flags,
+	// registered by cliflags.AddResourceNames in cmd/webhook/options.go).
 	Names device.ResourceNames
 	// SchedulerName is set on GPU pods that use the default scheduler (case C27).
 	SchedulerName string
