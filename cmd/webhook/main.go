@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hami-go/hami-go/pkg/drapreempt"
 	"github.com/hami-go/hami-go/pkg/webhook"
 )
 
@@ -48,6 +49,13 @@ func main() {
 		go func() {
 			if err := s.RunHAMiQuotaKeys(ctx); err != nil {
 				klog.ErrorS(err, "HAMi quota keys: the controller stopped; quotas written with HAMi's keys are not enforced")
+			}
+		}()
+	}
+	if opts.DRAPreemption { // one replica preempts, by a Lease
+		go func() {
+			if err := drapreempt.Run(ctx, cfg.Client, cfg.Admission.Namespace, drapreempt.Config{}); err != nil {
+				klog.ErrorS(err, "DRA preemption: the controller stopped; pods with claims are not preempted for")
 			}
 		}()
 	}

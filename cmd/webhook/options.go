@@ -18,6 +18,10 @@ type options struct {
 	// ResourceQuota written with HAMi's keys limits./limit.<memory|cores name> gets an owned
 	// sibling on requests.hami-go.io/gpu-memory and gpu-cores (docs/quota.md).
 	HAMiQuotaKeys bool
+	// DRAPreemption runs the DRA-mode preemption controller (pkg/drapreempt; --mode=dra only):
+	// kube-scheduler 1.37 does not preempt for pods with claims, and the extender, which
+	// preempts in device-plugin mode, does not run in DRA mode.
+	DRAPreemption bool
 }
 
 // parseFlags turns the command line (docs/components.md, "webhook") into the server's
@@ -43,6 +47,7 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (o
 	fs.BoolVar(&a.GPUMemoryNodeAffinity, "gpu-memory-node-affinity", false, "--mode=deviceplugin: add to a GPU pod asking MiB per GPU a required node affinity nvidia.com/gpu.memory > MiB-1, so that autoscalers pick node groups whose cards can hold it (docs/design.md, \"GPU memory as a synthetic extended resource\")")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "path of a kubeconfig for the API client (ResourceQuotas in both modes; templates and ResourceSlices in --mode=dra); empty = in-cluster configuration")
 	fs.BoolVar(&o.HAMiQuotaKeys, "hami-quota-keys", true, "keep, for each ResourceQuota with HAMi's keys limits.<--resource-memory> / limit.<--resource-memory> and limits.<--resource-cores> / limit.<--resource-cores>, an owned sibling ResourceQuota <name>-hami-go on requests.hami-go.io/gpu-memory and requests.hami-go.io/gpu-cores, which the API server enforces (RBAC: create/update/delete resourcequotas, create events)")
+	fs.BoolVar(&o.DRAPreemption, "dra-preemption", false, "--mode=dra: preempt for pending pods whose claims of gpu.hami-go.io fit no node (kube-scheduler 1.37 does not): nominate the pod to the node where the fewest lowest-priority pods free enough GPU capacity, and evict those through the Eviction API; one replica at a time, by the Lease hami-go-dra-preemption in --namespace (RBAC: pods list/watch, pods/status patch, pods/eviction create, resourceclaims, resourceslices, poddisruptionbudgets list/watch, leases, events; docs/dra.md, \"Preemption in DRA mode\")")
 	cliflags.AddResourceNames(fs, &a.Names)
 	if err := cliflags.Parse(fs, args); err != nil {
 		return o, err
@@ -67,6 +72,12 @@ func parseFlags(fs *pflag.FlagSet, args []string, getenv func(string) string) (o
 	}
 	if cfg.CertDir == "" {
 		return o, fmt.Errorf("--cert-dir is empty")
+	}
+	if o.DRAPreemption && a.Mode != webhook.ModeDRA {
+		return o, fmt.Errorf("--dra-preemption=true needs --mode=dra (in mode deviceplugin the scheduler extender preempts)")
+	}
+	if o.DRAPreemption && a.Namespace == "" {
+		return o, fmt.Errorf("--dra-preemption=true needs --namespace (or $POD_NAMESPACE) for its Lease")
 	}
 	if err := a.Validate(); err != nil {
 		return o, err
