@@ -234,6 +234,10 @@ func TestModeWebhook(t *testing.T) {
 				"resource.k8s.io|resourceclaimtemplates|get", "resource.k8s.io|resourceclaimtemplates|list", "resource.k8s.io|resourceclaimtemplates|watch",
 				"resource.k8s.io|resourceclaimtemplates|create",
 				"resource.k8s.io|resourceslices|get", "resource.k8s.io|resourceslices|list", "resource.k8s.io|resourceslices|watch",
+				// webhook.draPreemption (default true): dra_preemption_test.go
+				"|pods|get", "|pods|list", "|pods|watch", "|pods/status|patch", "|pods/eviction|create",
+				"resource.k8s.io|resourceclaims|get", "resource.k8s.io|resourceclaims|list", "resource.k8s.io|resourceclaims|watch",
+				"policy|poddisruptionbudgets|get", "policy|poddisruptionbudgets|list", "policy|poddisruptionbudgets|watch",
 			)
 		}
 		if len(got) != len(want) {
