@@ -102,6 +102,7 @@ func TestBadFlags(t *testing.T) {
 		"--cert-dir=":                            "--cert-dir is empty",
 		"--mode=dra --gpu-memory-node-affinity":  `gpu memory node affinity: true with mode "dra"; it is for mode deviceplugin`,
 		"--ray-accelerator-label=bad/key/x":      "not a label key",
+		"--dra-preemption":                       "--dra-preemption=true needs --mode=dra",
 		"extra":                                  "unexpected arguments",
 	} {
 		if _, err := parse(strings.Fields(args), nil); err == nil || !strings.Contains(err.Error(), want) {
