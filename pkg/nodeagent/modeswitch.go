@@ -355,13 +355,14 @@ func (w ModeSwitchWait) Run(ctx context.Context, timeout time.Duration) ([]strin
 // ChartName is the app.kubernetes.io/name label of the agent's own pod (--pod-namespace,
 // --pod-name), which names hami-go's pods in ModeSwitchWait's holders; "" (any) when the pod is
 // unknown or cannot be read.
-func (c *Config) ChartName(ctx context.Context, client kubernetes.Interface) string {
+func (l *Life) ChartName(ctx context.Context) string {
+	c := l.Config
 	if c.PodName == "" || c.PodNamespace == "" {
 		return ""
 	}
 	cctx, cancel := WithdrawContext(ctx)
 	defer cancel()
-	p, err := client.CoreV1().Pods(c.PodNamespace).Get(cctx, c.PodName, metav1.GetOptions{})
+	p, err := l.Client.CoreV1().Pods(c.PodNamespace).Get(cctx, c.PodName, metav1.GetOptions{})
 	if err != nil {
 		klog.ErrorS(err, "Reading the agent's own pod failed; any node agent pod counts in a mode switch", "pod", c.PodNamespace+"/"+c.PodName)
 		return ""
@@ -369,14 +370,15 @@ func (c *Config) ChartName(ctx context.Context, client kubernetes.Interface) str
 	return p.Labels[labelName]
 }
 
-// WaitOldModeGone is the arriving side of a mode switch for an agent of component arriving
-// (ComponentDevicePlugin or ComponentDRADriver): it returns once no pod on the node holds GPUs
-// from the other mode and the other agent's pods are gone (OldModeHolders), at once when there
-// are none (a first start, a restart). Meanwhile the node's preflight condition says what it
-// waits for (enf, FindingOldModeInUse); checked is called after the first look
-// (ModeSwitchWait.Checked). Errors: ctx's, when it ends first.
-func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interface, arriving string, enf *Enforcement, clk clock.Clock, checked func()) error {
-	chart := c.ChartName(ctx, client)
+// WaitOldModeGone is the arriving side of a mode switch for the agent (Life.Component, the
+// arriving one: ComponentDevicePlugin or ComponentDRADriver): it returns once no pod on the node
+// holds GPUs from the other mode and the other agent's pods are gone (OldModeHolders), at once
+// when there are none (a first start, a restart). Meanwhile the node's preflight condition says
+// what it waits for (Life.Enforcement, FindingOldModeInUse); checked is called after the first
+// look (ModeSwitchWait.Checked). Errors: ctx's, when it ends first.
+func (l *Life) WaitOldModeGone(ctx context.Context, checked func()) error {
+	c, client, arriving := l.Config, l.Client, l.Component
+	chart := l.ChartName(ctx)
 	other := "device-plugin"
 	if arriving == ComponentDevicePlugin {
 		other = "DRA"
@@ -387,7 +389,11 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 	if arriving == ComponentDevicePlugin {
 		claims = ClaimsOf(wctx, client)
 	}
-	w := ModeSwitchWait{Node: c.NodeName, Clock: clk, Report: enf.SetOldModeInUse, Checked: checked,
+	var report func(string)
+	if l.Enforcement != nil {
+		report = l.Enforcement.SetOldModeInUse
+	}
+	w := ModeSwitchWait{Node: c.NodeName, Clock: l.Clock, Report: report, Checked: checked,
 		What: "the " + other + " mode's GPU pods and node agent to leave the node",
 		Holders: func(ctx context.Context) ([]string, error) {
 			return OldModeHolders(ctx, client, c.NodeName, AgentPods{Namespace: c.PodNamespace, Chart: chart}, arriving, claims)
@@ -404,7 +410,8 @@ func (c *Config) WaitOldModeGone(ctx context.Context, client kubernetes.Interfac
 // unserved while the pods run. It returns what is left then, logged. The agent has stopped
 // offering capacity before (the device plugin released its Lease; the DRA driver published no
 // devices).
-func (c *Config) Drain(what string, holders func() []string, undone func() bool, clk clock.Clock) []string {
+func (l *Life) Drain(what string, holders func() []string, undone func() bool) []string {
+	c, clk := l.Config, l.Clock
 	left := holders()
 	if len(left) > 0 && c.DrainTimeout > 0 {
 		wasUndone := false
@@ -432,7 +439,8 @@ func (c *Config) Drain(what string, holders func() []string, undone func() bool,
 // SwitchUndone is the undone check of a drain (Drain): whether the agent no longer leaves its
 // node for good (CheckRemoval: its DaemonSet selects the node again). An error counts as not
 // undone: the drain goes on.
-func (c *Config) SwitchUndone(ctx context.Context, client kubernetes.Interface) func() bool {
+func (l *Life) SwitchUndone(ctx context.Context) func() bool {
+	c, client := l.Config, l.Client
 	return func() bool {
 		cctx, cancel := WithdrawContext(ctx)
 		defer cancel()

@@ -338,6 +338,7 @@ func TestModeSwitchWait(t *testing.T) {
 func TestDrain(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := Config{NodeName: "n1", DrainTimeout: 10 * time.Second}
+	l := &Life{Config: &c, Clock: clk}
 	var mu sync.Mutex
 	calls := 0
 	holders := func() []string {
@@ -350,7 +351,7 @@ func TestDrain(t *testing.T) {
 		return []string{"ml/trainer"}
 	}
 	done := make(chan []string, 1)
-	go func() { done <- c.Drain("pods to end", holders, nil, clk) }()
+	go func() { done <- l.Drain("pods to end", holders, nil) }()
 	for i := 0; i < 2; i++ { // holders' 2nd and 3rd calls hold; the 4th finds none
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
@@ -362,7 +363,7 @@ func TestDrain(t *testing.T) {
 	}
 
 	always := func() []string { return []string{"ml/stuck"} }
-	go func() { done <- c.Drain("pods to end", always, nil, clk) }()
+	go func() { done <- l.Drain("pods to end", always, nil) }()
 	for i := 0; i < 5; i++ {
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
@@ -382,7 +383,7 @@ func TestDrain(t *testing.T) {
 		return looks >= 3
 	}
 	start := clk.Now()
-	go func() { done <- c.Drain("pods to end", always, undone, clk) }()
+	go func() { done <- l.Drain("pods to end", always, undone) }()
 	for i := 0; i < 2; i++ {
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
@@ -393,7 +394,7 @@ func TestDrain(t *testing.T) {
 		t.Errorf("undone: left %q after %d looks and %v; want ml/stuck after 3 looks, %v", left, looks, clk.Since(start), 2*ModeSwitchPoll)
 	}
 	c.DrainTimeout = 0
-	if left := c.Drain("pods to end", always, nil, clk); !reflect.DeepEqual(left, []string{"ml/stuck"}) {
+	if left := l.Drain("pods to end", always, nil); !reflect.DeepEqual(left, []string{"ml/stuck"}) {
 		t.Errorf("--drain-timeout=0: left %q", left)
 	}
 }

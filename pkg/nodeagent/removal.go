@@ -91,7 +91,8 @@ const removalCheckTimeout = 5 * time.Second
 // LeavingForGood is CheckRemoval for a stopping agent, under a timeout of its own (ctx, ended by
 // the stop, is only the parent of values): an unknown pod (PodName empty) or an error counts as
 // a restart, logged.
-func (c *Config) LeavingForGood(ctx context.Context, client kubernetes.Interface) Removal {
+func (l *Life) LeavingForGood(ctx context.Context) Removal {
+	c, client := l.Config, l.Client
 	cctx, cancel := WithdrawContext(ctx)
 	defer cancel()
 	if c.PodName == "" || c.PodNamespace == "" {

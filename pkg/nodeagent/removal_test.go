@@ -88,8 +88,8 @@ func TestCheckRemoval(t *testing.T) {
 	if _, err := CheckRemoval(ctx, c, ds.Namespace, pod.Name, "node-1"); err == nil || !strings.Contains(err.Error(), "read the agent's own pod") {
 		t.Errorf("own pod missing: %v; want an error (the caller takes it for a restart)", err)
 	}
-	cfg := Config{NodeName: "node-1"}
-	if r := cfg.LeavingForGood(ctx, c); r.ForGood {
+	l := &Life{Config: &Config{NodeName: "node-1"}, Client: c}
+	if r := l.LeavingForGood(ctx); r.ForGood {
 		t.Errorf("without --pod-name: %+v; want a restart", r)
 	}
 }
@@ -104,7 +104,7 @@ func TestSwitchUndone(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{NodeName: "node-1", PodNamespace: ds.Namespace, PodName: pod.Name}
 	c := fake.NewClientset(ds, pod, labelledNode(map[string]string{"hami-go.io/mode": "dra"}))
-	undone := cfg.SwitchUndone(ctx, c)
+	undone := (&Life{Config: &cfg, Client: c}).SwitchUndone(ctx)
 	if undone() {
 		t.Error("node still labelled dra: undone; want the drain to go on")
 	}
@@ -116,7 +116,7 @@ func TestSwitchUndone(t *testing.T) {
 	if !undone() {
 		t.Error("node relabelled deviceplugin: not undone; want the drain to end")
 	}
-	if cfg.SwitchUndone(ctx, fake.NewClientset(ds, labelledNode(nil)))() {
+	if (&Life{Config: &cfg, Client: fake.NewClientset(ds, labelledNode(nil))}).SwitchUndone(ctx)() {
 		t.Error("own pod unreadable: undone; want the drain to go on")
 	}
 }
