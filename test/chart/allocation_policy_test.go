@@ -316,29 +316,7 @@ func TestGPUMemoryPolicyC44(t *testing.T) {
 		{"not opted out: the webhook refuses it", withPodClaims(pod(false, nil, cpu), "hami-go-gpu-9f2c4e1a0b3d5e6f", ""), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-			kind := c.pod.GetObjectKind().GroupVersionKind()
-			attr := admission.NewAttributesRecord(c.pod, nil, kind, "team", "p", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: "alice"})
-			va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := v.Validate(context.Background(), gvr, va, nil, nil, celconfig.RuntimeCELCostBudget, nil)
-			var denied []string
-			for _, d := range res.Decisions {
-				if d.Evaluation == validating.EvalError {
-					t.Fatalf("evaluation error: %s", d.Message)
-				}
-				if d.Action == validating.ActionDeny {
-					denied = append(denied, d.Message)
-				}
-			}
-			switch {
-			case c.deny == "" && len(denied) > 0:
-				t.Fatalf("denied: %v", denied)
-			case c.deny != "" && (len(denied) == 0 || !strings.Contains(denied[0], c.deny)):
-				t.Fatalf("denials %q, want one containing %q", denied, c.deny)
-			}
+			expectDenial(t, v, schema.GroupVersionResource{Version: "v1", Resource: "pods"}, c.pod, nil, "alice", c.deny)
 		})
 	}
 	if _, ok := renderChart(t, map[string]any{"allocationPolicy": map[string]any{"enabled": false}}).objs[key]; ok {
@@ -356,4 +334,34 @@ func withPodClaims(p *corev1.Pod, tmpl, claim string) *corev1.Pod {
 	}
 	p.Spec.ResourceClaims = []corev1.PodResourceClaim{c}
 	return p
+}
+
+// expectDenial evaluates policy v for a CREATE of obj (resource gvr, namespace "team") by user,
+// with params (nil: none), as kube-apiserver does, and fails unless the first denial contains
+// deny ("": no denial). An evaluation error fails the test (under failurePolicy Fail it would
+// refuse the object).
+func expectDenial(t *testing.T, v validating.Validator, gvr schema.GroupVersionResource, obj, params runtime.Object, username, deny string) {
+	t.Helper()
+	kind := obj.GetObjectKind().GroupVersionKind()
+	attr := admission.NewAttributesRecord(obj, nil, kind, "team", "x", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: username})
+	va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := v.Validate(context.Background(), gvr, va, params, nil, celconfig.RuntimeCELCostBudget, nil)
+	var denied []string
+	for _, d := range res.Decisions {
+		if d.Evaluation == validating.EvalError {
+			t.Fatalf("evaluation error: %s", d.Message)
+		}
+		if d.Action == validating.ActionDeny {
+			denied = append(denied, d.Message)
+		}
+	}
+	switch {
+	case deny == "" && len(denied) > 0:
+		t.Fatalf("denied: %v", denied)
+	case deny != "" && (len(denied) == 0 || !strings.Contains(denied[0], deny)):
+		t.Fatalf("denials %q, want one containing %q", denied, deny)
+	}
 }

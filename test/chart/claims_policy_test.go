@@ -1,8 +1,6 @@
 package chart_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -12,11 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // Issue 37 item 4: in a namespace whose quota caps hami-go's GPU memory or compute, only
@@ -95,29 +88,7 @@ func TestGPUClaimsPolicy(t *testing.T) {
 			if _, ok := c.obj.(*resourcev1.ResourceClaimTemplate); ok {
 				res = "resourceclaimtemplates"
 			}
-			gvr := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: res}
-			kind := c.obj.GetObjectKind().GroupVersionKind()
-			attr := admission.NewAttributesRecord(c.obj, nil, kind, "team", "x", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: c.user})
-			va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := v.Validate(context.Background(), gvr, va, c.quota, nil, celconfig.RuntimeCELCostBudget, nil)
-			var denied []string
-			for _, d := range out.Decisions {
-				if d.Evaluation == validating.EvalError {
-					t.Fatalf("evaluation error: %s", d.Message)
-				}
-				if d.Action == validating.ActionDeny {
-					denied = append(denied, d.Message)
-				}
-			}
-			switch {
-			case c.deny == "" && len(denied) > 0:
-				t.Fatalf("denied: %v", denied)
-			case c.deny != "" && (len(denied) == 0 || !strings.Contains(denied[0], c.deny)):
-				t.Fatalf("denials %q, want one containing %q", denied, c.deny)
-			}
+			expectDenial(t, v, schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: res}, c.obj, c.quota, c.user, c.deny)
 		})
 	}
 }
