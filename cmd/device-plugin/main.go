@@ -1,10 +1,12 @@
 // Command device-plugin is hami-go's per-node kubelet device plugin (DaemonSet). It parses flags
 // into a deviceplugin.Config, opens the GPU backend (NVML, or a pkg/fake fleet picked by the
-// node's profile label) and runs pkg/deviceplugin until SIGTERM.
+// node's profile label) and runs pkg/deviceplugin until SIGTERM; `device-plugin uninstall` runs
+// the chart's pre-delete hook instead (nodeagent.Uninstall).
 package main
 
 import (
 	"context"
+	"os"
 
 	"k8s.io/client-go/rest"
 
@@ -13,7 +15,15 @@ import (
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
-func main() { nodeagent.Main("device-plugin", parseOptions, run) }
+// main runs the agent, or with the first argument "uninstall" the chart's pre-delete hook
+// (nodeagent.Uninstall: the agents' DaemonSets deleted in the foreground, so each agent
+// withdraws what it published while its RBAC still exists).
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == nodeagent.UninstallCommand {
+		os.Exit(nodeagent.UninstallMain("device-plugin", os.Args[2:]))
+	}
+	os.Exit(nodeagent.Main("device-plugin", os.Args[1:], parseOptions, run))
+}
 
 func run(ctx context.Context, o *options) error {
 	// The claim writer patches every pod whose container claimed its plan; during a burst the

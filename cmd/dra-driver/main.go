@@ -1,10 +1,12 @@
 // Command dra-driver is hami-go's DRA kubelet plugin gpu.hami-go.io (DaemonSet, the chart's
 // mode: dra). It parses flags into a dra.Config, opens the GPU backend (NVML, or a pkg/fake
-// fleet picked by the node's profile label) and runs pkg/dra until SIGTERM.
+// fleet picked by the node's profile label) and runs pkg/dra until SIGTERM; `dra-driver uninstall`
+// runs the chart's pre-delete hook instead (nodeagent.Uninstall).
 package main
 
 import (
 	"context"
+	"os"
 
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2"
@@ -14,7 +16,15 @@ import (
 	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
-func main() { nodeagent.Main("dra-driver", parseOptions, run) }
+// main runs the agent, or with the first argument "uninstall" the chart's pre-delete hook
+// (nodeagent.Uninstall: the agents' DaemonSets deleted in the foreground, so each agent
+// withdraws what it published while its RBAC still exists).
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == nodeagent.UninstallCommand {
+		os.Exit(nodeagent.UninstallMain("dra-driver", os.Args[2:]))
+	}
+	os.Exit(nodeagent.Main("dra-driver", os.Args[1:], parseOptions, run))
+}
 
 func run(ctx context.Context, o *options) error {
 	client, err := nodeagent.Client(o.Node.Kubeconfig, o.tuneClient)

@@ -1,8 +1,10 @@
 // Package nodeagent is what both node agents (cmd/device-plugin, cmd/dra-driver) share: their
 // common configuration (Config, embedded by deviceplugin.Config and dra.Config) and its flags
-// (AddFlags), and the start-up wiring: the signal context, the API client from --kubeconfig, the
-// GPU backend from --backend (NVML, or a pkg/fake fleet picked by the node's profile label) and
-// the metrics and fault-injection HTTP handler.
+// (AddFlags), the agent's life written once (Life, over the Agent each implements: install,
+// serve, wait for the old mode, publish, decide, hand over, drain, flush, withdraw), and the
+// start-up wiring: the signal context, the API client from --kubeconfig, the GPU backend from
+// --backend (NVML, or a pkg/fake fleet picked by the node's profile label) and the metrics and
+// fault-injection HTTP handler.
 package nodeagent
 
 import (
@@ -23,18 +25,16 @@ import (
 	"github.com/hami-go/hami-go/pkg/nvml"
 )
 
-// Main runs run with a context cancelled by SIGINT/SIGTERM, after parse succeeded; it exits 2
-// with "<name>: <error>" on a parse error and 1 (logging the error) when run fails. With the
-// first argument "uninstall" it runs the chart's pre-delete hook instead (Uninstall).
-func Main[O any](name string, parse func([]string, func(string) string) (O, error), run func(context.Context, O) error) {
-	if len(os.Args) > 1 && os.Args[1] == UninstallCommand {
-		uninstallMain(name, os.Args[2:])
-		return
-	}
-	o, err := parse(os.Args[1:], os.Getenv)
+// Main runs run with a context cancelled by SIGINT/SIGTERM, after parse succeeded on args (the
+// command line after the program name), and returns the process's exit status (cmd's main
+// exits with it): 2 with "<name>: <error>" on stderr on a parse error, 1 (the error
+// logged) when run fails, 0 otherwise. The uninstall command is dispatched by cmd's main
+// (UninstallCommand, UninstallMain).
+func Main[O any](name string, args []string, parse func([]string, func(string) string) (O, error), run func(context.Context, O) error) int {
+	o, err := parse(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, o)
@@ -42,8 +42,9 @@ func Main[O any](name string, parse func([]string, func(string) string) (O, erro
 	if err != nil {
 		klog.ErrorS(err, name+" failed")
 		klog.Flush()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // Client builds the API client from --kubeconfig ("" = in-cluster); tune, when not nil, may

@@ -151,22 +151,25 @@ func ParseUninstall(args []string, getenv func(string) string) (u Uninstall, kub
 	return u, kubeconfig, nil
 }
 
-// uninstallMain runs the uninstall command and exits: 2 on bad flags, 1 when Run fails.
-func uninstallMain(name string, args []string) {
+// UninstallMain runs the uninstall command of the node agent binary name with args (after the
+// command word) and returns the process's exit status (cmd's main exits with it): 2 on
+// bad flags, 1 when Run fails, 0 otherwise.
+func UninstallMain(name string, args []string) int {
 	u, kubeconfig, err := ParseUninstall(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %s: %v\n", name, UninstallCommand, err)
-		os.Exit(2)
+		return 2
 	}
 	if u.Client, err = Client(kubeconfig, nil); err != nil {
 		klog.ErrorS(err, "API client")
 		klog.Flush()
-		os.Exit(1)
+		return 1
 	}
 	if err := u.Run(context.Background()); err != nil {
 		klog.ErrorS(err, "Uninstall failed")
 		klog.Flush()
-		os.Exit(1)
+		return 1
 	}
 	klog.Flush()
+	return 0
 }
