@@ -162,97 +162,132 @@ func (l *Life) Run(ctx context.Context, build func() (Agent, error)) error {
 		return err
 	}
 	defer stop()
-	pf := &Preflight{Client: l.Client, Node: l.Config.NodeName, HostRoot: HostRoot,
-		ToolkitConfigPaths: l.Config.ToolkitConfigPaths, ContainerdConfigPaths: l.Config.ContainerdConfigPaths,
-		Input: func() preflight.Input { return a.PreflightInput(g) }, Changed: g.Changed, Clock: l.clock()}
-
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(serveCtx) }()
+	v := &living{l: l, a: a, g: g, ctx: ctx, agentCtx: agentCtx, stopAgent: stopAgent, stopServing: stopServing,
+		served: make(chan error, 1), quit: make(chan error, 1), ended: make(chan struct{}),
+		arrived: make(chan struct{}), published: make(chan struct{}), nriDone: make(chan struct{}), decided: make(chan struct{})}
+	defer close(v.ended)
+	go func() { v.served <- a.Serve(serveCtx) }()
+	go v.arrive()
+	go v.connectNRI()
+	go v.decide()
+	return v.serve()
+}
 
-	ended := make(chan struct{}) // Run has returned
-	defer close(ended)
-	quit := make(chan error, 1) // Run ends at once with this
-	// A mode switch (issue 28): the node's GPUs are the other mode's until its pods and claims
-	// are gone; only then does this agent publish and connect its NRI plugin (the device
-	// plugin's stops containers running without a plan). A restart or a first start does not
-	// wait.
-	arrived, published := make(chan struct{}), make(chan struct{})
-	go func() {
-		if l.WaitOldModeGone(ctx, func() { go pf.Run(ctx, a.SetPreflight) }) != nil {
-			if a.StopsBeforeArrival() {
-				quit <- nil // stopped while waiting: nothing was published
-				return
-			}
-			close(published)
-			return
-		}
-		done, err := a.Publish(ctx)
-		if err != nil {
-			quit <- err
-			return
-		}
-		close(arrived)
-		if done != nil {
-			<-done
-		}
-		close(published)
-	}()
-	nriDone := make(chan struct{})
-	go func() {
-		select {
-		case <-arrived:
-			if l.Config.NRISocket != "" {
-				nri.Run(agentCtx, l.Config.NRISocket, g, nri.DefaultRetry)
-			}
-		case <-ctx.Done():
-		}
-		close(nriDone)
-	}()
+// living is one Run's state once the agent has started: the strands of its life run
+// concurrently (serve, arrive, connectNRI, decide) and meet on its channels.
+type living struct {
+	l                      *Life
+	a                      Agent
+	g                      *nri.Plugin
+	ctx, agentCtx          context.Context
+	stopAgent, stopServing context.CancelFunc
 
-	var removal Removal
-	decided := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-ended:
-			return
-		}
-		select {
-		case <-published:
-		case <-ended:
-			return
-		}
-		r := l.LeavingForGood(ctx)
-		a.HandOver()
-		if r.Drain {
-			if what, holders := a.Drain(); holders != nil {
-				l.Drain(what, holders, l.SwitchUndone(ctx))
-				// taken again after the drain: a switch undone meanwhile withdraws nothing
-				r = l.LeavingForGood(ctx)
-			}
-		}
-		removal = r
-		close(decided)
-		stopServing()
-	}()
+	served  chan error    // Agent.Serve's error, once it has returned
+	quit    chan error    // Run ends at once with this (arrive)
+	ended   chan struct{} // Run has returned
+	arrived chan struct{} // the old mode gone and the agent published: the NRI plugin connects
+	// published is closed once the agent's publishing has stopped after the stop, or at once
+	// when the stop came during the wait
+	published chan struct{}
+	nriDone   chan struct{} // the NRI plugin has disconnected, or never connected
+	decided   chan struct{} // removal is set
+	removal   Removal
+}
 
+// arrive waits for the old mode of a mode switch to be gone (issue 28): the node's GPUs are the
+// other mode's until its pods and claims are gone; only then does the agent publish and connect
+// its NRI plugin (the device plugin's stops containers running without a plan). A restart or a
+// first start does not wait. The node's preflight starts after the wait's first look, so that
+// the node's condition says at once what the agent waits for.
+func (v *living) arrive() {
+	l, a, ctx := v.l, v.a, v.ctx
+	pf := &Preflight{Client: l.Client, Node: l.Config.NodeName, HostRoot: HostRoot,
+		ToolkitConfigPaths: l.Config.ToolkitConfigPaths, ContainerdConfigPaths: l.Config.ContainerdConfigPaths,
+		Input: func() preflight.Input { return a.PreflightInput(v.g) }, Changed: v.g.Changed, Clock: l.clock()}
+	if l.WaitOldModeGone(ctx, func() { go pf.Run(ctx, a.SetPreflight) }) != nil {
+		if a.StopsBeforeArrival() {
+			v.quit <- nil // stopped while waiting: nothing was published
+			return
+		}
+		close(v.published)
+		return
+	}
+	done, err := a.Publish(ctx)
+	if err != nil {
+		v.quit <- err
+		return
+	}
+	close(v.arrived)
+	if done != nil {
+		<-done
+	}
+	close(v.published)
+}
+
+// connectNRI runs the NRI plugin (case C37; none without Config.NRISocket) from the agent's
+// arrival until the agent is stopped.
+func (v *living) connectNRI() {
 	select {
-	case err = <-served:
-	case err = <-quit:
+	case <-v.arrived:
+		if socket := v.l.Config.NRISocket; socket != "" {
+			nri.Run(v.agentCtx, socket, v.g, nri.DefaultRetry)
+		}
+	case <-v.ctx.Done():
+	}
+	close(v.nriDone)
+}
+
+// decide takes the stop's steps once publishing has stopped: whether the agent leaves its node
+// for good, the hand-over and, for a mode switch, the drain; then it stops serving.
+func (v *living) decide() {
+	l, a, ctx := v.l, v.a, v.ctx
+	select {
+	case <-ctx.Done():
+	case <-v.ended:
+		return
+	}
+	select {
+	case <-v.published:
+	case <-v.ended:
+		return
+	}
+	r := l.LeavingForGood(ctx)
+	a.HandOver()
+	if r.Drain {
+		if what, holders := a.Drain(); holders != nil {
+			l.Drain(what, holders, l.SwitchUndone(ctx))
+			// taken again after the drain: a switch undone meanwhile withdraws nothing
+			r = l.LeavingForGood(ctx)
+		}
+	}
+	v.removal = r
+	close(v.decided)
+	v.stopServing()
+}
+
+// serve waits for Agent.Serve to return (after decide, or a crash), then flushes, stops the
+// agent and, when it leaves its node for good, withdraws; it returns Serve's error.
+func (v *living) serve() error {
+	var err error
+	select {
+	case err = <-v.served:
+	case err = <-v.quit:
+		v.stopServing()
+		<-v.served
 		return err
 	}
-	a.Flush()
-	stopAgent()
-	<-nriDone
-	if ctx.Err() == nil {
+	v.a.Flush()
+	v.stopAgent()
+	<-v.nriDone
+	if v.ctx.Err() == nil {
 		return err // Serve failed without a stop: a crash, which the DaemonSet restarts
 	}
-	<-decided
-	if removal.ForGood {
-		wctx, cancel := WithdrawContext(ctx)
-		a.Withdraw(wctx)
+	<-v.decided
+	if v.removal.ForGood {
+		wctx, cancel := WithdrawContext(v.ctx)
+		v.a.Withdraw(wctx)
 		cancel()
 	}
 	return err
