@@ -57,21 +57,14 @@ type Plugin struct {
 
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
-	// canApplyPlans says why the NRI plugin cannot apply a pending answer's plan now, or nil
-	// (nri.Plugin.CanApplyPlans; Run sets it before serving; nil: there is no NRI plugin).
-	// PreStartContainer lets a GPU container be created only when it says nil.
-	canApplyPlans func(cdi bool) error
-	// nriChanged returns a channel closed when canApplyPlans may have changed (nil: never).
-	nriChanged func() <-chan struct{}
+	// preStartGate holds or refuses each GPU container's creation until the NRI plugin can apply
+	// its plan (PreStartContainer, Drain; prestart.go). Embedded: the agent joins the NRI
+	// plugin's connection by setting its canApplyPlans and nriChanged through the plugin.
+	*preStartGate
 	// held returns what the node's pods hold of the names (SetHeld; nil: nothing), and over
 	// records by how much that is more than the GPUs offer (PublishedResources, listedDevices).
 	held func(names ...corev1.ResourceName) nodeagent.NodeResources
 	over nodeagent.Overcommit
-
-	// starting counts the containers PreStartContainer let the kubelet create whose plan the NRI
-	// plugin has not applied yet (Drain); started is closed and replaced at each application.
-	starting int
-	started  chan struct{}
 
 	mu         sync.Mutex
 	devChanged chan struct{} // closed and replaced on every health change
@@ -85,6 +78,9 @@ type Plugin struct {
 
 // New discovers the GPUs and builds a plugin. dirty receives every pod whose claimed record must
 // be (re)written (nil: none). It fails when the config is invalid or discovery fails.
+// Its PreStartContainer gate is built here over opts.Clock, cfg.PlanWait, cfg.NRISocket and the
+// strategy (newPreStartGate); only the NRI plugin's connection joins it later, when the agent
+// starts the NRI plugin, which is built over the plugin (preStartGate).
 func New(cfg Config, backend device.Backend, opts Options, dirty func(device.PodRef)) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -112,7 +108,8 @@ func New(cfg Config, backend device.Backend, opts Options, dirty func(device.Pod
 			klog.InfoS("Reserving GPU memory used outside Kubernetes", "uuid", g.UUID, "index", g.Index, "reservedMiB", r, "offeredMiB", g.MemoryMiB)
 		}
 	}
-	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), streamsChanged: make(chan struct{}), started: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName)}
+	p := &Plugin{cfg: cfg, opts: opts, backend: backend, byUUID: map[string]device.GPU{}, devChanged: make(chan struct{}), streamsChanged: make(chan struct{}), rpcDuration: newRPCDuration(cfg.NodeName),
+		preStartGate: newPreStartGate(opts.Clock, cfg.PlanWait, cfg.NRISocket, cfg.DeviceListStrategy == StrategyCDI)}
 	p.over.Node = cfg.NodeName
 	var uuids []string
 	for _, g := range gpus {
@@ -286,26 +283,6 @@ func (p *Plugin) devices() []*pluginapi.Device {
 	return out
 }
 
-// GetDevicePluginOptions implements the kubelet API. PreStartRequired makes the kubelet call
-// PreStartContainer before it creates each container that holds the plugin's devices, every time
-// it creates one (restarts included), and refuse to create it while the plugin is not registered:
-// its endpoint is stopped when the plugin's connection ends and missing after a kubelet restart
-// (k8s.io/kubernetes pkg/kubelet/cm/devicemanager, callPreStartContainerIfNeeded). So a GPU
-// container is never created while the node agent, and with it the NRI plugin that applies the
-// container's plan, is away: its absence is what fails the creation, which the kubelet retries
-// (CreateContainerConfigError in `kubectl describe pod`). GetPreferredAllocation is not needed:
-// the slices the kubelet picks name no GPU of the pod's.
-// The kubelet takes the options from the registration (RegisterRequest.Options), so both use
-// pluginOptions.
-func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return pluginOptions(), nil
-}
-
-// pluginOptions are the options the plugin registers with and GetDevicePluginOptions returns.
-func pluginOptions() *pluginapi.DevicePluginOptions {
-	return &pluginapi.DevicePluginOptions{PreStartRequired: true}
-}
-
 // ListAndWatch sends the device list, then again on every health change until the stream ends.
 // From its first send until it ends the kubelet has the devices (Serving). The list has at least
 // as many Healthy devices as the node's running pods hold slices (listedDevices, floorDevices),
@@ -330,155 +307,6 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[p
 		case <-changed:
 		case <-s.Context().Done():
 			return nil
-		}
-	}
-}
-
-// checkIDs validates kubelet device IDs: well-formed, a known GPU, a slice number below the
-// split count, no duplicates.
-func (p *Plugin) checkIDs(ids []string) error {
-	if len(ids) == 0 {
-		return fmt.Errorf("no device IDs")
-	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		u, n, err := device.ParseSliceID(id)
-		if err != nil {
-			return err
-		}
-		if _, ok := p.byUUID[u]; !ok && u != heldPlaceholder {
-			// A placeholder (floorDevices) names no GPU, as no device ID decides a pod's GPUs:
-			// the kubelet may hand it to a new pod like any free device.
-			return fmt.Errorf("device id %q names GPU %q, which is not on node %s", id, u, p.cfg.NodeName)
-		}
-		if n >= p.cfg.SplitCount {
-			return fmt.Errorf("device id %q: slice %d is not below the split count %d", id, n, p.cfg.SplitCount)
-		}
-		if seen[id] {
-			return fmt.Errorf("device id %q appears twice", id)
-		}
-		seen[id] = true
-	}
-	return nil
-}
-
-// Allocate implements the kubelet API. The call names no pod, so every container request is
-// answered with the pending answer (responder.pending: no GPU, no limit), and the node agent's
-// NRI plugin applies the pod's own plan when the runtime creates the container, where it names
-// the pod (nriSource; docs/design.md "Applying a pod's plan"). Allocate never waits for the NRI
-// plugin and never refuses for its sake (a refused Allocate fails the whole pod with
-// UnexpectedAdmissionError, which its controller recreates in a loop): PreStartContainer gates
-// each container's creation instead. The device IDs are checked (checkIDs) but name no GPU of
-// the pod's (cases C18, C19, C22).
-func (p *Plugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	out := &pluginapi.AllocateResponse{}
-	for i, c := range r.ContainerRequests {
-		if err := p.checkIDs(c.DevicesIds); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "hami-go: container request %d: %v", i, err)
-		}
-		klog.V(2).InfoS("Allocate (plan applied at container creation)", "deviceIDs", c.DevicesIds)
-		out.ContainerResponses = append(out.ContainerResponses, p.resp.pending())
-	}
-	return out, nil
-}
-
-// PreStartContainer implements the kubelet API, called before each creation of a container that
-// holds the plugin's devices (GetDevicePluginOptions). It returns once the node agent's NRI
-// plugin can apply the container's plan at its creation (nri.Plugin.CanApplyPlans), waiting up
-// to cfg.PlanWait for it (woken by the NRI connection's changes), and otherwise refuses with the
-// reason (FailedPrecondition): the kubelet then does not create the container, shows the reason
-// as the container's CreateContainerConfigError and retries. The device IDs are checked as in
-// Allocate.
-func (p *Plugin) PreStartContainer(ctx context.Context, r *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	if err := p.checkIDs(r.DevicesIds); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "hami-go: PreStartContainer: %v", err)
-	}
-	if why := p.waitPlansApplicable(ctx); why != nil {
-		err := fmt.Errorf("%v (NRI socket %s), so the container's GPU plan could not be applied at its creation; "+
-			"the container is not created until the node agent's NRI plugin is connected (the kubelet retries)", why, p.cfg.NRISocket)
-		klog.ErrorS(err, "PreStartContainer refused", "deviceIDs", r.DevicesIds)
-		return nil, status.Errorf(codes.FailedPrecondition, "hami-go: %v", err)
-	}
-	klog.V(4).InfoS("PreStartContainer: the NRI plugin can apply the plan", "deviceIDs", r.DevicesIds)
-	p.mu.Lock()
-	p.starting++
-	p.mu.Unlock()
-	return &pluginapi.PreStartContainerResponse{}, nil
-}
-
-// PlanCreated notes that the runtime created a container with the plan the NRI plugin gave it
-// (nri.Plugin.OnPlanCreated; Drain).
-func (p *Plugin) PlanCreated(nri.Container) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.starting > 0 {
-		p.starting--
-	}
-	close(p.started)
-	p.started = make(chan struct{})
-}
-
-// Drain waits, after the plugin stopped serving the kubelet (Serve returned: no new
-// PreStartContainer can succeed), until the runtime has created every container
-// PreStartContainer let the kubelet create with the plan the NRI plugin gave it (PlanCreated, at
-// NRI's PostCreateContainer), or up to cfg.PlanWait (a creation the runtime refused for another
-// reason never comes), and returns how many it did not see. The agent keeps its NRI plugin
-// connected until then: a container the kubelet creates right after PreStartContainer must not
-// find the plugin gone, nor lose the plan because the connection closed before the runtime read
-// it (a graceful restart or rolling update of the agent; after a crash the NRI plugin's
-// Synchronize finds such a container and stops it).
-func (p *Plugin) Drain() int {
-	timeout := p.opts.Clock.After(p.cfg.PlanWait)
-	for {
-		p.mu.Lock()
-		n, started := p.starting, p.started
-		p.mu.Unlock()
-		if n == 0 {
-			return 0
-		}
-		select {
-		case <-started:
-		case <-timeout:
-			return n
-		}
-	}
-}
-
-// plansBlocked says why the NRI plugin cannot apply a pending answer's plan now
-// (nri.Plugin.CanApplyPlans), or nil.
-func (p *Plugin) plansBlocked() error {
-	if p.canApplyPlans == nil {
-		return fmt.Errorf("the device plugin runs no NRI plugin")
-	}
-	return p.canApplyPlans(p.cfg.DeviceListStrategy == StrategyCDI)
-}
-
-// waitPlansApplicable waits, up to cfg.PlanWait, until the NRI plugin can apply plans (a plugin
-// the runtime closed, after a call timed out or a runtime restart, reconnects within
-// nri.DefaultRetry), and returns why it cannot, or nil.
-func (p *Plugin) waitPlansApplicable(ctx context.Context) error {
-	var timeout <-chan time.Time
-	for {
-		var changed <-chan struct{}
-		if p.nriChanged != nil {
-			changed = p.nriChanged()
-		}
-		err := p.plansBlocked()
-		if err == nil || changed == nil || p.cfg.PlanWait <= 0 {
-			return err
-		}
-		if timeout == nil {
-			timeout = p.opts.Clock.After(p.cfg.PlanWait)
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			if err := p.plansBlocked(); err != nil {
-				return fmt.Errorf("%w (waited %s)", err, p.cfg.PlanWait)
-			}
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("%v: %w", err, ctx.Err())
 		}
 	}
 }
