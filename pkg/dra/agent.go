@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -93,7 +94,8 @@ func (a *agent) StopsBeforeArrival() bool { return true }
 
 // Publish publishes the ResourceSlice, then republishes it when prepared claims change the
 // device order (RepublishLoop) and at every health change (XIDs, probes); the node's synthetic
-// resources follow NodeResources. Nothing to wait for at the stop (nil done).
+// resources follow PublishedResources, over an informer on the node's pods (waited for up to
+// nodePodsSync). Nothing to wait for at the stop (nil done).
 func (a *agent) Publish(ctx context.Context) (<-chan struct{}, error) {
 	d := a.d
 	d.SetPublisher(a.helper)
@@ -106,12 +108,19 @@ func (a *agent) Publish(ctx context.Context) (<-chan struct{}, error) {
 		uuids = append(uuids, g.GPU.UUID)
 	}
 	go d.RepublishLoop(ctx)
-	gm := &nodeagent.NodeResourcesPublisher{Client: a.deps.Client, Node: a.cfg.NodeName, Clock: d.opts.Clock, Want: d.NodeResources}
+	pods := nodeagent.NewNodePods(a.deps.Client, a.cfg.NodeName)
+	pods.Start(ctx, nodePodsSync)
+	d.SetHeld(pods.Held)
+	gm := &nodeagent.NodeResourcesPublisher{Client: a.deps.Client, Node: a.cfg.NodeName, Clock: d.opts.Clock, Want: d.PublishedResources}
 	go gm.Run(ctx)
 	go gpuhealth.WatchXIDs(ctx, d.backend, uuids, d.opts.Clock, func(ev device.XIDEvent) { d.OnXID(ctx, ev) })
 	go gpuhealth.ProbeLoop(ctx, d.opts.Clock, a.cfg.ProbeInterval, func() { d.ProbeUnhealthy(ctx) })
 	return nil, nil
 }
+
+// nodePodsSync bounds how long Publish waits for the first list of the node's pods (their holds
+// floor the synthetic resources, PublishedResources): the kubelet's own view is one watch.
+const nodePodsSync = 10 * time.Second
 
 // HandOver does nothing: the driver has no Lease; DRA's allocator places claims from its
 // ResourceSlice, which Drain withdraws.

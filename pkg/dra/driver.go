@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
@@ -72,7 +73,9 @@ type Driver struct {
 	hmu       sync.Mutex
 	changed   chan struct{} // closed and replaced on every health change
 	publisher Publisher
-	lastOrder []string // device names in the order RepublishLoop last published
+	held      func(names ...corev1.ResourceName) nodeagent.NodeResources // SetHeld (under hmu)
+	over      nodeagent.Overcommit                                       // what PublishedResources raised
+	lastOrder []string                                                   // device names in the order RepublishLoop last published
 
 	reorder chan struct{} // a change of prepared claims (capacity 1; see useChanged)
 

@@ -13,22 +13,25 @@ import (
 // unprepared claim's series disappear at once. A slice's memory use is the device plugin's
 // (metrics.AttributeUse): the GPU's processes NVML lists, mapped by host PID to their container
 // (Options.PIDResolver) and from the container to the claim its CDI devices named (claimOf);
-// the claim's series sums the processes of every container sharing it.
+// the claim's series sums the processes of every container sharing it. How much more the node's
+// pods hold than it offers: hami_go_node_resource_overcommitted (PublishedResources).
 type Collector struct {
-	d   *Driver
-	m   *metrics.GPUMetrics
-	enf *metrics.EnforcementMetrics
+	d    *Driver
+	m    *metrics.GPUMetrics
+	enf  *metrics.EnforcementMetrics
+	over *metrics.OvercommitMetrics
 }
 
 // NewCollector returns the driver's collector.
 func NewCollector(d *Driver) *Collector {
-	return &Collector{d: d, m: metrics.NewGPUMetrics(metrics.ClaimSliceLabels), enf: metrics.NewEnforcementMetrics()}
+	return &Collector{d: d, m: metrics.NewGPUMetrics(metrics.ClaimSliceLabels), enf: metrics.NewEnforcementMetrics(), over: metrics.NewOvercommitMetrics()}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.Describe(ch)
 	c.enf.Describe(ch)
+	c.over.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -64,6 +67,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.m.Emit(ch, c.d.cfg.NodeName, gpus, slices)
 	c.enf.Emit(ch, c.d.cfg.NodeName, c.d.Enforcement())
+	c.over.Emit(ch, c.d.cfg.NodeName, c.d.Overcommitted())
 }
 
 // claimOnGPU names one claim's slice of one GPU.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/gpuenv"
+	"github.com/hami-go/hami-go/pkg/nodeagent"
 )
 
 func readSpec(t *testing.T, d *Driver, uid types.UID) *cdispec.Spec {
@@ -305,6 +307,18 @@ func TestReservedMemoryPerGPU(t *testing.T) {
 	}
 	if names := fmt.Sprint(d.NodeResourceNames()); names != "[hami-go.io/gpu-cores hami-go.io/gpu-memory]" {
 		t.Errorf("NodeResourceNames = %s", names)
+	}
+	// Issue 37 item 7 in DRA mode: the published figures never drop below what the node's pods
+	// hold (a GPU gone under them), and the shortfall is reported.
+	d.SetHeld(func(names ...corev1.ResourceName) nodeagent.NodeResources {
+		return nodeagent.NodeResources{device.ResourceGPUMemory: nr[device.ResourceGPUMemory] + 1000, device.ResourceGPUCores: 300}
+	})
+	pub := d.PublishedResources()
+	if pub[device.ResourceGPUMemory] != nr[device.ResourceGPUMemory]+1000 || pub[device.ResourceGPUCores] != 800 {
+		t.Errorf("PublishedResources = %s, want the memory held (+1000 MiB) and the cores offered (800)", pub)
+	}
+	if over := d.Overcommitted(); over[device.ResourceGPUMemory] != 1000 || over[device.ResourceGPUCores] != 0 {
+		t.Errorf("Overcommitted = %s, want %s=1000 %s=0", over, device.ResourceGPUMemory, device.ResourceGPUCores)
 	}
 	// gpu-0 offers 79872 MiB: a claim of all of it prepares, 1 MiB more on top does not.
 	all := testClaim("all", 0, 0, result{device: "gpu-0", memMiB: 79872})

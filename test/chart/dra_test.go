@@ -175,8 +175,9 @@ func TestModeDRARBAC(t *testing.T) {
 		"resource.k8s.io|resourceslices|create", "resource.k8s.io|resourceslices|update", "resource.k8s.io|resourceslices|patch",
 		"resource.k8s.io|resourceslices|delete", "resource.k8s.io|resourceslices|deletecollection",
 		"resource.k8s.io|resourceclaims|get", "|nodes|get", "|nodes|list", "|nodes|watch", "|nodes/status|patch",
-		// At a stop: its own pod and DaemonSet, to tell a removal for good from a restart.
-		"|pods|get", "|pods|list", "apps|daemonsets|get",
+		// At a stop: its own pod and DaemonSet, to tell a removal for good from a restart; the
+		// node's pods watched, what they hold floors its synthetic resources.
+		"|pods|get", "|pods|list", "|pods|watch", "apps|daemonsets|get",
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules = %v, want %v", got, want)
