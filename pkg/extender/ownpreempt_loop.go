@@ -24,7 +24,7 @@ const preemptSettle = time.Second
 
 const (
 	// EventReasonPreempting is the reason of the Normal Event recorded on a pod for which the
-	// extender evicts others (its own preemption, preemption.go).
+	// extender evicts others (its own preemption, ownpreempt.go).
 	EventReasonPreempting = "GPUPreemption"
 	// EventReasonPreempted is the reason of the Event recorded on each victim: kube-scheduler's
 	// own reason and words (pkg/scheduler/framework/preemption), so that tools that read
@@ -69,7 +69,7 @@ func (e *Extender) preemptLoop(ctx context.Context) {
 }
 
 // preempt preempts for pending pod k among nodes (those that refused it for GPUs), once per
-// pod: it claims the pod (preempt_record.go; a pod kube-scheduler preempts for through the verb
+// pod: it claims the pod (preempt_once.go; a pod kube-scheduler preempts for through the verb
 // is left alone), plans (Cache.PlanPreemption), nominates the pod to the node first (the hold in
 // the cache at once, Cache.Nominate, then status.nominatedNodeName), and only then evicts each
 // victim as kube-scheduler does (the DisruptionTarget condition with reason

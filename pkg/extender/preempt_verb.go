@@ -18,7 +18,7 @@ import (
 // make room is dropped. NumPDBViolations is counted over the union, budgets decremented across
 // it (DisruptionCheck), and is never below kube-scheduler's count for its proposal.
 //
-// One preemption per pod (preempt_record.go): for a pod the extender's own preemption claimed,
+// One preemption per pod (preempt_once.go): for a pod the extender's own preemption claimed,
 // the verb answers no node; a pod the verb answers for is claimed, so the own loop leaves it
 // alone. With Config.Preemption none the verb answers no node for the extender's GPU pods. Pods
 // that are not the extender's keep kube-scheduler's proposal.
