@@ -26,7 +26,7 @@ const (
 	// planned allocation, applied when its container was created).
 	stageClaimed
 	// stageNominated: a pending pod nominated to the node (status.nominatedNodeName, set by
-	// preemption: kube-scheduler's, or the extender's own, preemption.go) holds the share its
+	// preemption: kube-scheduler's, or the extender's own, ownpreempt.go) holds the share its
 	// victims free, so that no other pod takes it while they terminate. It ends when the pod
 	// binds, loses its nomination or is deleted; Filter replaces it only with a fit.
 	stageNominated
@@ -203,7 +203,7 @@ type Cache struct {
 	refusals  *refusals
 	offers    *preemptOffers
 	// claims are the pods a preemption was decided for (one preemption per pod:
-	// preempt_record.go).
+	// preempt_once.go).
 	claims *preemptions
 	// holds counts the bookings in stageNominated (guarded by mu for writes; read without it):
 	// while it is 0, no pod's usage needs holds of lower priority left out (nominated.go).

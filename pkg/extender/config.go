@@ -60,7 +60,7 @@ type PreemptionMode string
 
 const (
 	// PreemptionOwn: kube-scheduler's, through the preempt verb, and the extender's own for the
-	// nodes kube-scheduler's dry run cannot see (fragmented GPUs: preemption.go).
+	// nodes kube-scheduler's dry run cannot see (fragmented GPUs: ownpreempt.go).
 	PreemptionOwn PreemptionMode = "own"
 	// PreemptionVerb: kube-scheduler's only (the verb adds the victims the GPUs need); no own
 	// preemption.

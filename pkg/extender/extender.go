@@ -104,7 +104,7 @@ func stripPod(obj any) (any, error) {
 // Run starts the informers (Nodes, Pods, PodDisruptionBudgets, Leases in cfg.LeaseNamespace, and
 // with cfg.LeaderLease its kube-scheduler's Lease), waits until they synced and every initial
 // object went through the cache (full rebuild from the API), then reports ready, requeues and
-// preempts for refused pods (requeue_loop.go, preempt_loop.go), settles leadership hand-overs
+// preempts for refused pods (requeue_loop.go, ownpreempt_loop.go), settles leadership hand-overs
 // (leader.go) and sweeps stale reservations until ctx ends. When ctx ends (SIGTERM) it stops its
 // own preemption first, then closes the verbs (ErrStopping) and waits for the binds in flight
 // (at most 2 × APITimeout) before it returns.

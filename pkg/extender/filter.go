@@ -124,7 +124,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 		// again, may make it fit.
 		c.refusals.refused(k, now)
 		if len(failed) > 0 && mayPreempt(p) {
-			c.offers.offer(k, slices.Collect(maps.Keys(failed)), now) // preemption.go
+			c.offers.offer(k, slices.Collect(maps.Keys(failed)), now) // ownpreempt_offers.go
 		}
 	} else {
 		c.refusals.fits(k)

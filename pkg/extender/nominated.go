@@ -12,7 +12,7 @@ import (
 //
 // A pod that preempted others waits for its victims to terminate. Kubernetes records where it
 // waits in status.nominatedNodeName (set by kube-scheduler's preemption, or by the extender's own,
-// preemption.go; KEP-5278 lets a component other than kube-scheduler set it), and kube-scheduler
+// ownpreempt.go; KEP-5278 lets a component other than kube-scheduler set it), and kube-scheduler
 // counts nominated pods in its own filters meanwhile. The extender does the same for GPUs: the
 // nomination is a booking (stageNominated) charged with a placement made as if the node's
 // terminating lower-priority pods were already gone, so that the share they free is held for the
