@@ -77,7 +77,7 @@ func (a *agent) Start(ctx, agentCtx context.Context, g *nri.Plugin) (func(), err
 	// synced): before that it could not tell a GPU container from one without GPUs.
 	// PreStartContainer waits for it to connect (Plugin.waitPlansApplicable), and containers it
 	// finds running without their plan when it connects are stopped (unplannedStopper).
-	p.canApplyPlans, p.nriChanged = g.CanApplyPlans, g.Changed
+	p.ConnectNRI(g)
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.d.Client.CoreV1().Events("")})
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hami-go-device-plugin", Host: a.cfg.NodeName})

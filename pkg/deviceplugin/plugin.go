@@ -58,8 +58,8 @@ type Plugin struct {
 	// rpcDuration times the kubelet's calls (observeUnary); exported by Collector.
 	rpcDuration *prometheus.HistogramVec
 	// preStartGate holds or refuses each GPU container's creation until the NRI plugin can apply
-	// its plan (PreStartContainer, Drain; prestart.go). Embedded: the agent joins the NRI
-	// plugin's connection by setting its canApplyPlans and nriChanged through the plugin.
+	// its plan (PreStartContainer, Drain; prestart.go). The agent joins the NRI plugin's
+	// connection with ConnectNRI.
 	*preStartGate
 	// held returns what the node's pods hold of the names (SetHeld; nil: nothing), and over
 	// records by how much that is more than the GPUs offer (PublishedResources, listedDevices).

@@ -15,6 +15,19 @@ import (
 	"github.com/hami-go/hami-go/pkg/nri"
 )
 
+// NRIConnection is what the gate needs of the NRI plugin (nri.Plugin): why it cannot apply a
+// pending answer's plan now (nil: it can), and a channel closed when that may have changed.
+type NRIConnection interface {
+	CanApplyPlans(cdi bool) error
+	Changed() <-chan struct{}
+}
+
+// ConnectNRI joins the NRI plugin's connection to the PreStartContainer gate; call it before
+// the plugin serves the kubelet. Until then no GPU container is let through.
+func (p *Plugin) ConnectNRI(c NRIConnection) {
+	p.canApplyPlans, p.nriChanged = c.CanApplyPlans, c.Changed
+}
+
 // preStartGate is the PreStartContainer gate: it lets the kubelet create a container that holds
 // the plugin's devices only once the node agent's NRI plugin can apply the container's plan at
 // its creation, and counts the containers it let through until the runtime has created them with
@@ -22,9 +35,9 @@ import (
 //
 // Its parties: the clock, the longest wait (Config.PlanWait), the NRI socket its refusals name
 // and whether plans carry CDI devices (the cdi strategy), all given to newPreStartGate by New;
-// and the NRI plugin's connection (canApplyPlans, nriChanged), joined when the agent starts the
-// NRI plugin (agent.Start). That one cannot be New's: the NRI plugin is built over the plugin
-// (NRISource), after New.
+// and the NRI plugin's connection (canApplyPlans, nriChanged), joined by Plugin.ConnectNRI when
+// the agent starts the NRI plugin (agent.Start). That one cannot be New's: the NRI plugin is
+// built over the plugin (NRISource), after New.
 type preStartGate struct {
 	clock     clock.Clock
 	wait      time.Duration
