@@ -136,31 +136,8 @@ func (c Config) MutateCluster(obj map[string]any, names device.ResourceNames) (C
 
 // mutateGroup handles one head or worker group; prev lists the keys the webhook wrote before.
 func (c Config) mutateGroup(path string, g map[string]any, prev []string, names device.ResourceNames) ([]string, []string, error) {
-	tmpl, _ := g["template"].(map[string]any)
-	podSpec, _ := tmpl["spec"].(map[string]any)
-	if podSpec == nil {
-		return nil, nil, nil
-	}
-	var spec corev1.PodSpec
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(podSpec, &spec); err != nil {
-		return nil, nil, fmt.Errorf("%s.template.spec: %v", path, err)
-	}
-	if len(spec.Containers) == 0 {
-		return nil, nil, nil
-	}
-	req, err := device.ParsePodRequest(&corev1.Pod{Spec: spec}, names)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s.template.%v", path, err)
-	}
-	rc := &spec.Containers[ContainerIndex]
-	countDefault, memPerGPU := 0, int64(0)
-	for _, cr := range req.Containers {
-		if cr.Kind == device.KindApp && cr.Name == rc.Name {
-			countDefault, memPerGPU = cr.Count, cr.MemoryMiB
-		}
-	}
-	n, err := c.GPUCount(fmt.Sprintf("%s.template.spec.containers[%s]", path, rc.Name), rc.Resources, names.Count, countDefault)
-	if err != nil {
+	n, memPerGPU, ok, err := c.groupGPUs(path, g, names)
+	if err != nil || !ok {
 		return nil, nil, err
 	}
 
@@ -168,7 +145,59 @@ func (c Config) mutateGroup(path string, g map[string]any, prev []string, names 
 	rsp, _ := g["rayStartParams"].(map[string]any)
 	top, _ := g["resources"].(map[string]any)
 	useTop := len(top) > 0
-	var warns []string
+	forgetManaged(prev, rsp, top)
+	for _, k := range []string{"num-cpus", "num-gpus", "memory", "resources"} {
+		if s, _ := rsp[k].(string); s != "" {
+			useTop = false // KubeRay v1.5 rejects both places; never add a second one
+		}
+	}
+
+	var keys, warns []string
+	if useTop {
+		keys, warns = c.writeTopResources(path, g, top, n, memPerGPU)
+	} else {
+		keys, warns = c.writeStartParams(path, g, rsp, n, memPerGPU)
+	}
+	sort.Strings(keys)
+	return keys, warns, nil
+}
+
+// groupGPUs reads a group's pod template and returns its Ray container's GPU count and GPU
+// memory per GPU in MiB; ok is false where the group has no template spec or no container.
+func (c Config) groupGPUs(path string, g map[string]any, names device.ResourceNames) (n int, memPerGPU int64, ok bool, err error) {
+	tmpl, _ := g["template"].(map[string]any)
+	podSpec, _ := tmpl["spec"].(map[string]any)
+	if podSpec == nil {
+		return 0, 0, false, nil
+	}
+	var spec corev1.PodSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(podSpec, &spec); err != nil {
+		return 0, 0, false, fmt.Errorf("%s.template.spec: %v", path, err)
+	}
+	if len(spec.Containers) == 0 {
+		return 0, 0, false, nil
+	}
+	req, err := device.ParsePodRequest(&corev1.Pod{Spec: spec}, names)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("%s.template.%v", path, err)
+	}
+	rc := &spec.Containers[ContainerIndex]
+	countDefault := 0
+	for _, cr := range req.Containers {
+		if cr.Kind == device.KindApp && cr.Name == rc.Name {
+			countDefault, memPerGPU = cr.Count, cr.MemoryMiB
+		}
+	}
+	n, err = c.GPUCount(fmt.Sprintf("%s.template.spec.containers[%s]", path, rc.Name), rc.Resources, names.Count, countDefault)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return n, memPerGPU, true, nil
+}
+
+// forgetManaged removes from a group's rayStartParams (rsp) and top-level resources (top) the
+// keys the webhook listed as written before (prev).
+func forgetManaged(prev []string, rsp, top map[string]any) {
 	for _, k := range prev {
 		switch {
 		case k == "rayStartParams.num-gpus":
@@ -190,64 +219,67 @@ func (c Config) mutateGroup(path string, g map[string]any, prev []string, names 
 			delete(top, k[len("resources["):len(k)-1])
 		}
 	}
-	for _, k := range []string{"num-cpus", "num-gpus", "memory", "resources"} {
-		if s, _ := rsp[k].(string); s != "" {
-			useTop = false // KubeRay v1.5 rejects both places; never add a second one
-		}
-	}
+}
 
-	var keys []string
-	if useTop {
-		if top == nil {
-			top = map[string]any{}
-		}
-		userGPU := ""
-		for k, v := range top {
-			if isGPUKey(k) {
-				userGPU = fmt.Sprint(v)
-			}
-		}
-		if userGPU != "" {
-			warns = append(warns, userValueWarning(path+".resources", userGPU, n)...)
-		} else {
-			top[rayGPUKey] = strconv.Itoa(n)
-			keys = append(keys, "resources["+rayGPUKey+"]")
-		}
-		if mem := memPerGPU * int64(n); mem > 0 && c.MemoryResource != "" {
-			if _, has := top[c.MemoryResource]; !has {
-				top[c.MemoryResource] = strconv.FormatInt(mem, 10)
-				keys = append(keys, "resources["+c.MemoryResource+"]")
-			}
-		}
-		g["resources"] = top
-	} else {
-		if rsp == nil {
-			rsp = map[string]any{}
-		}
-		if v, ok := rsp["num-gpus"]; ok {
-			warns = append(warns, userValueWarning(path+".rayStartParams[num-gpus]", fmt.Sprint(v), n)...)
-		} else {
-			rsp["num-gpus"] = strconv.Itoa(n)
-			keys = append(keys, "rayStartParams.num-gpus")
-		}
-		if mem := memPerGPU * int64(n); mem > 0 && c.MemoryResource != "" {
-			m := map[string]json.RawMessage{}
-			if s, ok := rsp["resources"].(string); ok && strings.TrimSpace(s) != "" {
-				if m, err = parseResourcesJSON(s); err != nil {
-					warns = append(warns, fmt.Sprintf("%s.rayStartParams[resources]: %q is not a JSON object (%v); %s not added", path, s, err, c.MemoryResource))
-					m = nil
-				}
-			}
-			if _, has := m[c.MemoryResource]; m != nil && !has {
-				m[c.MemoryResource] = json.RawMessage(strconv.FormatInt(mem, 10))
-				rsp["resources"] = formatResourcesJSON(m)
-				keys = append(keys, "rayStartParams.resources["+c.MemoryResource+"]")
-			}
-		}
-		g["rayStartParams"] = rsp
+// writeTopResources writes the GPU count n and the GPU memory (memPerGPU × n MiB) into the
+// group's KubeRay v1.5 top-level `resources` field, leaving a user's values alone; it returns
+// the keys written and warnings about the user's values.
+func (c Config) writeTopResources(path string, g, top map[string]any, n int, memPerGPU int64) (keys, warns []string) {
+	if top == nil {
+		top = map[string]any{}
 	}
-	sort.Strings(keys)
-	return keys, warns, nil
+	userGPU := ""
+	for k, v := range top {
+		if isGPUKey(k) {
+			userGPU = fmt.Sprint(v)
+		}
+	}
+	if userGPU != "" {
+		warns = append(warns, userValueWarning(path+".resources", userGPU, n)...)
+	} else {
+		top[rayGPUKey] = strconv.Itoa(n)
+		keys = append(keys, "resources["+rayGPUKey+"]")
+	}
+	if mem := memPerGPU * int64(n); mem > 0 && c.MemoryResource != "" {
+		if _, has := top[c.MemoryResource]; !has {
+			top[c.MemoryResource] = strconv.FormatInt(mem, 10)
+			keys = append(keys, "resources["+c.MemoryResource+"]")
+		}
+	}
+	g["resources"] = top
+	return keys, warns
+}
+
+// writeStartParams writes the GPU count n as num-gpus and the GPU memory (memPerGPU × n MiB)
+// into the `resources` JSON of the group's rayStartParams (rsp), leaving a user's values
+// alone; it returns the keys written and warnings about the user's values.
+func (c Config) writeStartParams(path string, g, rsp map[string]any, n int, memPerGPU int64) (keys, warns []string) {
+	if rsp == nil {
+		rsp = map[string]any{}
+	}
+	if v, ok := rsp["num-gpus"]; ok {
+		warns = append(warns, userValueWarning(path+".rayStartParams[num-gpus]", fmt.Sprint(v), n)...)
+	} else {
+		rsp["num-gpus"] = strconv.Itoa(n)
+		keys = append(keys, "rayStartParams.num-gpus")
+	}
+	if mem := memPerGPU * int64(n); mem > 0 && c.MemoryResource != "" {
+		m := map[string]json.RawMessage{}
+		if s, ok := rsp["resources"].(string); ok && strings.TrimSpace(s) != "" {
+			var err error
+			if m, err = parseResourcesJSON(s); err != nil {
+				warns = append(warns, fmt.Sprintf("%s.rayStartParams[resources]: %q is not a JSON object (%v); %s not added", path, s, err, c.MemoryResource))
+				m = nil
+			}
+		}
+		if _, has := m[c.MemoryResource]; m != nil && !has {
+			m[c.MemoryResource] = json.RawMessage(strconv.FormatInt(mem, 10))
+			rsp["resources"] = formatResourcesJSON(m)
+			keys = append(keys, "rayStartParams.resources["+c.MemoryResource+"]")
+		}
+	}
+	g["rayStartParams"] = rsp
+	return keys, warns
 }
 
 // userValueWarning explains a user's GPU value that Ray would reject or that differs from n.
