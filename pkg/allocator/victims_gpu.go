@@ -95,35 +95,12 @@ func (c cost) plus(d cost) cost {
 // so the k least give the least total), and keeps the best total by Better. Exact: at T = the
 // optimum's highest priority, the total is no worse than the optimum in any part.
 func (p *preemption) combine(opts []gpuOptions, k int) ([]int, bool) {
-	var prios []int32 // the ceilings where some GPU's cheapest set can change
-	for _, o := range opts {
-		for h, b := range o.best {
-			if b.c.n > 0 {
-				prios = append(prios, p.vs[o.vs[h]].prio)
-			}
-		}
-	}
-	slices.Sort(prios)
-	prios = slices.Compact(prios)
-	numas := []int{0}
-	if p.req.NUMABind {
-		numas = numas[:0]
-		for _, o := range opts {
-			if n := p.inv.GPUs[o.gpu].NUMANode; !slices.Contains(numas, n) {
-				numas = append(numas, n)
-			}
-		}
-	}
+	prios := p.ceilings(opts)
+	numas := p.numaNodes(opts)
 	cur := make([]option, len(opts)) // each GPU's cheapest set within the ceiling; n == 0: none
 	ptr := make([]int, len(opts))
 	for i := range ptr {
 		ptr[i] = -1
-	}
-	costAt := func(oi int) cost {
-		if opts[oi].free {
-			return noVictims()
-		}
-		return cur[oi].c
 	}
 	type pick struct {
 		oi   int // index into opts
@@ -133,33 +110,15 @@ func (p *preemption) combine(opts []gpuOptions, k int) ([]int, bool) {
 	var bestCost cost
 	found := false
 	for _, t := range prios {
-		for oi := range opts {
-			o := &opts[oi]
-			for ptr[oi]+1 < len(o.vs) && p.vs[o.vs[ptr[oi]+1]].prio <= t {
-				ptr[oi]++
-				if b := o.best[ptr[oi]]; b.c.n > 0 && (cur[oi].c.n == 0 || b.c.lessAdditive(cur[oi].c)) {
-					cur[oi] = b
-				}
-			}
-		}
+		p.raise(opts, cur, ptr, t)
 		for _, numa := range numas {
-			sel = sel[:0]
-			for oi := range opts {
-				if (!opts[oi].free && cur[oi].c.n == 0) || (p.req.NUMABind && p.inv.GPUs[opts[oi].gpu].NUMANode != numa) {
-					continue
-				}
-				sel = append(sel, oi) // insertion, keeping the k cheapest
-				for j := len(sel) - 1; j > 0 && costAt(sel[j]).lessAdditive(costAt(sel[j-1])); j-- {
-					sel[j], sel[j-1] = sel[j-1], sel[j]
-				}
-				sel = sel[:min(len(sel), k)]
-			}
+			sel = p.cheapest(sel, opts, cur, numa, k)
 			if len(sel) < k {
 				continue
 			}
 			total := noVictims()
 			for _, oi := range sel {
-				total = total.plus(costAt(oi))
+				total = total.plus(costAt(opts, cur, oi))
 			}
 			if !found || total.less(bestCost) {
 				found, bestCost = true, total
@@ -180,4 +139,75 @@ func (p *preemption) combine(opts []gpuOptions, k int) ([]int, bool) {
 		set = opts[b.oi].members(set, b.mask)
 	}
 	return set, true
+}
+
+// ceilings are the priority ceilings combine tries, ascending and distinct: the priorities
+// where some GPU's cheapest set can change.
+func (p *preemption) ceilings(opts []gpuOptions) []int32 {
+	var prios []int32
+	for _, o := range opts {
+		for h, b := range o.best {
+			if b.c.n > 0 {
+				prios = append(prios, p.vs[o.vs[h]].prio)
+			}
+		}
+	}
+	slices.Sort(prios)
+	return slices.Compact(prios)
+}
+
+// numaNodes are the NUMA nodes combine picks GPUs within: with NUMABind those of opts' GPUs in
+// order of first appearance, else one (0) that stands for all.
+func (p *preemption) numaNodes(opts []gpuOptions) []int {
+	numas := []int{0}
+	if p.req.NUMABind {
+		numas = numas[:0]
+		for _, o := range opts {
+			if n := p.inv.GPUs[o.gpu].NUMANode; !slices.Contains(numas, n) {
+				numas = append(numas, n)
+			}
+		}
+	}
+	return numas
+}
+
+// raise lifts every GPU's cheapest set to the ceiling t: ptr[oi] advances over opts[oi].vs while
+// their priority is within t, and cur[oi] takes each cheaper best set (lessAdditive) it passes.
+func (p *preemption) raise(opts []gpuOptions, cur []option, ptr []int, t int32) {
+	for oi := range opts {
+		o := &opts[oi]
+		for ptr[oi]+1 < len(o.vs) && p.vs[o.vs[ptr[oi]+1]].prio <= t {
+			ptr[oi]++
+			if b := o.best[ptr[oi]]; b.c.n > 0 && (cur[oi].c.n == 0 || b.c.lessAdditive(cur[oi].c)) {
+				cur[oi] = b
+			}
+		}
+	}
+}
+
+// costAt is the cost of GPU opts[oi]'s cheapest set within the ceiling (cur[oi]), or of no
+// victims when it takes the container with nothing removed.
+func costAt(opts []gpuOptions, cur []option, oi int) cost {
+	if opts[oi].free {
+		return noVictims()
+	}
+	return cur[oi].c
+}
+
+// cheapest refills sel (capacity k+1, so nothing is allocated) with the k cheapest GPUs
+// (lessAdditive, by costAt) that take the container within the ceiling, on NUMA node numa with
+// NUMABind; fewer when fewer do.
+func (p *preemption) cheapest(sel []int, opts []gpuOptions, cur []option, numa, k int) []int {
+	sel = sel[:0]
+	for oi := range opts {
+		if (!opts[oi].free && cur[oi].c.n == 0) || (p.req.NUMABind && p.inv.GPUs[opts[oi].gpu].NUMANode != numa) {
+			continue
+		}
+		sel = append(sel, oi) // insertion, keeping the k cheapest
+		for j := len(sel) - 1; j > 0 && costAt(opts, cur, sel[j]).lessAdditive(costAt(opts, cur, sel[j-1])); j-- {
+			sel[j], sel[j-1] = sel[j-1], sel[j]
+		}
+		sel = sel[:min(len(sel), k)]
+	}
+	return sel
 }
