@@ -155,27 +155,11 @@ func TestAllocationPolicyC36(t *testing.T) {
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
-			gvr := schema.GroupVersionResource{Version: "v1", Resource: c.resource}
-			kind := c.obj.GetObjectKind().GroupVersionKind()
 			var old runtime.Object
 			if c.old != nil {
 				old = c.old
 			}
-			attr := admission.NewAttributesRecord(c.obj, old, kind, "team", "p", gvr, c.sub, c.op, nil, false, &user.DefaultInfo{Name: c.user})
-			va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := v.Validate(context.Background(), gvr, va, nil, nil, celconfig.RuntimeCELCostBudget, nil)
-			var denied []string
-			for _, d := range res.Decisions {
-				if d.Evaluation == validating.EvalError {
-					t.Fatalf("evaluation error: %s", d.Message)
-				}
-				if d.Action == validating.ActionDeny {
-					denied = append(denied, d.Message)
-				}
-			}
+			denied := denials(t, v, schema.GroupVersionResource{Version: "v1", Resource: c.resource}, c.sub, c.op, c.obj, old, nil, c.user)
 			switch {
 			case c.deny == "" && len(denied) > 0:
 				t.Fatalf("denied: %v", denied)
@@ -336,14 +320,14 @@ func withPodClaims(p *corev1.Pod, tmpl, claim string) *corev1.Pod {
 	return p
 }
 
-// expectDenial evaluates policy v for a CREATE of obj (resource gvr, namespace "team") by user,
-// with params (nil: none), as kube-apiserver does, and fails unless the first denial contains
-// deny ("": no denial). An evaluation error fails the test (under failurePolicy Fail it would
-// refuse the object).
-func expectDenial(t *testing.T, v validating.Validator, gvr schema.GroupVersionResource, obj, params runtime.Object, username, deny string) {
+// denials evaluates policy v for operation op on obj (old: the object before, for an update;
+// resource gvr, subresource sub, namespace "team") by user, with params (nil: none), as
+// kube-apiserver does, and returns the denial messages. An evaluation error fails the test
+// (under failurePolicy Fail it would refuse the object).
+func denials(t *testing.T, v validating.Validator, gvr schema.GroupVersionResource, sub string, op admission.Operation, obj, old, params runtime.Object, username string) []string {
 	t.Helper()
 	kind := obj.GetObjectKind().GroupVersionKind()
-	attr := admission.NewAttributesRecord(obj, nil, kind, "team", "x", gvr, "", admission.Create, nil, false, &user.DefaultInfo{Name: username})
+	attr := admission.NewAttributesRecord(obj, old, kind, "team", "x", gvr, sub, op, nil, false, &user.DefaultInfo{Name: username})
 	va, err := admission.NewVersionedAttributes(attr, kind, admission.NewObjectInterfacesFromScheme(scheme.Scheme))
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +342,14 @@ func expectDenial(t *testing.T, v validating.Validator, gvr schema.GroupVersionR
 			denied = append(denied, d.Message)
 		}
 	}
+	return denied
+}
+
+// expectDenial fails unless policy v's first denial of a CREATE of obj (denials) contains deny
+// ("": no denial).
+func expectDenial(t *testing.T, v validating.Validator, gvr schema.GroupVersionResource, obj, params runtime.Object, username, deny string) {
+	t.Helper()
+	denied := denials(t, v, gvr, "", admission.Create, obj, nil, params, username)
 	switch {
 	case deny == "" && len(denied) > 0:
 		t.Fatalf("denied: %v", denied)
