@@ -109,88 +109,21 @@ func stripPod(obj any) (any, error) {
 // own preemption first, then closes the verbs (ErrStopping) and waits for the binds in flight
 // (at most 2 × APITimeout) before it returns.
 func (e *Extender) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactory(e.client, 0)
-	lf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.cfg.LeaseNamespace))
-	podInf := f.Core().V1().Pods()
-	if err := podInf.Informer().SetTransform(stripPod); err != nil {
-		return fmt.Errorf("pod informer transform: %w", err)
-	}
-	lister := podInf.Lister()
-	e.pods.Store(&lister)
-	exists := func(ns, name string) (types.UID, bool) {
-		p, err := lister.Pods(ns).Get(name)
-		if err != nil {
-			return "", false
-		}
-		return p.UID, true
+	w, err := e.newWatches()
+	if err != nil {
+		return err
 	}
 	c := e.cache
-	var regs []cache.ResourceEventHandlerRegistration
-	// A pod re-created under the same name arrives after a relist as one update across UIDs:
-	// podevents.Handler releases the old pod first (case C34).
-	r, err := podInf.Informer().AddEventHandler(podevents.Handler(
-		func(p *corev1.Pod) { c.OnPod(p); e.handled(p) },
-		func(o any) { c.OnPodDelete(o, exists); e.handled(o) },
-	))
-	if err != nil {
-		return err
+	w.f.Start(ctx.Done())
+	w.lf.Start(ctx.Done())
+	defer w.f.Shutdown()
+	defer w.lf.Shutdown()
+	if w.sf != nil {
+		w.sf.Start(ctx.Done())
+		defer w.sf.Shutdown()
 	}
-	regs = append(regs, r)
-	r, err = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { c.OnNode(o.(*corev1.Node)) },
-		UpdateFunc: func(_, o any) { c.OnNode(o.(*corev1.Node)) },
-		DeleteFunc: c.OnNodeDelete,
-	})
-	if err != nil {
-		return err
-	}
-	regs = append(regs, r)
-	r, err = lf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { c.OnLease(o.(*coordinationv1.Lease)) },
-		UpdateFunc: func(_, o any) { c.OnLease(o.(*coordinationv1.Lease)) },
-		DeleteFunc: c.OnLeaseDelete,
-	})
-	if err != nil {
-		return err
-	}
-	regs = append(regs, r)
-	var sf informers.SharedInformerFactory
-	if e.lead != nil {
-		ns, name, err := parseLeaderLease(e.cfg.LeaderLease)
-		if err != nil {
-			return err
-		}
-		// Only the one Lease: kube-scheduler's Role grants it by name (resourceNames), which a
-		// list and watch with this field selector satisfy.
-		sf = informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
-		r, err = sf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
-			UpdateFunc: func(_, o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
-			DeleteFunc: func(any) { e.onSchedulerLease(nil) },
-		})
-		if err != nil {
-			return err
-		}
-		regs = append(regs, r)
-	}
-	pdbInf := f.Policy().V1().PodDisruptionBudgets()
-	r, err = pdbInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
-	if err != nil {
-		return err
-	}
-	regs = append(regs, r)
-	e.sched.SetDisruptionCheck(pdbViolation(lister, pdbInf.Lister()))
-	f.Start(ctx.Done())
-	lf.Start(ctx.Done())
-	defer f.Shutdown()
-	defer lf.Shutdown()
-	if sf != nil {
-		sf.Start(ctx.Done())
-		defer sf.Shutdown()
-	}
-	synced := make([]cache.InformerSynced, 0, len(regs))
-	for _, r := range regs {
+	synced := make([]cache.InformerSynced, 0, len(w.regs))
+	for _, r := range w.regs {
 		synced = append(synced, r.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -225,6 +158,116 @@ func (e *Extender) Run(ctx context.Context) error {
 			c.Sweep()
 		}
 	}
+}
+
+// watches are Run's informer factories, not yet started: f (all namespaces: Pods, Nodes,
+// PodDisruptionBudgets), lf (Leases in cfg.LeaseNamespace) and sf (its kube-scheduler's Lease;
+// nil without cfg.LeaderLease), with the registration of every handler added to them, whose
+// HasSynced Run waits on before it reports ready.
+type watches struct {
+	f, lf, sf informers.SharedInformerFactory
+	regs      []cache.ResourceEventHandlerRegistration
+}
+
+// newWatches builds Run's informer factories and adds the handlers that feed the cache (pods,
+// nodes, Leases), track the kube-scheduler's leadership (with cfg.LeaderLease) and list the
+// PodDisruptionBudgets the preemption's disruption check reads. It also publishes the pod lister
+// (e.pods). Nothing starts here: Run starts the factories.
+func (e *Extender) newWatches() (*watches, error) {
+	w := &watches{
+		f:  informers.NewSharedInformerFactory(e.client, 0),
+		lf: informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.cfg.LeaseNamespace)),
+	}
+	f := w.f
+	podInf := f.Core().V1().Pods()
+	if err := podInf.Informer().SetTransform(stripPod); err != nil {
+		return nil, fmt.Errorf("pod informer transform: %w", err)
+	}
+	lister := podInf.Lister()
+	e.pods.Store(&lister)
+	if err := e.watchCache(w, podInf.Informer(), lister); err != nil {
+		return nil, err
+	}
+	if e.lead != nil {
+		if err := e.watchSchedulerLease(w); err != nil {
+			return nil, err
+		}
+	}
+	pdbInf := f.Policy().V1().PodDisruptionBudgets()
+	r, err := pdbInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return nil, err
+	}
+	w.regs = append(w.regs, r)
+	e.sched.SetDisruptionCheck(pdbViolation(lister, pdbInf.Lister()))
+	return w, nil
+}
+
+// watchCache adds the cache's handlers to w: pods (from podInf, whose deletes ask lister whether
+// a pod of that namespace and name still exists, and under which UID), nodes (w.f) and the
+// agents' Leases (w.lf). Their registrations go to w.regs.
+func (e *Extender) watchCache(w *watches, podInf cache.SharedIndexInformer, lister corelisters.PodLister) error {
+	exists := func(ns, name string) (types.UID, bool) {
+		p, err := lister.Pods(ns).Get(name)
+		if err != nil {
+			return "", false
+		}
+		return p.UID, true
+	}
+	c := e.cache
+	// A pod re-created under the same name arrives after a relist as one update across UIDs:
+	// podevents.Handler releases the old pod first (case C34).
+	r, err := podInf.AddEventHandler(podevents.Handler(
+		func(p *corev1.Pod) { c.OnPod(p); e.handled(p) },
+		func(o any) { c.OnPodDelete(o, exists); e.handled(o) },
+	))
+	if err != nil {
+		return err
+	}
+	w.regs = append(w.regs, r)
+	r, err = w.f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.OnNode(o.(*corev1.Node)) },
+		UpdateFunc: func(_, o any) { c.OnNode(o.(*corev1.Node)) },
+		DeleteFunc: c.OnNodeDelete,
+	})
+	if err != nil {
+		return err
+	}
+	w.regs = append(w.regs, r)
+	r, err = w.lf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.OnLease(o.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, o any) { c.OnLease(o.(*coordinationv1.Lease)) },
+		DeleteFunc: c.OnLeaseDelete,
+	})
+	if err != nil {
+		return err
+	}
+	w.regs = append(w.regs, r)
+	return nil
+}
+
+// watchSchedulerLease builds w.sf, an informer factory over cfg.LeaderLease alone (its
+// kube-scheduler's Lease, "namespace/name"), and adds the handler that tracks the leadership
+// (onSchedulerLease; nil on delete). Its registration goes to w.regs.
+func (e *Extender) watchSchedulerLease(w *watches) error {
+	ns, name, err := parseLeaderLease(e.cfg.LeaderLease)
+	if err != nil {
+		return err
+	}
+	// Only the one Lease: kube-scheduler's Role grants it by name (resourceNames), which a
+	// list and watch with this field selector satisfy.
+	w.sf = informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
+	r, err := w.sf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, o any) { e.onSchedulerLease(o.(*coordinationv1.Lease)) },
+		DeleteFunc: func(any) { e.onSchedulerLease(nil) },
+	})
+	if err != nil {
+		return err
+	}
+	w.regs = append(w.regs, r)
+	return nil
 }
 
 // lookupPod returns the pod with exactly key k: from the informer, else from the API.
