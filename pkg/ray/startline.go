@@ -57,57 +57,18 @@ func (c Config) RewriteStartLine(line string, numGPUs int) (StartLine, error) {
 	if err != nil {
 		return out, err
 	}
-	first := -1
-	for i := 0; i+1 < len(words); i++ {
-		w := words[i]
-		if !w.op && (w.value == "ray" || strings.HasSuffix(w.value, "/ray")) && !words[i+1].op && words[i+1].value == "start" {
-			first = i
-			break
-		}
-	}
+	first, last := findRayStart(words)
 	if first < 0 {
 		return out, nil
 	}
 	out.Found = true
-	last := first + 1
-	for last+1 < len(words) && !words[last+1].op {
-		last++
-	}
-	type flag struct {
-		start, end int
-		value      string
-	}
-	flags := map[string]*flag{}
-	for k := first + 2; k <= last; k++ {
-		name, ok := strings.CutPrefix(words[k].value, "--")
-		if !ok {
-			continue
-		}
-		name, val, eq := strings.Cut(name, "=")
-		if name != "num-gpus" && name != "resources" && name != "labels" {
-			continue
-		}
-		f := &flag{start: words[k].start, end: words[k].end, value: val}
-		if !eq && k < last && !strings.HasPrefix(words[k+1].value, "--") {
-			k++
-			f.end, f.value = words[k].end, words[k].value
-		}
-		flags[name] = f
-	}
+	flags := startFlags(words, first, last)
 
-	type edit struct {
-		start, end int
-		text       string
-	}
-	var edits []edit
+	var edits []lineEdit
 	var add []string
 	if f := flags["num-gpus"]; f != nil {
 		out.UserNumGPUs = f.value
-		if n, err := strconv.Atoi(f.value); err != nil || n < 0 {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("ray start --num-gpus=%s is not a whole number of GPUs; Ray rejects it (kept: a value the user set is never overwritten)", f.value))
-		} else if n > numGPUs {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("ray start --num-gpus=%d is more than the container's %d GPU(s); Ray fails when CUDA_VISIBLE_DEVICES has fewer entries (kept: a value the user set is never overwritten)", n, numGPUs))
-		}
+		out.Warnings = append(out.Warnings, userNumGPUsWarnings(f.value, numGPUs)...)
 	} else {
 		add = append(add, "--num-gpus="+strconv.Itoa(numGPUs))
 	}
@@ -119,7 +80,7 @@ func (c Config) RewriteStartLine(line string, numGPUs int) (StartLine, error) {
 				out.Warnings = append(out.Warnings, warn)
 			}
 			if ok {
-				edits = append(edits, edit{f.start, f.end, "--resources=" + text})
+				edits = append(edits, lineEdit{f.start, f.end, "--resources=" + text})
 			}
 		} else {
 			add = append(add, "--resources='{"+string(key)+":'"+memoryExpansion+"'}'")
@@ -132,7 +93,7 @@ func (c Config) RewriteStartLine(line string, numGPUs int) (StartLine, error) {
 				out.Warnings = append(out.Warnings, warn)
 			}
 			if ok {
-				edits = append(edits, edit{f.start, f.end, "--labels=" + text})
+				edits = append(edits, lineEdit{f.start, f.end, "--labels=" + text})
 			}
 		} else {
 			add = append(add, "--labels="+c.AcceleratorLabel+"="+modelExpansion)
@@ -140,18 +101,96 @@ func (c Config) RewriteStartLine(line string, numGPUs int) (StartLine, error) {
 	}
 	if len(add) > 0 {
 		pos := words[last].end
-		edits = append(edits, edit{pos, pos, " " + strings.Join(add, " ")})
+		edits = append(edits, lineEdit{pos, pos, " " + strings.Join(add, " ")})
 	}
 	if len(edits) == 0 {
 		return out, nil
 	}
+	s := applyEdits(line, edits)
+	out.Line, out.Changed = s, s != line
+	return out, nil
+}
+
+// findRayStart returns the index of the first `ray start` word pair in words (first) and of the
+// last word of that simple command (last); first is -1 when the line has no `ray start`.
+func findRayStart(words []word) (first, last int) {
+	first = -1
+	for i := 0; i+1 < len(words); i++ {
+		w := words[i]
+		if !w.op && (w.value == "ray" || strings.HasSuffix(w.value, "/ray")) && !words[i+1].op && words[i+1].value == "start" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return first, -1
+	}
+	last = first + 1
+	for last+1 < len(words) && !words[last+1].op {
+		last++
+	}
+	return first, last
+}
+
+// startFlag is one flag hami-go owns in a `ray start` command: the byte span [start, end) of
+// its word or words in the line and its value.
+type startFlag struct {
+	start, end int
+	value      string
+}
+
+// startFlags finds the --num-gpus, --resources and --labels flags among the `ray start`
+// arguments words[first+2 : last+1], in the `--name=value` or `--name value` form, keyed by
+// name; a later one replaces an earlier one.
+func startFlags(words []word, first, last int) map[string]*startFlag {
+	flags := map[string]*startFlag{}
+	for k := first + 2; k <= last; k++ {
+		name, ok := strings.CutPrefix(words[k].value, "--")
+		if !ok {
+			continue
+		}
+		name, val, eq := strings.Cut(name, "=")
+		if name != "num-gpus" && name != "resources" && name != "labels" {
+			continue
+		}
+		f := &startFlag{start: words[k].start, end: words[k].end, value: val}
+		if !eq && k < last && !strings.HasPrefix(words[k+1].value, "--") {
+			k++
+			f.end, f.value = words[k].end, words[k].value
+		}
+		flags[name] = f
+	}
+	return flags
+}
+
+// userNumGPUsWarnings explains a user's --num-gpus value v that Ray rejects or that is more
+// than the container's numGPUs; the value is kept either way.
+func userNumGPUsWarnings(v string, numGPUs int) []string {
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		return []string{fmt.Sprintf("ray start --num-gpus=%s is not a whole number of GPUs; Ray rejects it (kept: a value the user set is never overwritten)", v)}
+	case n > numGPUs:
+		return []string{fmt.Sprintf("ray start --num-gpus=%d is more than the container's %d GPU(s); Ray fails when CUDA_VISIBLE_DEVICES has fewer entries (kept: a value the user set is never overwritten)", n, numGPUs)}
+	}
+	return nil
+}
+
+// lineEdit replaces the byte span [start, end) of a line with text.
+type lineEdit struct {
+	start, end int
+	text       string
+}
+
+// applyEdits applies edits to line, from the last span to the first so earlier offsets stay
+// valid.
+func applyEdits(line string, edits []lineEdit) string {
 	sort.Slice(edits, func(i, j int) bool { return edits[i].start > edits[j].start })
 	s := line
 	for _, e := range edits {
 		s = s[:e.start] + e.text + s[e.end:]
 	}
-	out.Line, out.Changed = s, s != line
-	return out, nil
+	return s
 }
 
 // mergeResources adds "key": ${HAMI_GO_GPU_MEMORY_MIB} to the JSON object v (the unquoted
