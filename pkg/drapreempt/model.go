@@ -152,37 +152,38 @@ func consumed(r resourceapi.DeviceRequestAllocationResult, nm *nodeModel, key st
 // pod that may not be evicted (priority ≥ prio, or not a pod) book their charge and free
 // nothing.
 func (nm *nodeModel) candidates(snap *Snapshot, prio int32) ([][]*corev1.Pod, []allocator.Victim) {
-	parent := map[types.UID]types.UID{}
-	var find func(types.UID) types.UID
-	find = func(u types.UID) types.UID {
-		for parent[u] != u {
-			parent[u] = parent[parent[u]]
-			u = parent[u]
-		}
-		return u
+	sets := podSets{}
+	fs := nm.book(snap, prio, sets)
+	pods, cands := group(snap, fs, sets)
+	sp, sc := sortCandidates(pods, cands)
+	markPDB(snap, sp, sc)
+	return sp, sc
+}
+
+// freeable is a claim that only evictable pods hold: its charge and its live reserving pods.
+type freeable struct {
+	charge allocator.Charge
+	pods   []types.UID
+}
+
+// podSets joins the pods that share claims (union-find): each pod's parent, a root its own.
+type podSets map[types.UID]types.UID
+
+// find returns the root of u's set, halving the path on the way.
+func (parent podSets) find(u types.UID) types.UID {
+	for parent[u] != u {
+		parent[u] = parent[parent[u]]
+		u = parent[u]
 	}
-	type freeable struct {
-		charge allocator.Charge
-		pods   []types.UID
-	}
+	return u
+}
+
+// book books the node's claims into nm.used (those with a live or unevictable reserver) and
+// returns the claims that only evictable pods hold, joining in sets the pods of each.
+func (nm *nodeModel) book(snap *Snapshot, prio int32, sets podSets) []freeable {
 	var fs []freeable
 	for _, h := range nm.claims {
-		var live []types.UID
-		fixed := false
-		for _, r := range h.claim.Status.ReservedFor {
-			if r.Resource != "pods" || r.APIGroup != "" {
-				fixed = true
-				continue
-			}
-			p := snap.Pods[r.UID]
-			if p == nil || p.DeletionTimestamp != nil {
-				continue // gone, or going
-			}
-			if Priority(p) >= prio {
-				fixed = true
-			}
-			live = append(live, r.UID)
-		}
+		live, fixed := reservers(h, snap, prio)
 		if !fixed && len(live) == 0 {
 			continue // freed soon: books nothing
 		}
@@ -193,20 +194,46 @@ func (nm *nodeModel) candidates(snap *Snapshot, prio int32) ([][]*corev1.Pod, []
 			continue
 		}
 		for _, u := range live {
-			if _, ok := parent[u]; !ok {
-				parent[u] = u
+			if _, ok := sets[u]; !ok {
+				sets[u] = u
 			}
 		}
 		for _, u := range live[1:] {
-			parent[find(u)] = find(live[0])
+			sets[sets.find(u)] = sets.find(live[0])
 		}
 		fs = append(fs, freeable{h.charge, live})
 	}
+	return fs
+}
+
+// reservers returns the live pods (neither missing nor terminating) that reserve the claim h;
+// fixed is true when a reserver may not be evicted (not a pod, or of priority ≥ prio).
+func reservers(h heldClaim, snap *Snapshot, prio int32) (live []types.UID, fixed bool) {
+	for _, r := range h.claim.Status.ReservedFor {
+		if r.Resource != "pods" || r.APIGroup != "" {
+			fixed = true
+			continue
+		}
+		p := snap.Pods[r.UID]
+		if p == nil || p.DeletionTimestamp != nil {
+			continue // gone, or going
+		}
+		if Priority(p) >= prio {
+			fixed = true
+		}
+		live = append(live, r.UID)
+	}
+	return live, fixed
+}
+
+// group sums the freeable claims into one candidate per set of pods, in order of first
+// appearance: the charge of its claims, its pods and their highest priority.
+func group(snap *Snapshot, fs []freeable, sets podSets) ([][]*corev1.Pod, []allocator.Victim) {
 	groups := map[types.UID]int{}
 	var pods [][]*corev1.Pod
 	var cands []allocator.Victim
 	for _, f := range fs {
-		root := find(f.pods[0])
+		root := sets.find(f.pods[0])
 		i, ok := groups[root]
 		if !ok {
 			i = len(cands)
@@ -225,7 +252,12 @@ func (nm *nodeModel) candidates(snap *Snapshot, prio int32) ([][]*corev1.Pod, []
 			}
 		}
 	}
-	// lowest priority first (then by the first pod's name), as the extender orders candidates
+	return pods, cands
+}
+
+// sortCandidates sorts each candidate's pods by namespace and name and returns the candidates
+// lowest priority first (then by the first pod's name), as the extender orders candidates.
+func sortCandidates(pods [][]*corev1.Pod, cands []allocator.Victim) ([][]*corev1.Pod, []allocator.Victim) {
 	order := make([]int, len(cands))
 	for i := range order {
 		order[i] = i
@@ -241,6 +273,12 @@ func (nm *nodeModel) candidates(snap *Snapshot, prio int32) ([][]*corev1.Pod, []
 	for j, i := range order {
 		sp[j], sc[j] = pods[i], cands[i]
 	}
+	return sp, sc
+}
+
+// markPDB marks the candidates (sp's pods, sc's victims) that would violate a
+// PodDisruptionBudget, as snap.Disruptions tells; without it, none.
+func markPDB(snap *Snapshot, sp [][]*corev1.Pod, sc []allocator.Victim) {
 	if snap.Disruptions != nil && len(sc) > 0 {
 		var flat []*corev1.Pod
 		var owner []int
@@ -256,7 +294,6 @@ func (nm *nodeModel) candidates(snap *Snapshot, prio int32) ([][]*corev1.Pod, []
 			}
 		}
 	}
-	return sp, sc
 }
 
 // plus is the sum of two usages of one device (DRA has no exclusive holder: exclusivity is
