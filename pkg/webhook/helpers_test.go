@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -135,4 +136,21 @@ func counter(t *testing.T, m *Metrics, res, result string) float64 {
 		t.Fatal(err)
 	}
 	return d.GetCounter().GetValue()
+}
+
+// admitted checks r against deny: with deny set, that r is a denial whose message contains it
+// (ok false: nothing more to check); with deny empty, that r is allowed, and returns the pod as
+// patched (ok true).
+func (r result) admitted(t *testing.T, deny string) (p corev1.Pod, ok bool) {
+	t.Helper()
+	if deny != "" {
+		if r.resp.Allowed || !strings.Contains(r.resp.Result.Message, deny) {
+			t.Fatalf("allowed %v, message %q; want a denial containing %q", r.resp.Allowed, r.resp.Result.Message, deny)
+		}
+		return corev1.Pod{}, false
+	}
+	if !r.resp.Allowed {
+		t.Fatalf("denied: %s", r.resp.Result.Message)
+	}
+	return r.pod(t), true
 }
