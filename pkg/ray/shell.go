@@ -46,60 +46,76 @@ func splitWords(line string) ([]word, error) {
 			i += n
 			continue
 		}
-		start := i
-		var b strings.Builder
-	scan:
-		for i < len(line) {
-			c := line[i]
-			switch c {
-			case ' ', '\t', '\n', ';', '&', '|', '(', ')':
-				break scan
-			case '\\':
-				if i+1 < len(line) {
-					if line[i+1] != '\n' {
-						b.WriteByte(line[i+1])
-					}
-					i += 2
-				} else {
-					i++
-				}
-			case '\'':
-				j := strings.IndexByte(line[i+1:], '\'')
-				if j < 0 {
-					return nil, fmt.Errorf("unterminated single quote at byte %d of %q", i, line)
-				}
-				b.WriteString(line[i+1 : i+1+j])
-				i += j + 2
-			case '"':
-				i++
-				closed := false
-				for i < len(line) {
-					if line[i] == '"' {
-						closed = true
-						i++
-						break
-					}
-					if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`\n", line[i+1]) >= 0 {
-						if line[i+1] != '\n' {
-							b.WriteByte(line[i+1])
-						}
-						i += 2
-						continue
-					}
-					b.WriteByte(line[i])
-					i++
-				}
-				if !closed {
-					return nil, fmt.Errorf("unterminated double quote at byte %d of %q", start, line)
-				}
-			default:
-				b.WriteByte(c)
-				i++
-			}
+		w, err := scanWord(line, i)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, word{start: start, end: i, value: b.String()})
+		out = append(out, w)
+		i = w.end
 	}
 	return out, nil
+}
+
+// scanWord scans the word that starts at byte start of line (not a blank, comment or control
+// operator) up to the next unquoted blank or operator, removing quotes and backslash escapes
+// from its value. An unterminated quote is an error.
+func scanWord(line string, start int) (word, error) {
+	i := start
+	var b strings.Builder
+scan:
+	for i < len(line) {
+		c := line[i]
+		switch c {
+		case ' ', '\t', '\n', ';', '&', '|', '(', ')':
+			break scan
+		case '\\':
+			if i+1 < len(line) {
+				if line[i+1] != '\n' {
+					b.WriteByte(line[i+1])
+				}
+				i += 2
+			} else {
+				i++
+			}
+		case '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return word{}, fmt.Errorf("unterminated single quote at byte %d of %q", i, line)
+			}
+			b.WriteString(line[i+1 : i+1+j])
+			i += j + 2
+		case '"':
+			var closed bool
+			if i, closed = scanDoubleQuoted(line, i+1, &b); !closed {
+				return word{}, fmt.Errorf("unterminated double quote at byte %d of %q", start, line)
+			}
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return word{start: start, end: i, value: b.String()}, nil
+}
+
+// scanDoubleQuoted scans the inside of a double-quoted string from byte i of line (just past
+// the opening quote), writing its value to b, and returns the byte just past the closing quote;
+// closed is false when the line ends first.
+func scanDoubleQuoted(line string, i int, b *strings.Builder) (next int, closed bool) {
+	for i < len(line) {
+		if line[i] == '"' {
+			return i + 1, true
+		}
+		if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`\n", line[i+1]) >= 0 {
+			if line[i+1] != '\n' {
+				b.WriteByte(line[i+1])
+			}
+			i += 2
+			continue
+		}
+		b.WriteByte(line[i])
+		i++
+	}
+	return i, false
 }
 
 // shellQuote returns s as one shell word: unchanged when it holds only safe characters,
