@@ -22,10 +22,17 @@ func numaNode(i, n int) int {
 // P2P, topology, events, processes, utilization) and replaces memory and PCI info with the
 // fleet's simulated state.
 func (f *Fleet) fillDevice(i int, d *server.Device) {
-	n := len(f.profile.GPUs)
 	spec := f.profile.GPUs[i]
 	facts := factsFor(spec.Model)
-	totalBytes := uint64(spec.MemoryMiB) * mib
+	f.fillIdentity(i, d, spec, facts)
+	f.fillMemory(i, d, spec)
+	f.fillLinks(i, d, facts)
+	f.fillEvents(i, d)
+}
+
+// fillIdentity sets GPU i's NUMA node, PCI info (its simulated bus ID) and attributes.
+func (f *Fleet) fillIdentity(i int, d *server.Device, spec GPUSpec, facts modelFacts) {
+	n := len(f.profile.GPUs)
 	pciDeviceID := d.Config.PciDeviceId
 
 	d.GetNumaNodeIdFunc = func() (int, gonvml.Return) { return numaNode(i, n), gonvml.SUCCESS }
@@ -47,6 +54,12 @@ func (f *Fleet) fillDevice(i int, d *server.Device) {
 		}
 		return gonvml.DeviceAttributes{MultiprocessorCount: facts.sms, MemorySizeMB: uint64(spec.MemoryMiB)}, gonvml.SUCCESS
 	}
+}
+
+// fillMemory sets GPU i's memory info, running processes and utilization from the fleet's
+// simulated memory use; each reports the GPU lost once an injected XID broke it.
+func (f *Fleet) fillMemory(i int, d *server.Device, spec GPUSpec) {
+	totalBytes := uint64(spec.MemoryMiB) * mib
 
 	d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
 		used, ok := f.usedBytes(i)
@@ -87,6 +100,12 @@ func (f *Fleet) fillDevice(i int, d *server.Device) {
 		pct := uint32(used * 100 / totalBytes)
 		return gonvml.Utilization{Gpu: pct, Memory: pct}, gonvml.SUCCESS
 	}
+}
+
+// fillLinks sets GPU i's P2P status, NVLink state and remote PCI info, and topology common
+// ancestor with the fleet's other GPUs.
+func (f *Fleet) fillLinks(i int, d *server.Device, facts modelFacts) {
+	n := len(f.profile.GPUs)
 
 	d.GetP2PStatusFunc = func(other gonvml.Device, _ gonvml.GpuP2PCapsIndex) (gonvml.GpuP2PStatus, gonvml.Return) {
 		j := f.deviceIndex(other)
@@ -125,7 +144,10 @@ func (f *Fleet) fillDevice(i int, d *server.Device) {
 			return gonvml.TOPOLOGY_SYSTEM, gonvml.SUCCESS
 		}
 	}
+}
 
+// fillEvents sets GPU i's supported event types (critical XIDs) and event registration.
+func (f *Fleet) fillEvents(i int, d *server.Device) {
 	d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {
 		return gonvml.EventTypeXidCriticalError, gonvml.SUCCESS
 	}
