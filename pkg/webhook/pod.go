@@ -127,33 +127,11 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 	var notes, warnings []string
 	var syntheticExtra map[string][]device.ContainerRequest
 	if request.UsesGPU() {
-		if f := privilegedContainer(&pod.Spec); f != "" {
-			if h.cfg.Privileged == PrivilegedDeny {
-				return admission.Denied(fmt.Sprintf("%s: true; a privileged container sees every GPU of the node, so hami-go refuses GPU pods with privileged containers (webhook --privileged=deny)", f))
-			}
-			msg := fmt.Sprintf("%s: true; hami-go leaves this GPU pod untouched (webhook --privileged=ignore): it is not scheduled by %s and gets no slice from hami-go's device plugin", f, h.cfg.SchedulerName)
-			return admission.Allowed(msg).WithWarnings(msg)
+		n, w, extra, done := h.placeGPUPod(ctx, req, pod, &request, spec)
+		if done != nil {
+			return *done
 		}
-		if h.cfg.Mode == ModeDRA {
-			n, w, extra, err := h.draClaims(ctx, req, pod, &request, spec)
-			if err != nil {
-				return admission.Denied(err.Error())
-			}
-			notes, warnings, syntheticExtra = append(notes, n...), append(warnings, w...), extra
-		} else {
-			if pod.Spec.NodeName != "" {
-				// No opt-out is offered here: an opted-out pod that still asks for slices is refused
-				// by the device plugin at Allocate (it was not placed by the extender).
-				return admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, h.cfg.SchedulerName, pod.Spec.NodeName))
-			}
-			n, w := h.routeToExtender(pod, spec)
-			notes, warnings = append(notes, n...), append(warnings, w...)
-			if h.cfg.GPUMemoryNodeAffinity {
-				if note := gpuMemoryAffinity(spec, &request); note != "" {
-					notes = append(notes, note)
-				}
-			}
-		}
+		notes, warnings, syntheticExtra = append(notes, n...), append(warnings, w...), extra
 	}
 	// device.ResourceGPUMemory and device.ResourceGPUCores: the webhook is their only writer
 	// (removed from any pod that sets them, written into each GPU container from its request).
@@ -166,18 +144,11 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		return admission.Denied(err.Error())
 	}
 	notes = append(notes, n...)
-	if isRay && h.cfg.Mode == ModeDRA && len(pod.Spec.ResourceClaims) > 0 {
-		// The pod's own claims give it GPUs the limits do not show: its `ray start` is the user's.
-		notes = append(notes, "Ray start line left as written (the pod carries its own resourceClaims)")
-		isRay = false
+	n, w, err := h.rayStep(pod, spec, request, isRay)
+	if err != nil {
+		return admission.Denied(err.Error())
 	}
-	if isRay {
-		n, w, err := h.rayStart(pod, spec, request)
-		if err != nil {
-			return admission.Denied(err.Error())
-		}
-		notes, warnings = append(notes, n...), append(warnings, w...)
-	}
+	notes, warnings = append(notes, n...), append(warnings, w...)
 	ops, err := diffPatch(req.Object.Raw, doc)
 	if err != nil {
 		return admission.Denied("hami-go webhook: " + err.Error())
@@ -187,6 +158,59 @@ func (h *PodHandler) create(ctx context.Context, req admission.Request, pod *cor
 		return admission.Allowed(msg).WithWarnings(warnings...)
 	}
 	return admission.Patched(msg, ops...).WithWarnings(warnings...)
+}
+
+// placeGPUPod places a new pod that uses GPU slices, by the webhook's mode: in DRA mode its
+// slices move into claims (draClaims); otherwise it is routed to the extender, with the GPU
+// memory node affinity when configured. It returns the notes, warnings and the extra synthetic
+// requests of DRA mode, or done, the review's response, when the pod is refused or left
+// untouched (privileged containers, a preset spec.nodeName, a failed claim).
+func (h *PodHandler) placeGPUPod(ctx context.Context, req admission.Request, pod *corev1.Pod, request *device.PodRequest, spec map[string]any) (notes, warnings []string, syntheticExtra map[string][]device.ContainerRequest, done *admission.Response) {
+	if f := privilegedContainer(&pod.Spec); f != "" {
+		if h.cfg.Privileged == PrivilegedDeny {
+			return nil, nil, nil, respond(admission.Denied(fmt.Sprintf("%s: true; a privileged container sees every GPU of the node, so hami-go refuses GPU pods with privileged containers (webhook --privileged=deny)", f)))
+		}
+		msg := fmt.Sprintf("%s: true; hami-go leaves this GPU pod untouched (webhook --privileged=ignore): it is not scheduled by %s and gets no slice from hami-go's device plugin", f, h.cfg.SchedulerName)
+		return nil, nil, nil, respond(admission.Allowed(msg).WithWarnings(msg))
+	}
+	if h.cfg.Mode == ModeDRA {
+		n, w, extra, err := h.draClaims(ctx, req, pod, request, spec)
+		if err != nil {
+			return nil, nil, nil, respond(admission.Denied(err.Error()))
+		}
+		notes, warnings, syntheticExtra = append(notes, n...), append(warnings, w...), extra
+	} else {
+		if pod.Spec.NodeName != "" {
+			// No opt-out is offered here: an opted-out pod that still asks for slices is refused
+			// by the device plugin at Allocate (it was not placed by the extender).
+			return nil, nil, nil, respond(admission.Denied(fmt.Sprintf("spec.nodeName: preset to %q; a pod that uses GPU slices must be placed by %s, which picks its GPUs (remove spec.nodeName and pin the node with a nodeSelector, e.g. kubernetes.io/hostname: %s)", pod.Spec.NodeName, h.cfg.SchedulerName, pod.Spec.NodeName)))
+		}
+		n, w := h.routeToExtender(pod, spec)
+		notes, warnings = append(notes, n...), append(warnings, w...)
+		if h.cfg.GPUMemoryNodeAffinity {
+			if note := gpuMemoryAffinity(spec, request); note != "" {
+				notes = append(notes, note)
+			}
+		}
+	}
+	return notes, warnings, syntheticExtra, nil
+}
+
+// respond is r as placeGPUPod's done: the review's final response.
+func respond(r admission.Response) *admission.Response { return &r }
+
+// rayStep rewrites the `ray start` line of a Ray pod (isRay) by rayStart, except in DRA mode
+// for a pod that carries its own resourceClaims: they give it GPUs the limits do not show, so
+// its `ray start` is the user's, and a note says so.
+func (h *PodHandler) rayStep(pod *corev1.Pod, spec map[string]any, request device.PodRequest, isRay bool) (notes, warnings []string, err error) {
+	if isRay && h.cfg.Mode == ModeDRA && len(pod.Spec.ResourceClaims) > 0 {
+		// The pod's own claims give it GPUs the limits do not show: its `ray start` is the user's.
+		return []string{"Ray start line left as written (the pod carries its own resourceClaims)"}, nil, nil
+	}
+	if isRay {
+		return h.rayStart(pod, spec, request)
+	}
+	return nil, nil, nil
 }
 
 // routeToExtender sets spec.schedulerName (device-plugin mode, case C27) and the count
