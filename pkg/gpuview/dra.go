@@ -29,17 +29,20 @@ type draDevice struct {
 	excl bool
 }
 
+// draRow is one published device of a node before its GPU row is placed: key is
+// pool + "/" + device.
+type draRow struct {
+	key  string
+	d    *resourcev1.Device
+	gpu  GPU
+	excl bool
+}
+
 // draNodes builds the node rows of the DRA source: every node with a ResourceSlice of draapi.DriverName,
 // its devices as GPUs and the claims' allocation results as slices.
 func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceClaim) map[string]*Node {
 	nodes := map[string]*Node{}
-	type row struct {
-		key  string // pool + "/" + device
-		d    *resourcev1.Device
-		gpu  GPU
-		excl bool
-	}
-	rows := map[string][]row{}
+	rows := map[string][]draRow{}
 	for i := range slices {
 		s := &slices[i]
 		if s.Spec.Driver != draapi.DriverName || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
@@ -53,32 +56,51 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 		}
 		for di := range s.Spec.Devices {
 			d := &s.Spec.Devices[di]
-			g := GPU{Index: len(rows[name]), UUID: d.Name, Health: "Healthy"}
-			if a, ok := d.Attributes[draapi.AttrUUID]; ok && a.StringValue != nil {
-				g.UUID = *a.StringValue
-			}
-			if a, ok := d.Attributes[draapi.AttrModel]; ok && a.StringValue != nil {
-				g.Model = *a.StringValue
-			}
-			if a, ok := d.Attributes[draapi.AttrIndex]; ok && a.IntValue != nil {
-				g.Index = int(*a.IntValue)
-			}
-			if c, ok := d.Capacity[draapi.CapacityMemory]; ok {
-				g.MemoryMiB = mibOf(c.Value)
-				g.CapacityMiB = g.MemoryMiB
-			}
-			if c, ok := d.Capacity[draapi.CapacitySharers]; ok && n.SplitCount == 0 {
-				n.SplitCount = int(c.Value.Value())
-			}
-			for _, t := range d.Taints {
-				if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
-					g.Health = "Unhealthy"
-				}
-			}
+			g := deviceGPU(n, d, len(rows[name]))
 			excl := d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations
-			rows[name] = append(rows[name], row{key: s.Spec.Pool.Name + "/" + d.Name, d: d, gpu: g, excl: excl})
+			rows[name] = append(rows[name], draRow{key: s.Spec.Pool.Name + "/" + d.Name, d: d, gpu: g, excl: excl})
 		}
 	}
+	devs := placeDRARows(nodes, rows)
+	for i := range claims {
+		chargeDRAClaim(&claims[i], devs)
+	}
+	sortDRASlices(nodes)
+	return nodes
+}
+
+// deviceGPU is the GPU row of device d of node n, at position index in its node's devices:
+// its UUID, model and index attributes, memory capacity and health from its taints. The
+// first sharers capacity seen sets n's SplitCount.
+func deviceGPU(n *Node, d *resourcev1.Device, index int) GPU {
+	g := GPU{Index: index, UUID: d.Name, Health: "Healthy"}
+	if a, ok := d.Attributes[draapi.AttrUUID]; ok && a.StringValue != nil {
+		g.UUID = *a.StringValue
+	}
+	if a, ok := d.Attributes[draapi.AttrModel]; ok && a.StringValue != nil {
+		g.Model = *a.StringValue
+	}
+	if a, ok := d.Attributes[draapi.AttrIndex]; ok && a.IntValue != nil {
+		g.Index = int(*a.IntValue)
+	}
+	if c, ok := d.Capacity[draapi.CapacityMemory]; ok {
+		g.MemoryMiB = mibOf(c.Value)
+		g.CapacityMiB = g.MemoryMiB
+	}
+	if c, ok := d.Capacity[draapi.CapacitySharers]; ok && n.SplitCount == 0 {
+		n.SplitCount = int(c.Value.Value())
+	}
+	for _, t := range d.Taints {
+		if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+			g.Health = "Unhealthy"
+		}
+	}
+	return g
+}
+
+// placeDRARows sets each node's GPUs from its rows in index order (an empty list where it has
+// none) and returns, by pool + "/" + device, where each device's row is.
+func placeDRARows(nodes map[string]*Node, rows map[string][]draRow) map[string]*draDevice {
 	// Rows in index order; then point at them (the slice is not moved again).
 	devs := map[string]*draDevice{}
 	for name, rs := range rows {
@@ -95,41 +117,48 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 			n.GPUs = []GPU{}
 		}
 	}
-	for i := range claims {
-		c := &claims[i]
-		if c.Status.Allocation == nil {
-			continue
-		}
-		pod := ""
-		for _, r := range c.Status.ReservedFor {
-			if r.Resource == "pods" {
-				pod = r.Name
-				break
-			}
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != draapi.DriverName {
-				continue
-			}
-			d := devs[r.Pool+"/"+r.Device]
-			if d == nil {
-				continue // a device no slice publishes (any more): nothing to show it on
-			}
-			u := consumed(d.d, &r)
-			mib, cores := mibOf(*resource.NewQuantity(u[draapi.CapacityMemory], resource.BinarySI)), int(u[draapi.CapacityCores])
-			if _, stated := r.ConsumedCapacity[draapi.CapacityCores]; !stated && d.excl {
-				cores = 100 // a device that cannot be shared is the claim's whole
-			}
-			d.gpu.BookedMiB += mib
-			d.gpu.BookedCoresPercent += cores
-			d.gpu.Sharers++
-			d.gpu.Exclusive = d.gpu.Exclusive || d.excl || cores >= 100
-			d.gpu.Slices = append(d.gpu.Slices, Slice{
-				Namespace: c.Namespace, Pod: pod, Container: r.Request, Kind: "claim",
-				MemoryMiB: mib, CoresPercent: cores, Source: sourceAllocated, Claim: c.Name,
-			})
+	return devs
+}
+
+// chargeDRAClaim charges the allocation results of claim c for draapi.DriverName to the devices'
+// rows in devs, as slices of the pod the claim is reserved for.
+func chargeDRAClaim(c *resourcev1.ResourceClaim, devs map[string]*draDevice) {
+	if c.Status.Allocation == nil {
+		return
+	}
+	pod := ""
+	for _, r := range c.Status.ReservedFor {
+		if r.Resource == "pods" {
+			pod = r.Name
+			break
 		}
 	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != draapi.DriverName {
+			continue
+		}
+		d := devs[r.Pool+"/"+r.Device]
+		if d == nil {
+			continue // a device no slice publishes (any more): nothing to show it on
+		}
+		u := consumed(d.d, &r)
+		mib, cores := mibOf(*resource.NewQuantity(u[draapi.CapacityMemory], resource.BinarySI)), int(u[draapi.CapacityCores])
+		if _, stated := r.ConsumedCapacity[draapi.CapacityCores]; !stated && d.excl {
+			cores = 100 // a device that cannot be shared is the claim's whole
+		}
+		d.gpu.BookedMiB += mib
+		d.gpu.BookedCoresPercent += cores
+		d.gpu.Sharers++
+		d.gpu.Exclusive = d.gpu.Exclusive || d.excl || cores >= 100
+		d.gpu.Slices = append(d.gpu.Slices, Slice{
+			Namespace: c.Namespace, Pod: pod, Container: r.Request, Kind: "claim",
+			MemoryMiB: mib, CoresPercent: cores, Source: sourceAllocated, Claim: c.Name,
+		})
+	}
+}
+
+// sortDRASlices orders the slices of every GPU row by namespace and claim name.
+func sortDRASlices(nodes map[string]*Node) {
 	for _, n := range nodes {
 		for gi := range n.GPUs {
 			sl := n.GPUs[gi].Slices
@@ -138,7 +167,6 @@ func draNodes(slices []resourcev1.ResourceSlice, claims []resourcev1.ResourceCla
 			})
 		}
 	}
-	return nodes
 }
 
 // consumed is what allocation result r takes of device d, in the capacities' own units (memory
