@@ -5,6 +5,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -45,11 +46,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	c := s.c
 	req, ours, err := c.ParseRequest(p)
 	if err != nil {
-		res := extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
-		for _, n := range names {
-			res.FailedAndUnresolvableNodes[n] = err.Error()
-		}
-		return res
+		return unresolvableEverywhere(names, err)
 	}
 	if !ours {
 		all := append([]string(nil), names...)
@@ -72,46 +69,22 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	states, nodes := c.nodesOf(names)
 	scores := make([]int8, len(names)) // the score of each fitting node; -1 elsewhere
 	memo := c.memos.fresh(p.UID, p.ResourceVersion, nodes)
+	fp := &filterPod{req: req, prio: prio, own: own, ownNS: ownNS, pinned: pinned, holds: holds, now: now, memo: memo}
 	released := false // a node refused because its device plugin released its Lease
 	for i, n := range names {
 		scores[i] = -1
-		ns := states[i]
-		if ns == nil {
-			fail(&unres, n, errNoInventory)
-			continue
-		}
-		if pinned && ns != ownNS {
-			fail(&unres, n, "the pod's bind to node "+own.node+" timed out and may still be committed there; no other node until the API shows its outcome (at most "+c.cfg.ReservationTTL.String()+")")
-			continue
-		}
-		ns.mu.Lock()
-		if why := c.unusableLocked(ns, now); why != "" {
-			released = released || ns.released
-			ns.mu.Unlock()
-			fail(&unres, n, why)
-			continue
-		}
-		score, ferr := fitScoreFor(ns, own, ownNS, req, prio, holds)
-		impossible := false
-		if ferr != nil {
-			impossible = allocator.Fit(ns.inv, emptyUsage, req) != nil
-		}
-		memo.set(ns, score)
-		ns.mu.Unlock()
-		if ferr != nil {
-			var u *allocator.Unfit
-			switch {
-			case !errors.As(ferr, &u):
-				fail(&failed, n, ferr.Error())
-			case impossible:
-				fail(&unres, n, u.Reason+" (even with the node empty)")
-			default:
-				fail(&failed, n, u.Reason)
+		v := c.filterNode(states[i], fp)
+		released = released || v.released
+		if !v.fits {
+			if v.unresolvable {
+				fail(&unres, n, v.why)
+			} else {
+				fail(&failed, n, v.why)
 			}
 			continue
 		}
 		fit = append(fit, n)
-		score = min(max(score, 0), maxScore)
+		score := min(max(v.score, 0), maxScore)
 		perScore[score]++
 		scores[i] = int8(score)
 	}
@@ -119,7 +92,24 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	// previous reservation is dropped all the same.
 	c.reserve(k, req, prio, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
-	if len(fit) == 0 && (len(failed) > 0 || released) {
+	c.noteFiltered(p, k, len(fit) > 0, failed, released, now)
+	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
+	if len(failed) > 0 {
+		res.FailedNodes = failed
+	}
+	if len(unres) > 0 {
+		res.FailedAndUnresolvableNodes = unres
+	}
+	return res
+}
+
+// noteFiltered records Filter's outcome for pod p (key k) at now for the requeue and the
+// extender's own preemption: with no fitting node (fits false) while some node failed only for
+// the GPUs in use (failed) or a device plugin released its Lease (released), the pod is refused,
+// and offered for preemption on the failed nodes where it may preempt; otherwise (a node fits,
+// or every refusal is unresolvable) any refusal or offer of it is dropped.
+func (c *Cache) noteFiltered(p *corev1.Pod, k device.PodRef, fits bool, failed extenderv1.FailedNodesMap, released bool, now time.Time) {
+	if !fits && (len(failed) > 0 || released) {
 		// GPUs in use somewhere, or a device plugin restarting: a release, or its Lease held
 		// again, may make it fit.
 		c.refusals.refused(k, now)
@@ -130,14 +120,80 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 		c.refusals.fits(k)
 		c.offers.withdraw(k)
 	}
-	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
-	if len(failed) > 0 {
-		res.FailedNodes = failed
-	}
-	if len(unres) > 0 {
-		res.FailedAndUnresolvableNodes = unres
+}
+
+// unresolvableEverywhere is Filter's answer for a pod whose GPU request does not parse: no node
+// fits, and every candidate node is unresolvable with the parse error's text (preemption would
+// not help).
+func unresolvableEverywhere(names []string, err error) extenderv1.ExtenderFilterResult {
+	res := extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
+	for _, n := range names {
+		res.FailedAndUnresolvableNodes[n] = err.Error()
 	}
 	return res
+}
+
+// filterPod is what Filter weighs every candidate node against for one pod: its GPU request and
+// priority, its own booking (own, on node ownNS; both nil when it has none) and whether a bind
+// that timed out pins it to ownNS (pinned), whether any hold is in force (holds), the time of
+// the call, and the score memo the nodes' scores go to.
+type filterPod struct {
+	req    *device.PodRequest
+	prio   int32
+	own    *booking
+	ownNS  *nodeState
+	pinned bool
+	holds  bool
+	now    time.Time
+	memo   *scoreMemo
+}
+
+// nodeVerdict is Filter's answer for one candidate node: it fits with score (the allocator's,
+// not yet clamped to 0..maxScore), or it is refused with why, unresolvable when preemption would
+// not help. released: refused because its device plugin released its Lease.
+type nodeVerdict struct {
+	fits         bool
+	score        int
+	why          string
+	unresolvable bool
+	released     bool
+}
+
+// filterNode weighs one candidate node, ns (nil: no inventory), for the pod fp: pinned
+// elsewhere, unusable at fp.now, or the fit and score of fp.req there, which it records in
+// fp.memo. A request that would not fit even on the empty node is unresolvable. It takes ns.mu.
+func (c *Cache) filterNode(ns *nodeState, fp *filterPod) nodeVerdict {
+	if ns == nil {
+		return nodeVerdict{why: errNoInventory, unresolvable: true}
+	}
+	if fp.pinned && ns != fp.ownNS {
+		return nodeVerdict{why: "the pod's bind to node " + fp.own.node + " timed out and may still be committed there; no other node until the API shows its outcome (at most " + c.cfg.ReservationTTL.String() + ")", unresolvable: true}
+	}
+	ns.mu.Lock()
+	if why := c.unusableLocked(ns, fp.now); why != "" {
+		released := ns.released
+		ns.mu.Unlock()
+		return nodeVerdict{why: why, unresolvable: true, released: released}
+	}
+	score, ferr := fitScoreFor(ns, fp.own, fp.ownNS, fp.req, fp.prio, fp.holds)
+	impossible := false
+	if ferr != nil {
+		impossible = allocator.Fit(ns.inv, emptyUsage, fp.req) != nil
+	}
+	fp.memo.set(ns, score)
+	ns.mu.Unlock()
+	if ferr != nil {
+		var u *allocator.Unfit
+		switch {
+		case !errors.As(ferr, &u):
+			return nodeVerdict{why: ferr.Error()}
+		case impossible:
+			return nodeVerdict{why: u.Reason + " (even with the node empty)", unresolvable: true}
+		default:
+			return nodeVerdict{why: u.Reason}
+		}
+	}
+	return nodeVerdict{fits: true, score: score}
 }
 
 // fitScoreOn is allocator.FitScoreAt of req on ns with the pod's own booking (own, on node
