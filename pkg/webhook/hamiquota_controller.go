@@ -184,30 +184,11 @@ func (c *HAMiQuotaController) sync(ctx context.Context, key string) error {
 	if src != nil {
 		srcUID = string(src.UID)
 		if src.DeletionTimestamp == nil {
-			var problems []HAMiQuotaProblem
-			want, problems = HAMiQuotaSibling(src, c.names)
-			for _, p := range problems {
-				logger.Error(nil, "Invalid HAMi quota value; left out of the sibling", "resourceQuota", klog.KObj(src), "field", "spec.hard["+string(p.Key)+"]", "value", p.Value, "reason", p.Why)
-				if c.recorder != nil {
-					c.recorder.Eventf(src, corev1.EventTypeWarning, ReasonHAMiQuotaInvalid, "%s; hami-go does not enforce it (write e.g. %s: \"40000\")", p, p.Key)
-				}
-			}
+			want = c.wantSibling(logger, src)
 		}
 	}
-	all, err := c.lister.ResourceQuotas(ns).List(labels.Everything())
-	if err != nil {
+	if err := c.deleteStale(ctx, logger, key, ns, name, srcUID, src == nil, want); err != nil {
 		return err
-	}
-	for _, q := range all {
-		if !ownedBy(q, name, srcUID) || (want != nil && q.Name == want.Name) {
-			continue
-		}
-		uid := q.UID
-		err := c.client.CoreV1().ResourceQuotas(ns).Delete(ctx, q.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting sibling %s/%s: %w", ns, q.Name, err)
-		}
-		logger.Info("Deleted the HAMi quota sibling", "resourceQuota", klog.KObj(q), "source", key, "sourceGone", src == nil)
 	}
 	if want == nil {
 		return nil
@@ -232,6 +213,47 @@ func (c *HAMiQuotaController) sync(ctx context.Context, key string) error {
 	if !siblingDiffers(cur, want) {
 		return nil
 	}
+	return c.updateSibling(ctx, logger, key, ns, cur, want)
+}
+
+// wantSibling returns the sibling that the source src (not being deleted) asks for, logging
+// each HAMi quota value it leaves out and reporting it as an event on src.
+func (c *HAMiQuotaController) wantSibling(logger klog.Logger, src *corev1.ResourceQuota) *corev1.ResourceQuota {
+	want, problems := HAMiQuotaSibling(src, c.names)
+	for _, p := range problems {
+		logger.Error(nil, "Invalid HAMi quota value; left out of the sibling", "resourceQuota", klog.KObj(src), "field", "spec.hard["+string(p.Key)+"]", "value", p.Value, "reason", p.Why)
+		if c.recorder != nil {
+			c.recorder.Eventf(src, corev1.EventTypeWarning, ReasonHAMiQuotaInvalid, "%s; hami-go does not enforce it (write e.g. %s: \"40000\")", p, p.Key)
+		}
+	}
+	return want
+}
+
+// deleteStale deletes, in namespace ns, the siblings of the source key (name, srcUID) other
+// than want (every one when want is nil), each only if its UID is still the one listed;
+// srcGone tells the log that the source is missing.
+func (c *HAMiQuotaController) deleteStale(ctx context.Context, logger klog.Logger, key, ns, name, srcUID string, srcGone bool, want *corev1.ResourceQuota) error {
+	all, err := c.lister.ResourceQuotas(ns).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, q := range all {
+		if !ownedBy(q, name, srcUID) || (want != nil && q.Name == want.Name) {
+			continue
+		}
+		uid := q.UID
+		err := c.client.CoreV1().ResourceQuotas(ns).Delete(ctx, q.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting sibling %s/%s: %w", ns, q.Name, err)
+		}
+		logger.Info("Deleted the HAMi quota sibling", "resourceQuota", klog.KObj(q), "source", key, "sourceGone", srcGone)
+	}
+	return nil
+}
+
+// updateSibling updates the existing sibling cur (in namespace ns) of the source key to want:
+// want's labels and annotations merged over cur's, want's owner references and spec.
+func (c *HAMiQuotaController) updateSibling(ctx context.Context, logger klog.Logger, key, ns string, cur, want *corev1.ResourceQuota) error {
 	upd := cur.DeepCopy()
 	if upd.Labels == nil {
 		upd.Labels = map[string]string{}
