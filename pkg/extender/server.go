@@ -64,88 +64,112 @@ func (e *Extender) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 
 // registerAPI adds the scheduler verbs to mux (see APIHandler).
 func (e *Extender) registerAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /filter", e.verb("filter", func(w http.ResponseWriter, r *http.Request) string {
-		var args extenderv1.ExtenderArgs
-		if !decode(w, r, &args) {
-			return "bad_request"
+	mux.HandleFunc("POST /filter", e.verb("filter", e.serveFilter))
+	mux.HandleFunc("POST /prioritize", e.verb("prioritize", e.servePrioritize))
+	mux.HandleFunc("POST /bind", e.verb("bind", e.serveBind))
+	mux.HandleFunc("POST /preempt", e.verb("preempt", e.servePreempt))
+}
+
+// serveFilter handles POST /filter: ExtenderArgs (the pod required; node names from NodeNames,
+// or from Nodes without nodeCacheCapable) answered with Scheduler.Filter's result, or with
+// refusedFilter while the verbs refuse (a pod refused for a hand-over or for not leading is
+// requeued once it is over). It returns the outcome for the verb's metrics: "ok", "refused"
+// (also when no node fits) or "bad_request".
+func (e *Extender) serveFilter(w http.ResponseWriter, r *http.Request) string {
+	var args extenderv1.ExtenderArgs
+	if !decode(w, r, &args) {
+		return "bad_request"
+	}
+	if args.Pod == nil {
+		http.Error(w, "ExtenderArgs.Pod is missing", http.StatusBadRequest)
+		return "bad_request"
+	}
+	var names []string
+	switch {
+	case args.NodeNames != nil:
+		names = *args.NodeNames
+	case args.Nodes != nil:
+		for i := range args.Nodes.Items {
+			names = append(names, args.Nodes.Items[i].Name)
 		}
-		if args.Pod == nil {
-			http.Error(w, "ExtenderArgs.Pod is missing", http.StatusBadRequest)
-			return "bad_request"
+	}
+	if why := e.refusal(); why != nil {
+		if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
+			// Requeued once the hand-over is over (leader.go).
+			e.cache.refusals.refused(device.RefOf(args.Pod), e.clock.Now())
 		}
-		var names []string
-		switch {
-		case args.NodeNames != nil:
-			names = *args.NodeNames
-		case args.Nodes != nil:
-			for i := range args.Nodes.Items {
-				names = append(names, args.Nodes.Items[i].Name)
-			}
-		}
-		if why := e.refusal(); why != nil {
-			if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
-				// Requeued once the hand-over is over (leader.go).
-				e.cache.refusals.refused(device.RefOf(args.Pod), e.clock.Now())
-			}
-			reply(w, refusedFilter(names, why))
-			return "refused"
-		}
-		res := e.sched.Filter(args.Pod, names)
-		reply(w, res)
-		if len(*res.NodeNames) == 0 {
-			return "refused"
-		}
-		return "ok"
-	}))
-	mux.HandleFunc("POST /prioritize", e.verb("prioritize", func(w http.ResponseWriter, r *http.Request) string {
-		var args extenderv1.ExtenderArgs
-		if !decode(w, r, &args) {
-			return "bad_request"
-		}
-		if args.Pod == nil || args.NodeNames == nil {
-			http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
-			return "bad_request"
-		}
-		if e.refusal() != nil {
-			reply(w, extenderv1.HostPriorityList{})
-			return "refused"
-		}
-		all := scorePool.Get().(*extenderv1.HostPriorityList)
-		*all = e.sched.PrioritizeInto(*all, args.Pod, *args.NodeNames)
-		reply(w, scoredOnly(*all))
-		clear(*all) // drop the node names until the next call
-		scorePool.Put(all)
-		return "ok"
-	}))
-	mux.HandleFunc("POST /bind", e.verb("bind", func(w http.ResponseWriter, r *http.Request) string {
-		var args extenderv1.ExtenderBindingArgs
-		if !decode(w, r, &args) {
-			return "bad_request"
-		}
-		if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
-			http.Error(w, fmt.Sprintf("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node; got %q, %q, %q, %q", args.PodName, args.PodNamespace, args.PodUID, args.Node), http.StatusBadRequest)
-			return "bad_request"
-		}
-		err := e.Bind(r.Context(), device.PodRef{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
-		if err != nil {
-			reply(w, extenderv1.ExtenderBindingResult{Error: err.Error()})
-			return "refused"
-		}
-		reply(w, extenderv1.ExtenderBindingResult{})
-		return "ok"
-	}))
-	mux.HandleFunc("POST /preempt", e.verb("preempt", func(w http.ResponseWriter, r *http.Request) string {
-		var args extenderv1.ExtenderPreemptionArgs
-		if !decode(w, r, &args) {
-			return "bad_request"
-		}
-		if e.refusal() != nil {
-			reply(w, extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}})
-			return "refused"
-		}
-		reply(w, e.sched.Preempt(&args))
-		return "ok"
-	}))
+		reply(w, refusedFilter(names, why))
+		return "refused"
+	}
+	res := e.sched.Filter(args.Pod, names)
+	reply(w, res)
+	if len(*res.NodeNames) == 0 {
+		return "refused"
+	}
+	return "ok"
+}
+
+// servePrioritize handles POST /prioritize: ExtenderArgs (the pod and NodeNames required:
+// nodeCacheCapable) answered with the hosts Scheduler.PrioritizeInto scored above 0 (scoredOnly),
+// or an empty list while the verbs refuse. The list is pooled (scorePool) across calls. It
+// returns the outcome for the verb's metrics: "ok", "refused" or "bad_request".
+func (e *Extender) servePrioritize(w http.ResponseWriter, r *http.Request) string {
+	var args extenderv1.ExtenderArgs
+	if !decode(w, r, &args) {
+		return "bad_request"
+	}
+	if args.Pod == nil || args.NodeNames == nil {
+		http.Error(w, "ExtenderArgs.Pod and ExtenderArgs.NodeNames are required (nodeCacheCapable: true)", http.StatusBadRequest)
+		return "bad_request"
+	}
+	if e.refusal() != nil {
+		reply(w, extenderv1.HostPriorityList{})
+		return "refused"
+	}
+	all := scorePool.Get().(*extenderv1.HostPriorityList)
+	*all = e.sched.PrioritizeInto(*all, args.Pod, *args.NodeNames)
+	reply(w, scoredOnly(*all))
+	clear(*all) // drop the node names until the next call
+	scorePool.Put(all)
+	return "ok"
+}
+
+// serveBind handles POST /bind: ExtenderBindingArgs (pod name, namespace, UID and node all
+// required) answered with Extender.Bind's error, if any, in ExtenderBindingResult.Error. It
+// returns the outcome for the verb's metrics: "ok", "refused" (the bind failed) or
+// "bad_request".
+func (e *Extender) serveBind(w http.ResponseWriter, r *http.Request) string {
+	var args extenderv1.ExtenderBindingArgs
+	if !decode(w, r, &args) {
+		return "bad_request"
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.PodUID == "" || args.Node == "" {
+		http.Error(w, fmt.Sprintf("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node; got %q, %q, %q, %q", args.PodName, args.PodNamespace, args.PodUID, args.Node), http.StatusBadRequest)
+		return "bad_request"
+	}
+	err := e.Bind(r.Context(), device.PodRef{Namespace: args.PodNamespace, Name: args.PodName, UID: args.PodUID}, args.Node)
+	if err != nil {
+		reply(w, extenderv1.ExtenderBindingResult{Error: err.Error()})
+		return "refused"
+	}
+	reply(w, extenderv1.ExtenderBindingResult{})
+	return "ok"
+}
+
+// servePreempt handles POST /preempt: ExtenderPreemptionArgs answered with Scheduler.Preempt's
+// result, or with no node while the verbs refuse. It returns the outcome for the verb's
+// metrics: "ok", "refused" or "bad_request".
+func (e *Extender) servePreempt(w http.ResponseWriter, r *http.Request) string {
+	var args extenderv1.ExtenderPreemptionArgs
+	if !decode(w, r, &args) {
+		return "bad_request"
+	}
+	if e.refusal() != nil {
+		reply(w, extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}})
+		return "refused"
+	}
+	reply(w, e.sched.Preempt(&args))
+	return "ok"
 }
 
 // refusedFilter is /filter's answer while the verbs refuse (before Ready: ErrNotReady; also
