@@ -112,16 +112,34 @@ func (e *RefusedError) Error() string {
 //
 // The changes are sorted by name. An error names the first refused name in name order.
 func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) {
+	last, count, late := scanEnv(env, answer, want)
+	var changes []EnvChange
+	for _, n := range envNames(last, want) {
+		c, change, err := planName(n, answer, want, last, count, late)
+		if err != nil {
+			return nil, err
+		}
+		if change {
+			changes = append(changes, c)
+		}
+	}
+	return changes, nil
+}
+
+// scanEnv reads the checked names of env (those hami-go set, its answer's, the protected ones):
+// each name's last value and its number of entries, and late, the checked names with an entry
+// after the answer's first one.
+func scanEnv(env []string, answer, want map[string]string) (last map[string]string, count map[string]int, late map[string]bool) {
 	checked := func(name string) bool {
 		_, w := want[name]
 		_, a := answer[name]
 		return w || a || device.IsProtectedEnv(name)
 	}
-	last := map[string]string{}
-	count := map[string]int{}
+	last = map[string]string{}
+	count = map[string]int{}
 	// late names the checked names with an entry after the answer's first one: the
 	// container's own envFrom and env values, which the kubelet lists after the device plugin's.
-	late := map[string]bool{}
+	late = map[string]bool{}
 	answerAt := -1
 	for i, e := range env {
 		name, value, ok := strings.Cut(e, "=")
@@ -136,6 +154,12 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 			late[name] = true
 		}
 	}
+	return last, count, late
+}
+
+// envNames are the names PlanEnv decides on, sorted: those in the env (last) and the wanted
+// ones missing from it.
+func envNames(last, want map[string]string) []string {
 	names := make([]string, 0, len(last)+len(want))
 	for n := range last {
 		names = append(names, n)
@@ -146,51 +170,51 @@ func PlanEnv(env []string, answer, want map[string]string) ([]EnvChange, error) 
 		}
 	}
 	sort.Strings(names)
-	var changes []EnvChange
-	for _, n := range names {
-		w, wanted := want[n]
-		a, answered := answer[n]
-		if want == nil {
-			// A container without GPUs: only a device list the NVIDIA runtime reads can widen.
-			if n != gpuenv.EnvNVIDIAVisibleDevices || gpuenv.NamesNoDevice(n, last[n]) {
-				continue
-			}
-			if count[n] > 1 {
-				return nil, &RefusedError{Name: n, Value: last[n]}
-			}
-			changes = append(changes, EnvChange{Name: n})
-			continue
+	return names
+}
+
+// planName decides, by PlanEnv's rules, on the name n, whose entries scanEnv read (last, count,
+// late): the change to make (change true), none (change false), or a *RefusedError.
+func planName(n string, answer, want, last map[string]string, count map[string]int, late map[string]bool) (c EnvChange, change bool, err error) {
+	w, wanted := want[n]
+	a, answered := answer[n]
+	if want == nil {
+		// A container without GPUs: only a device list the NVIDIA runtime reads can widen.
+		if n != gpuenv.EnvNVIDIAVisibleDevices || gpuenv.NamesNoDevice(n, last[n]) {
+			return EnvChange{}, false, nil
 		}
-		if count[n] > 0 && last[n] != w && narrows(n, last[n], w, wanted) {
-			continue
+		if count[n] > 1 {
+			return EnvChange{}, false, &RefusedError{Name: n, Value: last[n]}
 		}
-		if !wanted {
-			switch {
-			case n == envLDPreload:
-				continue
-			case n == gpuenv.EnvCUDAVisibleDevices && count[n] == 1 && (!late[n] || namesOwnGPUs(last[n], want)):
-				if id := gpuenv.IdentityCUDAVisibleDevices(gpuCount(want)); id != "" {
-					changes = append(changes, EnvChange{Name: n, Value: id})
-					continue
-				}
-				return nil, &RefusedError{Name: n, Value: last[n], DeviceList: true}
-			case n == gpuenv.EnvCUDAVisibleDevices:
-				return nil, &RefusedError{Name: n, Value: last[n], DeviceList: true}
-			}
-		}
-		switch {
-		case answered && count[n] > 0 && last[n] != a:
-			return nil, &RefusedError{Name: n, Value: last[n], Want: a, HasWant: true}
-		case answered && a != w && count[n] > 1:
-			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: true}
-		case !answered && count[n] > 1:
-			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: wanted}
-		case !answered && wanted && late[n]:
-			return nil, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: true}
-		}
-		changes = append(changes, EnvChange{Name: n, Value: w})
+		return EnvChange{Name: n}, true, nil
 	}
-	return changes, nil
+	if count[n] > 0 && last[n] != w && narrows(n, last[n], w, wanted) {
+		return EnvChange{}, false, nil
+	}
+	if !wanted {
+		switch {
+		case n == envLDPreload:
+			return EnvChange{}, false, nil
+		case n == gpuenv.EnvCUDAVisibleDevices && count[n] == 1 && (!late[n] || namesOwnGPUs(last[n], want)):
+			if id := gpuenv.IdentityCUDAVisibleDevices(gpuCount(want)); id != "" {
+				return EnvChange{Name: n, Value: id}, true, nil
+			}
+			return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], DeviceList: true}
+		case n == gpuenv.EnvCUDAVisibleDevices:
+			return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], DeviceList: true}
+		}
+	}
+	switch {
+	case answered && count[n] > 0 && last[n] != a:
+		return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], Want: a, HasWant: true}
+	case answered && a != w && count[n] > 1:
+		return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: true}
+	case !answered && count[n] > 1:
+		return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: wanted, Repeated: wanted}
+	case !answered && wanted && late[n]:
+		return EnvChange{}, false, &RefusedError{Name: n, Value: last[n], Want: w, HasWant: true}
+	}
+	return EnvChange{Name: n, Value: w}, true, nil
 }
 
 const envLDPreload = "LD_PRELOAD"
