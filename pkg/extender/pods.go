@@ -43,13 +43,7 @@ func decodeAnno(p *corev1.Pod, anno, node string) *device.Allocation {
 func (c *Cache) OnPod(p *corev1.Pod) {
 	k := device.RefOf(p)
 	if device.PodFinished(p) {
-		c.mu.Lock()
-		b := c.pods[k]
-		c.mu.Unlock()
-		if b != nil {
-			klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
-			c.Release(k)
-		}
+		c.onPodEnded(p, k)
 		return
 	}
 	node := p.Spec.NodeName
@@ -81,25 +75,9 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		}
 		return
 	}
-	var req *device.PodRequest
-	if b != nil && b.req != nil {
-		req = b.req
-	} else if r, err := device.ParsePodRequest(p, c.cfg.Resources); err == nil {
-		r.GPUPolicy, r.NodePolicy = c.policies(p, r)
-		req = &r
-	} else {
-		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation as recorded", "pod", klog.KObj(p))
-	}
+	req := c.requestOfLocked(p, b)
 	if req != nil {
-		// case C36: a record on the pod is charged at least at the pod's own request, and not at
-		// all when it is not the pod's (other containers, kinds or GPU counts).
-		gpuMiB := c.gpuMemoryLocked(node)
-		planned = floorRecord(p, device.AnnoPlanned, planned, req, gpuMiB)
-		if raw := claimed; raw != nil {
-			if claimed = floorRecord(p, device.AnnoClaimed, raw, req, gpuMiB); claimed == nil && b != nil && b.node == node {
-				claimed = b.claimed // keep the last record that was the pod's
-			}
-		}
+		planned, claimed = c.floorRecordsLocked(p, b, node, req, planned, claimed)
 		if planned == nil && claimed == nil && (b == nil || b.node != node) {
 			return
 		}
@@ -120,6 +98,51 @@ func (c *Cache) OnPod(p *corev1.Pod) {
 		return // nothing changed (resync, status update)
 	}
 	c.putLocked(nb)
+}
+
+// onPodEnded releases the GPUs booked for pod p (key k), which ended (device.PodFinished), if
+// any are. It takes c.mu, then releases without it.
+func (c *Cache) onPodEnded(p *corev1.Pod, k device.PodRef) {
+	c.mu.Lock()
+	b := c.pods[k]
+	c.mu.Unlock()
+	if b != nil {
+		klog.V(4).InfoS("Pod ended; releasing its GPUs", "pod", klog.KObj(p), "phase", p.Status.Phase, "reason", p.Status.Reason)
+		c.Release(k)
+	}
+}
+
+// requestOfLocked is the GPU request a bound pod p is charged at: its booking's (b, nil when
+// none), else p's own parsed with the configured resource names and policies; nil (logged) when
+// that does not parse, and the pod is charged its allocation as recorded. Caller holds c.mu.
+func (c *Cache) requestOfLocked(p *corev1.Pod, b *booking) *device.PodRequest {
+	var req *device.PodRequest
+	if b != nil && b.req != nil {
+		req = b.req
+	} else if r, err := device.ParsePodRequest(p, c.cfg.Resources); err == nil {
+		r.GPUPolicy, r.NodePolicy = c.policies(p, r)
+		req = &r
+	} else {
+		klog.ErrorS(err, "Bound pod's GPU request does not parse; charging its allocation as recorded", "pod", klog.KObj(p))
+	}
+	return req
+}
+
+// floorRecordsLocked returns pod p's planned and claimed records on node (decoded from its
+// annotations) as charged for its request req (floorRecord, with the node's GPU memory in MiB):
+// nil where a record is not the pod's. A claimed record that is not keeps the booking's last
+// one (b's, where b is on node). Caller holds c.mu.
+func (c *Cache) floorRecordsLocked(p *corev1.Pod, b *booking, node string, req *device.PodRequest, planned, claimed *device.Allocation) (*device.Allocation, *device.Allocation) {
+	// case C36: a record on the pod is charged at least at the pod's own request, and not at
+	// all when it is not the pod's (other containers, kinds or GPU counts).
+	gpuMiB := c.gpuMemoryLocked(node)
+	planned = floorRecord(p, device.AnnoPlanned, planned, req, gpuMiB)
+	if raw := claimed; raw != nil {
+		if claimed = floorRecord(p, device.AnnoClaimed, raw, req, gpuMiB); claimed == nil && b != nil && b.node == node {
+			claimed = b.claimed // keep the last record that was the pod's
+		}
+	}
+	return planned, claimed
 }
 
 // noteLifeLocked records the bound pod's priority and whether it is terminating on its booking
