@@ -41,7 +41,7 @@ func TestUninstallHook(t *testing.T) {
 		t.Errorf("Role hook weight %q: the RBAC must exist before the Job (weight 0)", w)
 	}
 	j, spec, args := uninstallHook(t, r)
-	want := "uninstall --namespace=hami-go-system --daemonsets=hami-go-device-plugin --deployments=hami-go-scheduler --leases=hami-go-scheduler --timeout=120s"
+	want := "uninstall --namespace=hami-go-system --daemonsets=hami-go-device-plugin --deployments=hami-go-scheduler --leases=hami-go-scheduler,hami-go-dra-preemption --timeout=120s"
 	if got := strings.Join(args, " "); got != want {
 		t.Errorf("args %q\nwant %q", got, want)
 	}
@@ -60,7 +60,8 @@ func TestUninstallHook(t *testing.T) {
 	wantRules := map[string]bool{
 		"apps|daemonsets|get|hami-go-device-plugin": true, "apps|daemonsets|delete|hami-go-device-plugin": true,
 		"apps|deployments|get|hami-go-scheduler": true, "apps|deployments|delete|hami-go-scheduler": true,
-		"coordination.k8s.io|leases|delete|hami-go-scheduler": true,
+		// and the webhook's DRA preemption Lease, which a release switched back from dra keeps
+		"coordination.k8s.io|leases|delete|hami-go-scheduler,hami-go-dra-preemption": true,
 	}
 	if len(got) != len(wantRules) {
 		t.Errorf("rules %v, want %v", got, wantRules)
@@ -75,18 +76,35 @@ func TestUninstallHook(t *testing.T) {
 func TestUninstallHookValues(t *testing.T) {
 	// mode dra: the DRA driver's image and DaemonSet, and no scheduler (stock kube-scheduler);
 	// kube-scheduler's leader Lease is still deleted, which a release switched from
-	// deviceplugin keeps (case C45, a mode switch).
+	// deviceplugin keeps (case C45, a mode switch). The webhook runs the DRA preemption under a
+	// Lease: it is stopped first, then its Lease deleted.
 	r := renderChart(t, sets(t, "mode=dra"))
 	_, spec, args := uninstallHook(t, r)
-	if got := strings.Join(args, " "); got != "uninstall --namespace=hami-go-system --daemonsets=hami-go-dra-driver --leases=hami-go-scheduler --timeout=120s" {
+	if got := strings.Join(args, " "); got != "uninstall --namespace=hami-go-system --daemonsets=hami-go-dra-driver --deployments=hami-go-webhook --leases=hami-go-scheduler,hami-go-dra-preemption --timeout=120s" {
 		t.Errorf("mode dra: args %q", got)
+	}
+	if got := strings.Join(func() []string {
+		_, _, a := uninstallHook(t, renderChart(t, sets(t, "mode=dra", "webhook.draPreemption=false")))
+		return a
+	}(), " "); strings.Contains(got, "--deployments") {
+		t.Errorf("mode dra without the DRA preemption: args %q, want the webhook left to helm", got)
 	}
 	if img := container(t, spec, "uninstall").Image; img != "docker.io/hami-go/dra-driver:0.1.0" {
 		t.Errorf("mode dra: image %s", img)
 	}
-	if rules := typedAs[*rbacv1.Role](t, r, uninstallRole).Rules; len(rules) != 2 || rules[0].ResourceNames[0] != "hami-go-dra-driver" ||
-		rules[1].Resources[0] != "leases" || rules[1].ResourceNames[0] != "hami-go-scheduler" || rules[1].Verbs[0] != "delete" {
-		t.Errorf("mode dra: rules %+v, want the DRA driver's DaemonSet and the leader Lease", rules)
+	wantDRA := map[string]bool{
+		"apps|daemonsets|get|hami-go-dra-driver": true, "apps|daemonsets|delete|hami-go-dra-driver": true,
+		"apps|deployments|get|hami-go-webhook": true, "apps|deployments|delete|hami-go-webhook": true,
+		"coordination.k8s.io|leases|delete|hami-go-scheduler,hami-go-dra-preemption": true,
+	}
+	if got := ruleSet(typedAs[*rbacv1.Role](t, r, uninstallRole).Rules); len(got) != len(wantDRA) {
+		t.Errorf("mode dra: rules %v, want %v", got, wantDRA)
+	} else {
+		for k := range wantDRA {
+			if !got[k] {
+				t.Errorf("mode dra: rule %s missing from %v", k, got)
+			}
+		}
 	}
 
 	r = renderChart(t, sets(t, "uninstall.timeoutSeconds=30", "uninstall.nodeSelector.pool=system",
@@ -144,12 +162,13 @@ func TestNotesUninstall(t *testing.T) {
 		set       []string
 		want, not []string
 	}{
-		{nil, []string{"pre-delete hook (Job hami-go-uninstall)", "DaemonSet and the scheduler", "at most 120 s", "Lease hami-go-scheduler",
+		{nil, []string{"pre-delete hook (Job hami-go-uninstall)", "DaemonSet and the scheduler", "at most 120 s", "kube-scheduler's hami-go-scheduler, the webhook's DRA preemption's hami-go-dra-preemption",
 			"keeps nvidia.com/gpu in the nodes' capacity, none allocatable, for 5 minutes", "/usr/local/vgpu: HAMi-core", "--no-hooks"},
 			[]string{"DeviceClass", "ResourceClaimTemplates", "EXCLUSIVE_PROCESS", "uninstall.hook is false"}},
 		{[]string{"mode=dra"}, []string{"the DeviceClass", "ResourceSlices 30 s after", "ResourceClaimTemplates named hami-go-gpu-*",
-			"/var/run/cdi/gpu.hami-go.io-claim_*.json", "/var/lib/kubelet/plugins/gpu.hami-go.io"},
-			[]string{"and the scheduler", "Lease hami-go-scheduler", "for 5 minutes"}},
+			"/var/run/cdi/gpu.hami-go.io-claim_*.json", "/var/lib/kubelet/plugins/gpu.hami-go.io",
+			"DaemonSet and the webhook (its DRA preemption holds a Lease)", "the webhook's DRA preemption's hami-go-dra-preemption"},
+			[]string{"and the scheduler", "for 5 minutes"}},
 		{[]string{"uninstall.hook=false"}, []string{"uninstall.hook is false", "cannot withdraw"}, []string{"pre-delete hook"}},
 		{[]string{"uninstall.timeoutSeconds=45", "hamiCore.hostDir=/opt/vgpu", "leaseNamespace=gpu-leases"}, []string{"at most 45 s", "/opt/vgpu: HAMi-core", "its Lease in gpu-leases"}, nil},
 		{[]string{"devicePlugin.enforcement=mps"}, []string{"compute mode EXCLUSIVE_PROCESS", "/tmp/nvidia-mps"}, nil},
