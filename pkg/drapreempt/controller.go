@@ -86,6 +86,7 @@ type Controller struct {
 	claims   resourcelisters.ResourceClaimLister
 	slices   resourcelisters.ResourceSliceLister
 	pdbs     policylisters.PodDisruptionBudgetLister
+	nodes    corelisters.NodeLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
@@ -112,6 +113,7 @@ func New(client kubernetes.Interface, f informers.SharedInformerFactory, recorde
 		claims:  f.Resource().V1().ResourceClaims().Lister(),
 		slices:  f.Resource().V1().ResourceSlices().Lister(),
 		pdbs:    f.Policy().V1().PodDisruptionBudgets().Lister(),
+		nodes:   f.Core().V1().Nodes().Lister(),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "dra-preemption"}),
 		flights: map[types.UID]*inflight{}, lastWhy: map[types.UID]string{}, ourNomin: map[types.UID]string{},
 	}
@@ -126,7 +128,8 @@ func New(client kubernetes.Interface, f informers.SharedInformerFactory, recorde
 	c.synced = append(c.synced, pi.HasSynced,
 		f.Resource().V1().ResourceClaims().Informer().HasSynced,
 		f.Resource().V1().ResourceSlices().Informer().HasSynced,
-		f.Policy().V1().PodDisruptionBudgets().Informer().HasSynced)
+		f.Policy().V1().PodDisruptionBudgets().Informer().HasSynced,
+		f.Core().V1().Nodes().Informer().HasSynced)
 	return c, nil
 }
 
@@ -321,7 +324,12 @@ func (c *Controller) snapshot(self types.UID) *Snapshot {
 	sl, _ := c.slices.List(labels.Everything())
 	cl, _ := c.claims.List(labels.Everything())
 	ps, _ := c.pods.List(labels.Everything())
-	s := &Snapshot{Slices: sl, Pods: make(map[types.UID]*corev1.Pod, len(ps)), Busy: map[string]bool{}, Disruptions: c.disruptions}
+	ns, _ := c.nodes.List(labels.Everything())
+	s := &Snapshot{Slices: sl, Pods: make(map[types.UID]*corev1.Pod, len(ps)), Busy: map[string]bool{}, Disruptions: c.disruptions,
+		Nodes: make(map[string]*corev1.Node, len(ns))}
+	for _, n := range ns {
+		s.Nodes[n.Name] = n
+	}
 	for _, x := range cl {
 		if x.Status.Allocation != nil {
 			s.Claims = append(s.Claims, x)

@@ -28,7 +28,7 @@ func fixture(t *testing.T, evict func(name string) error) (*Controller, *fake.Cl
 	high.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("n")}}
 	high.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: "0/1 nodes are available: 1 cannot allocate all claims."}}
-	objs := []runtime.Object{lowA, lowB, high, gpuSlice("node-1", 2, 81920, 10),
+	objs := []runtime.Object{lowA, lowB, high, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, gpuSlice("node-1", 2, 81920, 10),
 		held("ca", "node-1", 0, 81920, lowA), held("cb", "node-1", 1, 81920, lowB), need("n", 1, 40000)}
 	cs := fake.NewClientset(objs...)
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {

@@ -70,6 +70,10 @@ type Snapshot struct {
 	Disruptions func(victims []*corev1.Pod) []bool
 	// Busy are nodes Choose leaves alone (another preemption is in flight there).
 	Busy map[string]bool
+	// Nodes are the cluster's nodes by name; a node the pod can never go to (nodeRefusal:
+	// cordoned, node affinity, an untolerated taint) is left alone. Nil: every node is
+	// considered (tests of the GPU choice alone).
+	Nodes map[string]*corev1.Node
 }
 
 // Plan is one preemption: nominate the pod to Node and evict Victims.
@@ -133,6 +137,11 @@ func (ch *Chooser) Choose(pod *corev1.Pod, needs []*resourceapi.ResourceClaim, s
 	for _, name := range names {
 		if snap.Busy[name] {
 			continue
+		}
+		if snap.Nodes != nil {
+			if n, ok := snap.Nodes[name]; !ok || nodeRefusal(pod, n) != "" {
+				continue
+			}
 		}
 		nm := nodes[name]
 		pods, cands := nm.candidates(snap, prio)

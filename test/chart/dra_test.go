@@ -239,6 +239,7 @@ func TestModeWebhook(t *testing.T) {
 				"|pods|get", "|pods|list", "|pods|watch", "|pods/status|patch", "|pods/eviction|create",
 				"resource.k8s.io|resourceclaims|get", "resource.k8s.io|resourceclaims|list", "resource.k8s.io|resourceclaims|watch",
 				"policy|poddisruptionbudgets|get", "policy|poddisruptionbudgets|list", "policy|poddisruptionbudgets|watch",
+				"|nodes|get", "|nodes|list", "|nodes|watch",
 			)
 		}
 		if len(got) != len(want) {
