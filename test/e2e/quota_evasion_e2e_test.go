@@ -26,8 +26,12 @@ import (
 //     by the policy <release>-gpu-claims, and allowed in a namespace without one.
 func TestQuotaCannotBeEvaded(t *testing.T) {
 	c := NewCluster(t)
-	c.requireChart(t)
 	dra := c.isDRAMode(t)
+	if dra {
+		c.driverPod(t)
+	} else {
+		c.requireChart(t)
+	}
 	newNS := func() string {
 		if dra {
 			return draNamespace(t, c)
