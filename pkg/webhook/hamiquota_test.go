@@ -24,6 +24,7 @@ func hamiSource(name string, hard map[string]string) *corev1.ResourceQuota {
 	return q
 }
 
+// Case C60.
 func TestHAMiQuotaSibling(t *testing.T) {
 	names := device.DefaultResourceNames()
 	custom := names

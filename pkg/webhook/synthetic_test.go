@@ -136,6 +136,7 @@ func TestGPUMemoryFigurePerContainer(t *testing.T) {
 // exclusive container holds its GPUs' whole memory, so under a memory quota it is refused
 // whatever MiB it states (before: cores 100 with gpumem 1 held a GPU for 1 MiB of quota), and
 // under a compute quota a container without a cores limit is refused.
+// Case C59.
 func TestGPUCoresFigureAndQuotaEvasion(t *testing.T) {
 	mem, cores := corev1.ResourceName(device.QuotaResourceGPUMemory), corev1.ResourceName(device.QuotaResourceGPUCores)
 	for _, tc := range []struct {

@@ -73,6 +73,7 @@ func TestUninstallHook(t *testing.T) {
 	}
 }
 
+// Case C61: the webhook is stopped, then its DRA preemption Lease deleted.
 func TestUninstallHookValues(t *testing.T) {
 	// mode dra: the DRA driver's image and DaemonSet, and no scheduler (stock kube-scheduler);
 	// kube-scheduler's leader Lease is still deleted, which a release switched from

@@ -58,6 +58,7 @@ func (c *Cluster) waitHAMiSibling(t *testing.T, ns, src string, mib int64, timeo
 // 2 GPUs x 30000 MiB ("exceeded quota: <name>-hami-go") and admits 1 x 30000, whose figure the
 // sibling counts until the pod ends. Then the sibling follows an edit of the source, is restored
 // after a user deletes it, and goes with the source (garbage collection).
+// Case C60.
 func TestQuotaHAMiKeys(t *testing.T) {
 	c := NewCluster(t)
 	dra := c.isDRAMode(t)
