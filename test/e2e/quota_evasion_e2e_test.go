@@ -24,6 +24,7 @@ import (
 //   - a pod that names hami-go's claim template itself is refused by the webhook;
 //   - DRA mode: under such a quota the tenant's own ResourceClaim on gpu.hami-go.io is refused
 //     by the policy <release>-gpu-claims, and allowed in a namespace without one.
+//
 // Case C59.
 func TestQuotaCannotBeEvaded(t *testing.T) {
 	c := NewCluster(t)
