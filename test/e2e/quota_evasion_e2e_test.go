@@ -6,11 +6,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hami-go/hami-go/pkg/device"
 )
@@ -53,7 +55,14 @@ func TestQuotaCannotBeEvaded(t *testing.T) {
 	}
 	refused := func(ns, name string, g gpuLimits, want string) {
 		t.Helper()
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, name, g), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		var err error
+		// DRA mode: right after an earlier test restarted the kubelet, the webhook's view of the
+		// ResourceSlices may be empty for a moment ("no GPU of driver ... is published"), which
+		// refuses an exclusive GPU before the quota is looked at; wait for the view.
+		_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err = c.Client.CoreV1().Pods(ns).Create(ctx, gpuPod(ns, name, g), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil || !strings.Contains(err.Error(), "is published in the cluster (no ResourceSlices)"), nil
+		})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("pod %s %+v: err %v, want a refusal containing %q", name, g, err, want)
 		}
