@@ -101,10 +101,14 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 	sched, ctrID, restarts := c.extenderContainer(t)
 	pid := containerPid(t, ctrID, "scheduler-extender")
 
+	// The burst spans the kill: the first half is created at once and the extender is killed
+	// once a few of it are bound; the second half is created right after the kill, so it can
+	// only be bound by the restarted extender (ignorable: false; the extender is the binder).
+	// Killing at a bound count alone raced the burst: 30 pods bind in about half a second.
+	all := burstPods(ns, "mid", n, gpuLimits{count: 1, memMiB: 1000})
 	start := time.Now()
 	created := make(chan error, 1)
-	go func() { created <- c.createPodsErr(burstPods(ns, "mid", n, gpuLimits{count: 1, memMiB: 1000})) }()
-	// Kill the extender once some of the burst, but not all, is bound.
+	go func() { created <- c.createPodsErr(all[:n/2]) }()
 	var bound int
 	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -122,8 +126,12 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill extender (pid %d): %v", pid, err)
 	}
-	t.Logf("killed the extender (pid %d, pod %s) %v after the burst began, with %d of %d pods bound", pid, sched, time.Since(start).Round(time.Millisecond), bound, n)
+	killed := time.Now()
+	t.Logf("killed the extender (pid %d, pod %s) %v after the burst began, with %d of %d pods bound", pid, sched, killed.Sub(start).Round(time.Millisecond), bound, n)
 	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.createPodsErr(all[n/2:]); err != nil {
 		t.Fatal(err)
 	}
 
