@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,18 @@ func buildHAMiCore(t *testing.T, libdir string) string {
 		t.Fatalf("hamicore.sh printed %q: %v", line, err)
 	}
 	return line
+}
+
+// hamiLogPID is the PID in HAMi-core's first log line ("[HAMI-core Msg(<pid>:<thread>:..."), 0
+// when there is none.
+func hamiLogPID(log string) int {
+	_, rest, ok := strings.Cut(log, "HAMI-core Msg(")
+	if !ok {
+		return 0
+	}
+	pid, _, _ := strings.Cut(rest, ":")
+	n, _ := strconv.Atoi(pid)
+	return n
 }
 
 // hamiNode is the simulated node of TestHAMiCore: libraries, libvgpu.so and a daemon.
@@ -179,23 +192,32 @@ func TestHAMiCore(t *testing.T) {
 	// total (min(limit, real total)) and limit-usage as free; its allocator refuses the 5th
 	// 256 MiB cuMemAlloc (1280 MiB > 1024 MiB: "Device 0 OOM 1342177280 / 1073741824") with
 	// CUDA_ERROR_OUT_OF_MEMORY, so exactly 1024 MiB are allocatable: nothing is reserved. On a
-	// real GPU HAMi-core would also charge the primary context's size, which set_task_pid reads
-	// as the new process's usedGpuMemory in nvmlDeviceGetComputeRunningProcesses right after
-	// cuDevicePrimaryCtxRetain; the simulated driver lists a process only once it holds memory,
-	// so set_task_pid finds no new process ("host pid is error!", "SET_TASK_PID FAILED - using
-	// container PID for accounting") and context_size stays 0.
+	// real GPU HAMi-core would also charge the primary context's size: set_task_pid reads it as
+	// the new process's usedGpuMemory in nvmlDeviceGetComputeRunningProcesses right after
+	// cuDevicePrimaryCtxRetain. The simulated driver lists a process from its first context on
+	// with the memory it holds (none yet), so set_task_pid finds this process's own PID
+	// ("hostPid=<pid>": host PID = PID outside a PID namespace) and context_size stays 0. Case
+	// C62: the driver once listed a process only from its first allocation, so set_task_pid
+	// found no PID ("host pid is error!"; HAMi-core then turns its SM limiter off), or, with
+	// another process allocating at that moment, took that one's PID and memory as its own.
 	t.Run("limit", func(t *testing.T) {
 		root := n.container(t, 0)
-		env := map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m", "CUDA_DEVICE_MEMORY_SHARED_CACHE": cache(t)}
+		env := map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m", "CUDA_DEVICE_MEMORY_SHARED_CACHE": cache(t),
+			"LIBCUDA_LOG_LEVEL": "3"} // info: shows hostPid
 		r, log := n.probe(t, root, env, "--max-mib", "4096")
+		delete(env, "LIBCUDA_LOG_LEVEL")
 		if len(r.Devices) != 1 {
 			t.Fatalf("devices: %+v", r.Devices)
 		}
 		wantDevice(t, r.Devices[0], devs[0].UUID, 1024, 1024, 1024, oom)
-		for _, s := range []string{"Device 0 OOM 1342177280 / 1073741824", "host pid is error!"} {
-			if !strings.Contains(log, s) {
+		pid := hamiLogPID(log)
+		for _, s := range []string{"Device 0 OOM 1342177280 / 1073741824", fmt.Sprintf("hostPid=%d", pid)} {
+			if pid == 0 || !strings.Contains(log, s) {
 				t.Errorf("HAMi-core log lacks %q:\n%s", s, log)
 			}
+		}
+		if strings.Contains(log, "SET_TASK_PID FAILED") {
+			t.Errorf("HAMi-core did not find its host PID (case C62):\n%s", log)
 		}
 		// The --dlsym path (cuMemGetInfo_v2/cuMemAlloc_v2 by dlsym, HAMi-core's dlsym hook)
 		// gives the same answer as cuGetProcAddress_v2.

@@ -7,11 +7,15 @@
  * handle answers CUDA_ERROR_INVALID_CONTEXT instead of crashing. Unknown pointers are checked
  * against the registry of every context made here. Destroying a context (and releasing a
  * primary context's last reference, or resetting it) frees its allocations, as the driver
- * does. Primary contexts: one per device, made on first retain.
+ * does. Primary contexts: one per device, made on first retain. Each context made and ended is
+ * told to the daemon (CTX/CTXEND), which lists the process on that device in NVML's running
+ * processes from its first context on, as the driver does (HAMi-core's set_task_pid finds its
+ * host PID that way).
  *
  * Not modelled: context limits, cache configuration, green contexts, affinity, exec
  * affinity, MPS, CIG; cuCtxCreate_v3/_v4 ignore their extra parameters.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +65,16 @@ CUresult sim_current_checked(struct CUctx_st **out)
 	return CUDA_SUCCESS;
 }
 
+/* daemon_ctx tells the daemon a context on dev was made (verb "CTX") or ended ("CTXEND"). A
+   failed request is ignored: the context is this process's own state, and a lost connection
+   ends its contexts in the daemon anyway. */
+static void daemon_ctx(const char *verb, int dev)
+{
+	char req[64], resp[256];
+	snprintf(req, sizeof req, "%s %d", verb, sim_devs[dev].daemon_index);
+	(void)simgpu_request(req, resp, sizeof resp);
+}
+
 static struct CUctx_st *new_ctx(int dev, unsigned flags, int is_primary)
 {
 	struct CUctx_st *c = calloc(1, sizeof *c);
@@ -74,6 +88,7 @@ static struct CUctx_st *new_ctx(int dev, unsigned flags, int is_primary)
 	c->next_live = live_head;
 	live_head = c;
 	pthread_mutex_unlock(&ctx_mu);
+	daemon_ctx("CTX", dev);
 	return c;
 }
 
@@ -124,6 +139,7 @@ static void destroy_primary(CUdevice dev)
 	pthread_mutex_unlock(&ctx_mu);
 	if (c) {
 		sim_mem_release_ctx(c);
+		daemon_ctx("CTXEND", c->dev);
 		drop_from_stack(c);
 	}
 }
@@ -240,6 +256,7 @@ CUAPI CUresult cuCtxDestroy_v2(CUcontext ctx)
 	ctx->destroyed = 1;
 	pthread_mutex_unlock(&ctx_mu);
 	sim_mem_release_ctx(ctx);
+	daemon_ctx("CTXEND", ctx->dev);
 	drop_from_stack(ctx);
 	return CUDA_SUCCESS;
 }

@@ -24,8 +24,13 @@
  *   | `ERR OOM ...` when used+bytes > total | `ERR INVALID` for bytes 0 or device out of range
  * - `FREE <handle>` -> `OK <bytes-freed>` | `ERR NOT_FOUND` (double free / unknown / another
  *   connection's)
- * - `PROCS <i>` -> `OK <n> <pid>:<bytes> <pid>:<bytes> ...` - pid is the HOST pid of the
- *   connection's peer (SO_PEERCRED read by the daemon on accept), summed per pid, pids ascending.
+ * - `CTX <i>` -> `OK <contexts>`: this connection made a CUDA context on device i (the count of
+ *   its live ones there after it). `CTXEND <i>` -> `OK <contexts>` ended one | `ERR NOT_FOUND`
+ *   when it has none there. Contexts take no memory; they put the process in PROCS.
+ * - `PROCS <i>` -> `OK <n> <pid>:<bytes> <pid>:<bytes> ...` - every process with a context or an
+ *   allocation on device i (bytes 0 for a context alone), as the driver lists them; pid is the
+ *   HOST pid of the connection's peer (SO_PEERCRED read by the daemon on accept), summed per pid,
+ *   pids ascending.
  * - `EVENTS <since-seq>` -> `OK <last-seq> <seq>:<i>:<xid> ...` events with seq > since-seq (XIDs
  *   injected so far; seq starts at 1; a long list is cut short: ask again from the last seq seen)
  * - `XID <i> <xid>` -> `OK <seq>` (used by `simgpu xid`). As in pkg/fake, an XID that is not an
@@ -35,7 +40,7 @@
  *   `HELLO`, `DEV`, `TOPO`, `EVENTS` and `FREE` still answer (identity stays readable, so cuInit,
  *   cuDeviceGet and nvmlDeviceGetHandleByUUID/GetName/GetUUID work on a lost GPU).
  * - `RECOVER <i>` -> `OK` repairs a broken device i (used by `simgpu recover`); OK when not broken.
- * - Allocations belong to the connection; when it closes they are freed. One connection per
+ * - Allocations and contexts belong to the connection; when it closes they are freed. One connection per
  *   process: the client keeps one fd per process, reconnects after fork (checks getpid()),
  *   guards it with a pthread mutex. The fd is close-on-exec.
  *

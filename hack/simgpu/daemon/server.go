@@ -56,6 +56,7 @@ type conn struct {
 	pid    int32
 	name   string
 	allocs map[uint64]struct{}
+	ctxs   map[int]int // live CUDA contexts per device index (CTX/CTXEND)
 }
 
 // Server is the simulated driver's state and socket server. Safe for concurrent use.
@@ -65,7 +66,8 @@ type Server struct {
 	mu     sync.Mutex
 	allocs map[uint64]*alloc
 	used   []uint64 // bytes in use per device
-	next   uint64   // next handle offset from HandleBase
+	conns  map[*conn]struct{}
+	next   uint64 // next handle offset from HandleBase
 	events []Event
 	broken []bool // per device: broken by a non-application XID until RECOVER
 }
@@ -80,7 +82,7 @@ func New(cfg Config) *Server {
 		cfg.CUDAVersion = DefaultCUDAVersion
 	}
 	n := len(cfg.Devices)
-	return &Server{cfg: cfg, allocs: map[uint64]*alloc{}, used: make([]uint64, n), broken: make([]bool, n)}
+	return &Server{cfg: cfg, allocs: map[uint64]*alloc{}, used: make([]uint64, n), broken: make([]bool, n), conns: map[*conn]struct{}{}}
 }
 
 // Listen creates the Unix socket at path (replacing a stale socket file), mode 0666 so that
@@ -132,7 +134,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // frees a dead process's GPU memory).
 func (s *Server) serveConn(nc net.Conn) {
 	defer nc.Close()
-	c := &conn{pid: peerPID(nc), allocs: map[uint64]struct{}{}}
+	c := &conn{pid: peerPID(nc), allocs: map[uint64]struct{}{}, ctxs: map[int]int{}}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
 	defer s.release(c)
 	sc := bufio.NewScanner(nc)
 	sc.Buffer(make([]byte, MaxLine), MaxLine)
@@ -173,10 +178,12 @@ func peerPID(nc net.Conn) int32 {
 	return pid
 }
 
-// release frees all of c's allocations.
+// release frees all of c's allocations and ends its contexts.
 func (s *Server) release(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.conns, c)
+	c.ctxs = nil
 	for h := range c.allocs {
 		a := s.allocs[h]
 		s.used[a.dev] -= a.bytes
@@ -216,6 +223,15 @@ func (s *Server) handle(c *conn, line string) string {
 			return errAnswer("INVALID", "%v", err)
 		}
 		return s.deviceAnswer(f[0], i)
+	case "CTX", "CTXEND":
+		if len(f) != 2 {
+			return errAnswer("INVALID", "usage: %s <index>", f[0])
+		}
+		i, err := s.index(f[1])
+		if err != nil {
+			return errAnswer("INVALID", "%v", err)
+		}
+		return c.context(f[0] == "CTX", i)
 	case "ALLOC":
 		if len(f) != 3 {
 			return errAnswer("INVALID", "usage: ALLOC <index> <bytes>")
@@ -341,6 +357,11 @@ func (s *Server) deviceAnswer(req string, i int) string {
 		return fmt.Sprintf("OK %d %d", d.TotalBytes, s.used[i])
 	}
 	perPID := map[int32]uint64{}
+	for c := range s.conns {
+		if _, listed := perPID[c.pid]; c.ctxs[i] > 0 && !listed {
+			perPID[c.pid] = 0 // listed from its first context on, as the driver lists it
+		}
+	}
 	for _, a := range s.allocs {
 		if a.dev == i {
 			perPID[a.owner.pid] += a.bytes
@@ -357,6 +378,23 @@ func (s *Server) deviceAnswer(req string, i int) string {
 		fmt.Fprintf(&b, " %d:%d", p, perPID[p])
 	}
 	return b.String()
+}
+
+// context counts a CUDA context of c on device i made (create) or ended: a process is in
+// device i's PROCS list from its first context there, holding memory or not, as the driver lists
+// a process with a context in nvmlDeviceGetComputeRunningProcesses. HAMi-core finds its host PID
+// by that (set_task_pid: the PID new in the list after cuDevicePrimaryCtxRetain). Contexts take
+// no device memory here. Ending a context c does not have answers ERR NOT_FOUND. Callers hold s.mu.
+func (c *conn) context(create bool, i int) string {
+	if create {
+		c.ctxs[i]++
+		return fmt.Sprintf("OK %d", c.ctxs[i])
+	}
+	if c.ctxs[i] == 0 {
+		return errAnswer("NOT_FOUND", "no context of this connection on device %d", i)
+	}
+	c.ctxs[i]--
+	return fmt.Sprintf("OK %d", c.ctxs[i])
 }
 
 // alloc reserves n bytes on device i for c. Callers hold s.mu.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,6 +124,52 @@ func TestMemoryAccountingAndRelease(t *testing.T) {
 	for must(t, b, "MEM 0") != strconv.Itoa(1024<<20)+" 5" {
 		if time.Now().After(deadline) {
 			t.Fatalf("closed connection's memory not freed: MEM = %q", must(t, b, "MEM 0"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A process is in a device's PROCS list from its first context there, with 0 bytes until it
+// allocates, and leaves it when its last context there ends or its connection closes: HAMi-core
+// finds its own host PID as the one new in the list after cuDevicePrimaryCtxRetain (case C62).
+func TestContextsListTheProcess(t *testing.T) {
+	sock := start(t, "dgxa100")
+	a, b := dial(t, sock), dial(t, sock)
+	pid := strconv.Itoa(os.Getpid())
+	if got := must(t, b, "PROCS 2"); got != "0" {
+		t.Errorf("PROCS before any context = %q, want 0", got)
+	}
+	for i, want := range []string{"1", "2"} {
+		if got := must(t, a, "CTX 2"); got != want {
+			t.Errorf("CTX #%d = %q, want %q", i+1, got, want)
+		}
+	}
+	if got := must(t, b, "PROCS 2"); got != "1 "+pid+":0" {
+		t.Errorf("PROCS with two contexts and no memory = %q, want %q", got, "1 "+pid+":0")
+	}
+	if got := must(t, b, "PROCS 3"); got != "0" {
+		t.Errorf("PROCS of another device = %q, want 0", got)
+	}
+	must(t, a, "ALLOC 2 4096")
+	if got := must(t, b, "PROCS 2"); got != "1 "+pid+":4096" {
+		t.Errorf("PROCS with memory = %q, want %q (listed once)", got, "1 "+pid+":4096")
+	}
+	must(t, a, "CTXEND 2")
+	must(t, a, "CTXEND 2")
+	if _, err := a.Request("CTXEND 2"); code(err) != "NOT_FOUND" {
+		t.Errorf("ending a context that is not there: %v, want NOT_FOUND", err)
+	}
+	for _, req := range []string{"CTX", "CTX 99", "CTXEND x"} {
+		if _, err := a.Request(req); code(err) != "INVALID" {
+			t.Errorf("%s: %v, want INVALID", req, err)
+		}
+	}
+	must(t, a, "CTX 3")
+	_ = a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for must(t, b, "PROCS 3") != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("closed connection's context still listed: PROCS 3 = %q", must(t, b, "PROCS 3"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
