@@ -114,12 +114,16 @@ generate_toolkit_cdi() {
 }
 
 # containerd_nvidia_runtime: the containerd config lines of the `nvidia` runtime (the node's
-# default runtime, as the GPU Operator's toolkit sets it), or nothing without the GPU node.
+# default runtime, as the GPU Operator's toolkit sets it), or nothing without the GPU node. It
+# passes pod annotations cdi.k8s.io/* on to the runtime, as the chart's
+# devicePlugin.nvidiaDevices=cdi-annotation needs (docs/runtimes.md), so that the e2e tests see
+# what that opens and the chart's cdi-annotations policy closes (case C63).
 containerd_nvidia_runtime() {
   gpu_node_on || return 0
   cat <<EOF
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]
         runtime_type = 'io.containerd.runc.v2'
+        pod_annotations = ['cdi.k8s.io/*']
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
           BinaryName = '$TOOLKIT_DIR/nvidia-container-runtime'
           SystemdCgroup = false

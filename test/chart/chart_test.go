@@ -33,6 +33,7 @@ func TestDefaultValuesRenderTheWholeRelease(t *testing.T) {
 		"ValidatingAdmissionPolicy/hami-go-allocation-records", "ValidatingAdmissionPolicyBinding/hami-go-allocation-records",
 		"ValidatingAdmissionPolicy/hami-go-gpu-memory", "ValidatingAdmissionPolicyBinding/hami-go-gpu-memory",
 		"ValidatingAdmissionPolicy/hami-go-gpu-claims", "ValidatingAdmissionPolicyBinding/hami-go-gpu-claims",
+		"ValidatingAdmissionPolicy/hami-go-cdi-annotations", "ValidatingAdmissionPolicyBinding/hami-go-cdi-annotations",
 		"ServiceAccount/hami-go-device-plugin", "ServiceAccount/hami-go-scheduler", "ServiceAccount/hami-go-webhook",
 		// helm uninstall's pre-delete hook (uninstall_test.go).
 		"Job/hami-go-uninstall", "Role/hami-go-system/hami-go-uninstall", "RoleBinding/hami-go-system/hami-go-uninstall", "ServiceAccount/hami-go-uninstall",

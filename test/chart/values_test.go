@@ -351,8 +351,9 @@ func TestEveryValueChangesWhatItSays(t *testing.T) {
 		}, "48h0m0s"},
 		{[]string{"allocationPolicy.enabled=false"}, func(t testing.TB, r rendered) string {
 			return words(r.has("ValidatingAdmissionPolicy/hami-go-allocation-records"), r.has("ValidatingAdmissionPolicyBinding/hami-go-allocation-records"),
-				r.has("ValidatingAdmissionPolicy/hami-go-gpu-claims"), r.has("ValidatingAdmissionPolicyBinding/hami-go-gpu-claims"))
-		}, "false false false false"},
+				r.has("ValidatingAdmissionPolicy/hami-go-gpu-claims"), r.has("ValidatingAdmissionPolicyBinding/hami-go-gpu-claims"),
+				r.has("ValidatingAdmissionPolicy/hami-go-cdi-annotations"), r.has("ValidatingAdmissionPolicyBinding/hami-go-cdi-annotations"))
+		}, "false false false false false false"},
 		{[]string{"allocationPolicy.extraClaimWriters[0]=my-kcm"}, func(t testing.TB, r rendered) string {
 			return typedAs[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy/hami-go-gpu-claims").Spec.MatchConditions[1].Expression
 		}, `!(request.userInfo.username in ["system:serviceaccount:hami-go-system:hami-go-webhook","system:kube-controller-manager","system:serviceaccount:kube-system:resource-claim-controller","system:kube-scheduler","my-kcm"])`},
