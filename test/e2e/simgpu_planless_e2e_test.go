@@ -40,7 +40,11 @@ import (
 //     to the device plugin's): every GPU. This gap is pinned, not closed: with the NRI plugin
 //     there the container is refused at creation (PlanEnv: a late value of an answered name),
 //     and refused at StartContainer or deleted at the plugin's next Synchronize where it comes
-//     back in time; docs/threat-model.md says so.
+//     back in time; docs/threat-model.md says so;
+//   - the same with the toolkit's accept-nvidia-visible-devices-envvar-when-unprivileged = false
+//     (docs/runtimes.md, option 1; written into the node's toolkit config for that one container,
+//     while the agent is frozen, so its preflight never reads it): no GPU. Closing the window
+//     closes the gap.
 func TestSimGPUPlanlessContainerReachesNoGPU(t *testing.T) {
 	requireSimGPU(t)
 	c := NewCluster(t)
@@ -71,17 +75,36 @@ func TestSimGPUPlanlessContainerReachesNoGPU(t *testing.T) {
 
 	const all, void, marker = "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=void", "HAMI_GO_GPU_UUIDS="
 	cases := []struct {
-		name string
-		env  []string
-		want int // GPUs cudaprobe sees
+		name   string
+		env    []string
+		closed bool // the toolkit's envvar window closed
+		want   int  // GPUs cudaprobe sees
 	}{
-		{"pending-answer-after-image-all", []string{all, marker, void}, 0},
-		{"c76a8e6-pending-answer-after-image-all", []string{all, marker}, gpus},
-		{"pod-envFrom-all-after-pending-answer-known-gap", []string{marker, void, all}, gpus},
+		{"pending-answer-after-image-all", []string{all, marker, void}, false, 0},
+		{"c76a8e6-pending-answer-after-image-all", []string{all, marker}, false, gpus},
+		{"pod-envFrom-all-after-pending-answer-known-gap", []string{marker, void, all}, false, gpus},
+		{"pod-envFrom-all-after-pending-answer-window-closed", []string{marker, void, all}, true, 0},
+	}
+	cfg := filepath.Join(c.State, "toolkit/.config/nvidia-container-runtime/config.toml")
+	orig, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatalf("the local node's toolkit config: %v", err)
+	}
+	const key = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+	if !strings.Contains(string(orig), key+" = true") {
+		t.Fatalf("%s does not set %s = true", cfg, key)
 	}
 	got := map[string]cudaProbe{}
 	for i, tc := range cases {
+		if tc.closed {
+			if err := os.WriteFile(cfg, []byte(strings.Replace(string(orig), key+" = true", key+" = false", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		got[tc.name] = runPlanless(t, rt, c.State, fmt.Sprintf("planless-%d-%d", time.Now().UnixNano(), i), tc.env)
+		if err := os.WriteFile(cfg, orig, 0o644); err != nil {
+			t.Fatalf("restore %s: %v", cfg, err)
+		}
 	}
 	thaw()
 	resumeKubelet()
