@@ -228,8 +228,8 @@ func (c *Cluster) switchStep(t *testing.T, h helmCLI, ns, from, to, tag string) 
 
 // installMode upgrades the release to mode with the values up.sh installs it with
 // (hack/cluster/components.sh): not --reuse-values, which loses values-local.yaml's null that
-// removes the chart's default nodeSelector.
-func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string) {
+// removes the chart's default nodeSelector. sets are further --set expressions.
+func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string, sets ...string) {
 	t.Helper()
 	chart := filepath.Join(repoRoot(), "charts", "hami-go")
 	args := []string{"upgrade", releaseName, chart, "-f", filepath.Join(chart, "values-local.yaml")}
@@ -238,7 +238,11 @@ func (c *Cluster) installMode(t testing.TB, h helmCLI, mode string) {
 	if nodeValues := filepath.Join(c.State, "values-node.yaml"); fileExists(nodeValues) {
 		args = append(args, "-f", nodeValues)
 	}
-	h.run(t, append(args, "--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))...)
+	args = append(args, "--set", "mode="+mode, "--set", "hamiCore.hostDir="+filepath.Join(c.State, "vgpu"))
+	for _, e := range sets {
+		args = append(args, "--set", e)
+	}
+	h.run(t, args...)
 }
 
 // otherMode is the mode a node of mode switches to: "deviceplugin" ↔ "dra".
