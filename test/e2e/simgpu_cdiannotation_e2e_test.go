@@ -24,7 +24,12 @@ func TestSimGPUCDIAnnotationChannel(t *testing.T) {
 	requireSimGPU(t)
 	c := NewCluster(t)
 	const key, all = "cdi.k8s.io/e2e", "nvidia.com/gpu=all"
-	gpus := len(c.inventory(t).GPUs)
+	var gpus int
+	if c.isDRAMode(t) {
+		gpus = len(c.draGPUs(t))
+	} else {
+		gpus = len(c.inventory(t).GPUs)
+	}
 
 	own := probePod(chartNamespace, "e2e-cdi-annotation-"+rand.String(5), gpuLimits{})
 	own.Annotations = map[string]string{key: all}
