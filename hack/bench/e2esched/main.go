@@ -31,7 +31,8 @@
 // Everything lives in namespace --namespace, on nodes bench-node-NNNN labelled
 // hami-go.io/bench-node=true (as are the ResourceSlices and DeviceClasses) and tainted hami-go.io/bench=true:NoSchedule (other tests' pods never
 // land there); all of it is deleted at the end, also after an error or SIGINT. The result is JSON
-// (--out) read by hack/bench/report.
+// (--out) read by hack/bench/report. With --cpu-profile-dir it also writes, per measured run, CPU
+// profiles of this process and of kube-scheduler (Config.CPUProfileDir, profile.go).
 package main
 
 import (
@@ -85,6 +86,18 @@ type Config struct {
 	RunTimeout time.Duration
 	// Out is the JSON result file; WorkDir holds the schedulers' configs and logs.
 	Out, WorkDir string
+	// CPUProfileDir, where not "", gets two CPU profiles (pprof's gzipped protobuf, for `go tool
+	// pprof`) of each measured run N ≥ 1 of each variant (warm-up runs have none):
+	// <variant>-run<N>-bench.pprof of this process (the in-process extender, the bench's
+	// informers and Lease renewer) and <variant>-run<N>-kube-scheduler.pprof of that run's
+	// kube-scheduler. Both cover the window of the run's selfCPUSeconds and schedulerCPUSeconds:
+	// from just before kube-scheduler starts (its own profile: from when its HTTPS server first
+	// answers, some 0.2 s later) until all pods are bound or RunTimeout, not the pods' creation.
+	// kube-scheduler then serves HTTPS on a free 127.0.0.1 port with /debug/pprof/* open to
+	// anonymous requests (profile.go); that and profiling itself cost CPU, so profiled runs'
+	// CPU seconds are not comparable with unprofiled ones. A profile that cannot be made is
+	// logged and left out. "" (the default): no profiles, kube-scheduler with --secure-port=0.
+	CPUProfileDir string
 }
 
 func main() {
@@ -112,6 +125,7 @@ func main() {
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", 5*time.Minute, "longest run")
 	fs.StringVar(&cfg.Out, "out", "_output/bench/e2esched.json", "JSON result")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "_output/bench/e2esched", "schedulers' configs and logs")
+	fs.StringVar(&cfg.CPUProfileDir, "cpu-profile-dir", "", "folder for CPU profiles of each measured run: <variant>-run<N>-bench.pprof (this process, in-process extender) and <variant>-run<N>-kube-scheduler.pprof, over the run's CPU-seconds window; empty: none")
 	klog.InitFlags(nil)
 	fs.AddGoFlagSet(flag.CommandLine)
 	_ = fs.Parse(os.Args[1:])

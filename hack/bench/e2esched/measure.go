@@ -179,26 +179,31 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	case e2eresult.IsDRA(variant):
 		profile = DRAScheduler
 	}
+	prof := startRunProfiles(cfg, variant, run) // nil unless --cpu-profile-dir
+	defer prof.stop()
 	sctx, stopSched := context.WithCancel(cctx)
 	defer stopSched()
 	selfBefore, err := selfCPU()
 	if err != nil {
 		return r, err
 	}
-	schedCPU, err := startScheduler(sctx, cfg, profile, url)
+	schedCPU, err := startScheduler(sctx, cfg, profile, url, prof.schedulerPort())
 	if err != nil {
 		return r, err
 	}
+	prof.schedulerStarted(sctx)
 	select {
 	case <-done:
 	case <-cctx.Done():
 	}
+	prof.endScheduler()
 	stopSched()
 	r.SchedulerCPUSeconds = (<-schedCPU).Seconds()
 	selfAfter, err := selfCPU()
 	if err != nil {
 		return r, err
 	}
+	prof.stop()
 	r.SelfCPUSeconds = (selfAfter - selfBefore).Seconds()
 	stopInf()
 	mu.Lock()

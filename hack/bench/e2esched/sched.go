@@ -108,9 +108,10 @@ profiles:
 }
 
 // startScheduler starts kube-scheduler with the given profile (config and log, appended, in
-// cfg.WorkDir); it is interrupted when ctx ends. The returned channel delivers, once the process
-// has exited, the CPU time it used (user + system, from its rusage).
-func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string) (<-chan time.Duration, error) {
+// cfg.WorkDir), serving pprof over HTTPS on 127.0.0.1:pprofPort (0: no HTTPS; schedulerArgs);
+// it is interrupted when ctx ends. The returned channel delivers, once the process has exited,
+// the CPU time it used (user + system, from its rusage).
+func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string, pprofPort int) (<-chan time.Duration, error) {
 	if _, err := os.Stat(cfg.KubeScheduler); err != nil {
 		return nil, fmt.Errorf("--kube-scheduler: %w (hack/cluster/up.sh builds it)", err)
 	}
@@ -125,11 +126,7 @@ func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--config=" + conf, "--secure-port=0", "--v=1"}
-	if profile == DRAScheduler {
-		args = append(args, "--feature-gates="+draFeatureGates)
-	}
-	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, args...)
+	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, schedulerArgs(conf, profile, pprofPort)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 5 * time.Second
