@@ -58,7 +58,7 @@ func (g *Plugin) Decide(ctx context.Context, c Container, env []string) (adj Adj
 		p, err := g.src.Plan(ctx, c)
 		switch {
 		case err != nil:
-			return Adjustment{}, unknown(err)
+			return Adjustment{}, fmt.Errorf("hami-go: cannot apply container %s's GPU plan (the kubelet retries): %w", c, err)
 		case len(p.Env) == 0:
 			return Adjustment{}, noGPU()
 		case exempt:

@@ -252,6 +252,13 @@ func TestGuardDecide(t *testing.T) {
 		errHas: "container ns/p/main carries HAMI_GO_GPU_UUIDS but hami-go has no GPU allocation for it",
 		asks:   true,
 	}, {
+		name:    "plan left to the NRI plugin, which cannot apply it (enforcement missing): refused with the Source's reason",
+		env:     envOf(pendingEnv),
+		src:     &standInSource{err: errors.New("the node's GPU enforcement (hami-core) is missing")},
+		errHas:  "hami-go: cannot apply container ns/p/main's GPU plan (the kubelet retries): the node's GPU enforcement (hami-core) is missing",
+		asks:    true,
+		pending: true,
+	}, {
 		name: "plan left to the NRI plugin (the pending answer): Allocate's empty marker and the image's ENV are set to the plan, its CDI devices added",
 		env:  envOf([]string{"NVIDIA_VISIBLE_DEVICES=all", mem0 + "=99999m"}, pendingEnv),
 		src:  &standInSource{out: map[string]standIn{"main": pendingAllocated}},
