@@ -13,6 +13,7 @@ SIMGPU_BIN=$STATE/bin/simgpu
 TOOLKIT_DIR=$STATE/toolkit               # GPU Operator: /usr/local/nvidia/toolkit
 TOOLKIT_CONFIG=$TOOLKIT_DIR/.config/nvidia-container-runtime/config.toml
 TOOLKIT_CDI_SPEC=/var/run/cdi/nvidia.yaml   # nvidia-ctk's spec: nvidia.com/gpu=<index|UUID|all>
+TOOLKIT_CDI_NONE=/var/run/cdi/nvidia-none.yaml   # and its nvidia.com/gpu=none (generate_toolkit_cdi)
 HAMICORE_ENV=$STATE/hamicore.env         # HAMICORE_LIB, HAMICORE_TAG, HAMICORE_SKIP of build_hamicore
 
 # gpu_node_on: whether the node gets the simulated driver and the toolkit.
@@ -104,13 +105,22 @@ EOF
   chmod 0755 "$TOOLKIT_DIR/nvidia-container-runtime"
 }
 
+# generate_toolkit_cdi: nvidia-ctk's spec of every GPU (by index and UUID, and "all"), and a
+# second file with its "none" device. NVIDIA's runtime in cdi mode reads a container's
+# NVIDIA_VISIBLE_DEVICES=none (the runtime's way to ask for the driver and no GPU; CPU-only
+# variants of GPU images set it) as the CDI device nvidia.com/gpu=none, and without that device
+# the container fails to start ("unresolvable CDI devices nvidia.com/gpu=none"), with or without
+# hami-go. nvidia-ctk makes it only when asked for alone (--device none; v1.20.2 drops both
+# "all" and "none" from a run given --device all --device none); CDI merges two files of one kind.
 generate_toolkit_cdi() {
   mkdir -p "$(dirname "$TOOLKIT_CDI_SPEC")"
+  local args=(cdi generate --driver-root "$DRIVER_ROOT" --dev-root "$DRIVER_ROOT"
+    --nvidia-cdi-hook-path "$BIN/nvidia-cdi-hook" --ldconfig-path /sbin/ldconfig)
   SIMGPU_SOCKET=$SIMGPU_SOCK SIMGPU_DEV_ROOT=$DRIVER_ROOT XDG_CONFIG_HOME=$TOOLKIT_DIR/.config \
-    "$BIN/nvidia-ctk" cdi generate --driver-root "$DRIVER_ROOT" --dev-root "$DRIVER_ROOT" \
-    --nvidia-cdi-hook-path "$BIN/nvidia-cdi-hook" --ldconfig-path /sbin/ldconfig \
-    --device-name-strategy index --device-name-strategy uuid \
-    --output "$TOOLKIT_CDI_SPEC" >>"$LOGS/simgpu.log" 2>&1
+    "$BIN/nvidia-ctk" "${args[@]}" --device-name-strategy index --device-name-strategy uuid \
+    --output "$TOOLKIT_CDI_SPEC" >>"$LOGS/simgpu.log" 2>&1 || return 1
+  SIMGPU_SOCKET=$SIMGPU_SOCK SIMGPU_DEV_ROOT=$DRIVER_ROOT XDG_CONFIG_HOME=$TOOLKIT_DIR/.config \
+    "$BIN/nvidia-ctk" "${args[@]}" --device none --output "$TOOLKIT_CDI_NONE" >>"$LOGS/simgpu.log" 2>&1
 }
 
 # containerd_nvidia_runtime: the containerd config lines of the `nvidia` runtime (the node's
@@ -178,5 +188,5 @@ default_runtime() { if gpu_node_on; then echo nvidia; else echo runc; fi; }
 # stop_gpu_node: the daemon and the toolkit's CDI spec (down.sh; the rest goes with $STATE).
 stop_gpu_node() {
   stop simgpu
-  rm -f "$TOOLKIT_CDI_SPEC"
+  rm -f "$TOOLKIT_CDI_SPEC" "$TOOLKIT_CDI_NONE"
 }
