@@ -384,7 +384,8 @@ func (s *Server) deviceAnswer(req string, i int) string {
 // device i's PROCS list from its first context there, holding memory or not, as the driver lists
 // a process with a context in nvmlDeviceGetComputeRunningProcesses. HAMi-core finds its host PID
 // by that (set_task_pid: the PID new in the list after cuDevicePrimaryCtxRetain). Contexts take
-// no device memory here. Ending a context c does not have answers ERR NOT_FOUND. Callers hold s.mu.
+// no device memory here. CTXEND on a device where c has no context answers ERR NOT_FOUND. Callers
+// hold s.mu.
 func (c *conn) context(create bool, i int) string {
 	if create {
 		c.ctxs[i]++
