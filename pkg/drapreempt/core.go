@@ -70,7 +70,7 @@ type Snapshot struct {
 	Disruptions func(victims []*corev1.Pod) []bool
 	// Busy are nodes Choose leaves alone (another preemption is in flight there).
 	Busy map[string]bool
-	// Nodes are the cluster's nodes by name; a node the pod can never go to (nodeRefusal:
+	// Nodes are the cluster's nodes by name; a node the pod can never go to (nodeFit.refusal:
 	// cordoned, node affinity, an untolerated taint) is left alone. Nil: every node is
 	// considered (tests of the GPU choice alone).
 	Nodes map[string]*corev1.Node
@@ -124,6 +124,7 @@ func (ch *Chooser) Choose(pod *corev1.Pod, needs []*resourceapi.ResourceClaim, s
 	}
 	nodes := buildNodes(snap)
 	prio := Priority(pod)
+	fit := newNodeFit(pod)
 	var (
 		best     Plan
 		found    bool
@@ -139,7 +140,7 @@ func (ch *Chooser) Choose(pod *corev1.Pod, needs []*resourceapi.ResourceClaim, s
 			continue
 		}
 		if snap.Nodes != nil {
-			if n, ok := snap.Nodes[name]; !ok || nodeRefusal(pod, n) != "" {
+			if n, ok := snap.Nodes[name]; !ok || fit.refusal(n) != "" {
 				continue
 			}
 		}

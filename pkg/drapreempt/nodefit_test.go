@@ -61,7 +61,7 @@ func TestChooseSkipsNodesThePodCannotUse(t *testing.T) {
 			}
 		})
 	}
-	if r := nodeRefusal(mkPod("default", "x", 0), node(func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{taint} })); r != "taint dedicated=training:NoSchedule not tolerated by the pod" {
-		t.Errorf("nodeRefusal = %q", r)
+	if r := newNodeFit(mkPod("default", "x", 0)).refusal(node(func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{taint} })); r != "taint dedicated=training:NoSchedule not tolerated by the pod" {
+		t.Errorf("refusal = %q", r)
 	}
 }
