@@ -42,11 +42,16 @@ func buildLibs(t *testing.T) string {
 // serve runs the daemon for profile on a socket in a temp dir until the test ends.
 func serve(t *testing.T, profile string) string {
 	t.Helper()
+	return serveAt(t, profile, filepath.Join(t.TempDir(), "socket"))
+}
+
+// serveAt runs the daemon for profile on socket sock until the test ends and returns sock.
+func serveAt(t *testing.T, profile, sock string) string {
+	t.Helper()
 	devs, err := daemon.Devices(testNode, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "socket")
 	ln, err := daemon.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +98,9 @@ type childEnv struct {
 	Socket  string `json:"socket"`
 	Profile string `json:"profile"` // the daemon's pkg/fake profile
 	Visible []int  `json:"visible"` // host indices the child must see; nil: no daemon expected
+	// FromLibPath: the child gets neither SIMGPU_SOCKET nor SIMGPU_DEV_ROOT, so the library
+	// must find Socket and the device nodes under the driver root it was loaded from.
+	FromLibPath bool `json:"fromLibPath"`
 }
 
 // runChild runs TestNVMLChild with env and fails t when it fails.
@@ -100,7 +108,15 @@ func runChild(t *testing.T, env childEnv, devRoot string) {
 	t.Helper()
 	b, _ := json.Marshal(env)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNVMLChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SIMGPU_TEST_CHILD="+string(b), "SIMGPU_SOCKET="+env.Socket, "SIMGPU_DEV_ROOT="+devRoot)
+	cmd.Env = []string{"SIMGPU_TEST_CHILD=" + string(b)}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SIMGPU_SOCKET=") && !strings.HasPrefix(e, "SIMGPU_DEV_ROOT=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	if !env.FromLibPath {
+		cmd.Env = append(cmd.Env, "SIMGPU_SOCKET="+env.Socket, "SIMGPU_DEV_ROOT="+devRoot)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestNVMLChild") {
 		t.Fatalf("child test failed: %v\n%s", err, out)
@@ -125,6 +141,50 @@ func TestNVMLBackendOverSimulatedDriver(t *testing.T) {
 	})
 	t.Run("no daemon", func(t *testing.T) {
 		runChild(t, childEnv{Lib: lib, Socket: filepath.Join(t.TempDir(), "none")}, nodes(t, testProfile, all))
+	})
+	// The chart's devicePlugin.nvidiaDevices=driver-root: the agent loads NVML from the driver
+	// root mounted at /host<driverRoot>, with no env naming the socket or the device nodes; the
+	// library finds both under the root it was loaded from (c/simgpu_client.h).
+	t.Run("driver root found from the library's path", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("mknod needs root: the simulated device nodes cannot be made")
+		}
+		// A short path: the socket's must fit sockaddr_un (108 bytes).
+		root, err := os.MkdirTemp("", "sgroot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(root) })
+		devs, err := daemon.Devices(testNode, testProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := MakeNodes(root, []int{devs[1].Minor, devs[6].Minor}); err != nil {
+			t.Fatal(err)
+		}
+		libDir := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+		if err := os.MkdirAll(libDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		real, err := filepath.EvalSymlinks(lib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(libDir, filepath.Base(real)), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(real), filepath.Join(libDir, "libnvidia-ml.so.1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, "run/nvidia-persistenced"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sock := serveAt(t, testProfile, filepath.Join(root, "run/nvidia-persistenced/socket"))
+		runChild(t, childEnv{Lib: filepath.Join(libDir, "libnvidia-ml.so.1"), Socket: sock, Profile: testProfile, Visible: []int{1, 6}, FromLibPath: true}, "")
 	})
 }
 

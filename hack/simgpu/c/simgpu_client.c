@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +52,66 @@ static void simgpu_disconnect(void)
     simgpu_rlen = 0;
 }
 
+/* The driver root this library belongs to (see simgpu_client.h), found once: "" for "/". */
+static pthread_once_t simgpu_root_once = PTHREAD_ONCE_INIT;
+static char simgpu_root[4096];
+
+/* Sets simgpu_root to the nearest ancestor A of this library's own directory (its mapping in
+   /proc/self/maps, so no libdl and no symbol newer than glibc 2.2.5) that holds
+   A/run/nvidia-persistenced/socket; "" when none does or the mapping is not found. */
+static void simgpu_find_root(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return;
+    uintptr_t self = (uintptr_t)&simgpu_find_root;
+    char line[4096 + 256], path[4096] = "";
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) < 2 || at == 0 || self < lo || self >= hi)
+            continue;
+        snprintf(path, sizeof path, "%s", line + at);
+        path[strcspn(path, "\n")] = 0;
+        break;
+    }
+    fclose(f);
+    for (char *slash = strrchr(path, '/'); path[0] == '/' && slash; slash = strrchr(path, '/')) {
+        *slash = 0; /* path is now the next ancestor ("" for "/") */
+        char sock[sizeof path + 64];
+        snprintf(sock, sizeof sock, "%s%s", path, SIMGPU_DEFAULT_SOCKET);
+        if (access(sock, F_OK) == 0) {
+            snprintf(simgpu_root, sizeof simgpu_root, "%s", path);
+            return;
+        }
+    }
+}
+
+static const char *simgpu_root_dir(void)
+{
+    pthread_once(&simgpu_root_once, simgpu_find_root);
+    return simgpu_root;
+}
+
 static const char *simgpu_socket_path(void)
 {
+    static char derived[sizeof simgpu_root + 64];
     const char *p = getenv("SIMGPU_SOCKET");
-    return (p && *p) ? p : SIMGPU_DEFAULT_SOCKET;
+    if (p && *p)
+        return p;
+    snprintf(derived, sizeof derived, "%s%s", simgpu_root_dir(), SIMGPU_DEFAULT_SOCKET);
+    return derived;
+}
+
+/* $SIMGPU_DEV_ROOT when set; else with $SIMGPU_SOCKET set "" (the host's /dev), and without it the
+   driver root the socket was found in. */
+static const char *simgpu_dev_root(void)
+{
+    const char *root = getenv("SIMGPU_DEV_ROOT");
+    if (root)
+        return root;
+    const char *sock = getenv("SIMGPU_SOCKET");
+    return (sock && *sock) ? "" : simgpu_root_dir();
 }
 
 /* Sends line (without "\n") and reads one answer line into ans (NUL-terminated, no "\n").
@@ -188,13 +245,12 @@ static int simgpu_parse_dev(const char *ans, simgpu_dev *d)
     return 0;
 }
 
-/* Whether $SIMGPU_DEV_ROOT/dev/nvidia<minor> is the char device 195:<minor>. */
+/* Whether <dev root>/dev/nvidia<minor> is the char device 195:<minor> (simgpu_dev_root). */
 static int simgpu_node_ok(unsigned minor)
 {
-    const char *root = getenv("SIMGPU_DEV_ROOT");
-    char path[4096];
+    char path[4096 + 32];
     struct statx st;
-    snprintf(path, sizeof path, "%s/dev/nvidia%u", root ? root : "", minor);
+    snprintf(path, sizeof path, "%s/dev/nvidia%u", simgpu_dev_root(), minor);
     /* statx (glibc 2.28), not stat (stat@GLIBC_2.33): the library is mounted into containers
        whose glibc may be older than the host's. */
     return statx(AT_FDCWD, path, 0, STATX_TYPE, &st) == 0 && S_ISCHR(st.stx_mode) &&

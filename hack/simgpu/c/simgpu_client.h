@@ -61,14 +61,21 @@
 /* Default socket path. */
 #define SIMGPU_DEFAULT_SOCKET "/run/nvidia-persistenced/socket"
 
-/* Socket path: $SIMGPU_SOCKET, else "/run/nvidia-persistenced/socket" (the NVIDIA Container Toolkit's
-   `nvidia-ctk cdi generate` mounts <driver-root>/run/nvidia-persistenced/socket into every GPU container, rw). */
+/* Socket path: $SIMGPU_SOCKET, else <root>/run/nvidia-persistenced/socket, where <root> is the nearest
+   ancestor of the library's own directory that holds one ("" = "/" when none does). In a GPU container
+   the library is /usr/lib/<triple>/libnvidia-ml.so.1 and the socket /run/nvidia-persistenced/socket
+   (the NVIDIA Container Toolkit's `nvidia-ctk cdi generate` mounts <driver-root>/run/nvidia-persistenced/socket
+   into every GPU container, rw), so <root> is "/". A process that loads the library from a mounted driver
+   root (/host/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: the chart's
+   devicePlugin.nvidiaDevices=driver-root) finds that root's socket and, without $SIMGPU_DEV_ROOT, its
+   device nodes under <root>/dev: the simulated driver's kernel side lives in its root. */
 SIMGPU_HIDDEN int simgpu_request(const char *req, char *resp, size_t resp_len); /* 0 = "OK ..." (resp holds the text after "OK "), 1 = "ERR ..." (resp holds "CODE message"), -1 = no daemon / I/O error */
 
 typedef struct { char uuid[96]; unsigned minor; unsigned long long total; char bus_id[32]; int numa; int sms; unsigned pci_device_id; char name[96]; int nvlinks; /* TOPO */ } simgpu_dev;
 
 /* Devices this process may use, in host order: those whose device node
-   $SIMGPU_DEV_ROOT/dev/nvidia<minor> exists and is a char device 195:<minor> ($SIMGPU_DEV_ROOT default "").
+   <dev root>/dev/nvidia<minor> exists and is a char device 195:<minor> (dev root: $SIMGPU_DEV_ROOT; unset, ""
+   when $SIMGPU_SOCKET is set and the socket's <root> above when not).
    That is how a container sees only the GPUs its runtime gave it. Returns count (>= 0) or -1 (no daemon). Cached after first success. host_index[i] = the daemon's index. */
 SIMGPU_HIDDEN int simgpu_devices(simgpu_dev *out, int *host_index, int max);
 
