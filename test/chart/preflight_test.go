@@ -118,24 +118,24 @@ func TestPreflightCandidatesInvalid(t *testing.T) {
 // Issue 36 item 7: devicePlugin.nvidiaDevices says how the agents get their own GPUs and NVML.
 func TestNVIDIADevicesModes(t *testing.T) {
 	type want struct {
-		env, annotation, nvmlLibrary, driverLib, driverLibType string
-		privileged                                             bool
+		env, annotation, nvmlLibrary, driverRoot, driverRootType string
+		privileged                                               bool
 	}
 	for _, c := range []struct {
 		set  []string
 		want want
 	}{
-		{nil, want{env: "all", driverLib: "absent"}},
-		{[]string{"devicePlugin.nvidiaDevices=cdi-annotation"}, want{env: "void", annotation: "nvidia.com/gpu=all", driverLib: "absent"}},
+		{nil, want{env: "all", driverRoot: "absent"}},
+		{[]string{"devicePlugin.nvidiaDevices=cdi-annotation"}, want{env: "void", annotation: "nvidia.com/gpu=all", driverRoot: "absent"}},
 		{[]string{"devicePlugin.nvidiaDevices=cdi-annotation", "devicePlugin.toolkitCDIKind=example.com/gpu", "devicePlugin.podAnnotations.a=b", "draDriver.podAnnotations.a=b"},
-			want{env: "void", annotation: "example.com/gpu=all", driverLib: "absent"}},
+			want{env: "void", annotation: "example.com/gpu=all", driverRoot: "absent"}},
 		{[]string{"devicePlugin.nvidiaDevices=driver-root"}, want{env: "void", privileged: true,
-			nvmlLibrary: "/host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", driverLib: "/usr/lib/x86_64-linux-gnu", driverLibType: "Directory"}},
+			nvmlLibrary: "/host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", driverRoot: "/", driverRootType: "Directory"}},
 		{[]string{"devicePlugin.nvidiaDevices=driver-root", "devicePlugin.driverRoot=/run/nvidia/driver", "devicePlugin.driverLibDir=/usr/lib64"}, want{env: "void", privileged: true,
-			nvmlLibrary: "/host/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1", driverLib: "/run/nvidia/driver/usr/lib64", driverLibType: "Directory"}},
-		{[]string{"devicePlugin.privileged=true"}, want{env: "all", privileged: true, driverLib: "absent"}},
+			nvmlLibrary: "/host/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1", driverRoot: "/run/nvidia/driver", driverRootType: "Directory"}},
+		{[]string{"devicePlugin.privileged=true"}, want{env: "all", privileged: true, driverRoot: "absent"}},
 		// The fake backend needs no driver, whatever the mode.
-		{[]string{"devicePlugin.backend=fake", "devicePlugin.nvidiaDevices=driver-root"}, want{driverLib: "absent"}},
+		{[]string{"devicePlugin.backend=fake", "devicePlugin.nvidiaDevices=driver-root"}, want{driverRoot: "absent"}},
 	} {
 		for _, m := range []struct{ mode, key, name string }{{"deviceplugin", dpDS, "device-plugin"}, {"dra", draDS, "dra-driver"}} {
 			r := renderChart(t, sets(t, append([]string{"mode=" + m.mode}, c.set...)...))
@@ -145,15 +145,18 @@ func TestNVIDIADevicesModes(t *testing.T) {
 			env, _ := envOf(ct, "NVIDIA_VISIBLE_DEVICES")
 			priv := ct.SecurityContext != nil && ct.SecurityContext.Privileged != nil && *ct.SecurityContext.Privileged
 			got := want{env: env, annotation: ds.Spec.Template.Annotations["cdi.k8s.io/hami-go-agent"], nvmlLibrary: flags(ct)["--nvml-library"],
-				driverLib: hostPaths(spec)["driver-lib"], driverLibType: hostPathType(spec, "driver-lib"), privileged: priv}
-			if got.driverLib == "" {
-				got.driverLib, got.driverLibType = "absent", ""
+				driverRoot: hostPaths(spec)["driver-root"], driverRootType: hostPathType(spec, "driver-root"), privileged: priv}
+			if got.driverRoot == "" {
+				got.driverRoot, got.driverRootType = "absent", ""
 			}
 			if got != c.want {
 				t.Errorf("%s %v: got %+v, want %+v", m.name, c.set, got, c.want)
 			}
-			if c.want.driverLib != "absent" && (mounts(ct)["/host"+c.want.driverLib] != "driver-lib" || readOnly(ct, "driver-lib") != "true") {
-				t.Errorf("%s %v: driver-lib not read-only at /host%s: %v", m.name, c.set, c.want.driverLib, mounts(ct))
+			// The whole driver root at /host<driverRoot> (the simulated driver's socket and device
+			// nodes live there, as a driver container's files do), and --nvml-library inside it.
+			at := "/host" + strings.TrimSuffix(c.want.driverRoot, "/")
+			if c.want.driverRoot != "absent" && (mounts(ct)[at] != "driver-root" || readOnly(ct, "driver-root") != "true" || !strings.HasPrefix(c.want.nvmlLibrary, at+"/")) {
+				t.Errorf("%s %v: driver-root not read-only at %s holding %s: %v", m.name, c.set, at, c.want.nvmlLibrary, mounts(ct))
 			}
 			if ds.Spec.Template.Annotations["a"] == "" && strings.Contains(strings.Join(c.set, " "), "podAnnotations") {
 				t.Errorf("%s %v: podAnnotations lost beside the CDI annotation: %v", m.name, c.set, ds.Spec.Template.Annotations)

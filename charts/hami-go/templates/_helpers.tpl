@@ -613,10 +613,15 @@ docs/runtimes.md "Closing the window without stopping the agents").
 - cdi-annotation: the pod annotation cdi.k8s.io/hami-go-agent: <toolkitCDIKind>=all, honoured by
   the NVIDIA runtime in cdi mode (annotation-prefixes) when the runtime handler passes pod
   annotations on (containerd: pod_annotations = ["cdi.k8s.io/*"]); NVIDIA_VISIBLE_DEVICES=void.
-- driver-root: no NVIDIA runtime: <driverRoot><driverLibDir> mounted read-only, NVML loaded from
+- driver-root: no NVIDIA runtime: the whole driverRoot mounted read-only at /host<driverRoot> (as
+  NVIDIA's device plugin mounts it at /driver-root), NVML loaded from <driverRoot><driverLibDir>
   there (--nvml-library), the container privileged for the device nodes (a hostPath char device
   is not in the container's device cgroup, so NVML could not open it unprivileged).
 */}}
+{{- define "hami-go.nvidiaDevices.rootMount" -}}
+{{- printf "/host%s" (trimSuffix "/" (toString .Values.devicePlugin.driverRoot)) -}}
+{{- end -}}
+
 {{- define "hami-go.nvidiaDevices.libDir" -}}
 {{- $dp := .Values.devicePlugin -}}
 {{- printf "%s%s" (trimSuffix "/" (toString $dp.driverRoot)) (clean (toString $dp.driverLibDir)) -}}
@@ -661,8 +666,8 @@ cdi.k8s.io/hami-go-agent: {{ $dp.toolkitCDIKind }}=all
 {{- define "hami-go.nvidiaDevices.volumeMounts" -}}
 {{- $dp := .Values.devicePlugin -}}
 {{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "driver-root") }}
-- name: driver-lib
-  mountPath: /host{{ include "hami-go.nvidiaDevices.libDir" . }}
+- name: driver-root
+  mountPath: {{ include "hami-go.nvidiaDevices.rootMount" . }}
   readOnly: true
 {{- end -}}
 {{- end -}}
@@ -670,9 +675,9 @@ cdi.k8s.io/hami-go-agent: {{ $dp.toolkitCDIKind }}=all
 {{- define "hami-go.nvidiaDevices.volumes" -}}
 {{- $dp := .Values.devicePlugin -}}
 {{- if and (eq $dp.backend "nvml") (eq (toString $dp.nvidiaDevices) "driver-root") }}
-- name: driver-lib
+- name: driver-root
   hostPath:
-    path: {{ include "hami-go.nvidiaDevices.libDir" . }}
+    path: {{ .Values.devicePlugin.driverRoot }}
     type: Directory
 {{- end -}}
 {{- end -}}
