@@ -81,6 +81,10 @@ func New(cfg Config, client kubernetes.Interface, recorder record.EventRecorder,
 // Cache returns the extender's cache (for tests and inspection).
 func (e *Extender) Cache() *Cache { return e.cache }
 
+// Scheduler returns the verbs over the extender's cache (Filter, Prioritize, ReserveOn): what
+// pkg/schedplugin calls in-process instead of over HTTP. Safe for concurrent use.
+func (e *Extender) Scheduler() *Scheduler { return e.sched }
+
 // Ready reports whether the informers synced and the cache was rebuilt from them, and the
 // extender is not stopping.
 func (e *Extender) Ready() bool { return e.ready.Load() && !e.stopping.Load() }
