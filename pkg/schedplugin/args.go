@@ -1,0 +1,125 @@
+package schedplugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/extender"
+)
+
+// Args are the plugin's arguments (pluginConfig[].args of a KubeSchedulerConfiguration profile):
+// the extender Config's user-facing fields, named and meaning as cmd/scheduler-extender's flags
+// (docs/components.md). A field left out keeps extender.DefaultConfig's value.
+type Args struct {
+	// SchedulerName is the profile whose pods are hami-go's (--scheduler-name; default
+	// "hami-go-scheduler"). Pods of other profiles are skipped.
+	SchedulerName string `json:"schedulerName"`
+	// NodePolicy and GPUPolicy are "binpack" or "spread" (--node-policy, --gpu-policy; default
+	// binpack): the defaults a pod's hami.io/*-scheduler-policy annotations override.
+	NodePolicy string `json:"nodePolicy"`
+	GPUPolicy  string `json:"gpuPolicy"`
+	// Preemption is "own" (default: the extender's own preemption loop) or "none". The extender's
+	// "verb" needs its HTTP preempt verb and is refused here.
+	Preemption string `json:"preemption"`
+	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace; default
+	// kube-node-lease).
+	LeaseNamespace string `json:"leaseNamespace"`
+	// InventoryStaleAfter is the Lease age after which a node takes no GPU pods
+	// (--inventory-stale-after; a duration such as "60s"; default 60s).
+	InventoryStaleAfter metav1.Duration `json:"inventoryStaleAfter"`
+	// Resources are the extended-resource names (--resource-*): count, memory, memoryPercent,
+	// cores; a name left out keeps its default.
+	Resources device.ResourceNames `json:"resources"`
+}
+
+// defaultArgs are Args filled from extender.DefaultConfig.
+func defaultArgs() Args {
+	d := extender.DefaultConfig()
+	return Args{
+		SchedulerName: d.SchedulerName, NodePolicy: string(d.NodePolicy), GPUPolicy: string(d.GPUPolicy),
+		Preemption: string(d.Preemption), LeaseNamespace: d.LeaseNamespace,
+		InventoryStaleAfter: metav1.Duration{Duration: d.StaleAfter}, Resources: d.Resources,
+	}
+}
+
+// ConfigFromArgs decodes the plugin's args into an extender.Config: obj nil (no pluginConfig for
+// the plugin) gives the defaults; otherwise obj is a *runtime.Unknown whose Raw is a JSON object
+// (what kube-scheduler passes for an out-of-tree plugin), decoded strictly over the defaults. It
+// fails on another type, malformed JSON, an unknown field (named), and a bad value (the field
+// and the value named), and runs extender.Config.Validate on the result.
+func ConfigFromArgs(obj runtime.Object) (extender.Config, error) {
+	a := defaultArgs()
+	if obj != nil {
+		u, ok := obj.(*runtime.Unknown)
+		if !ok {
+			return extender.Config{}, fmt.Errorf("%s args: got %T, want *runtime.Unknown (JSON)", Name, obj)
+		}
+		if len(bytes.TrimSpace(u.Raw)) > 0 {
+			if err := decodeStrict(u.Raw, &a); err != nil {
+				return extender.Config{}, fmt.Errorf("%s args: %w", Name, err)
+			}
+		}
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return extender.Config{}, fmt.Errorf("%s args: %w", Name, err)
+	}
+	return cfg, nil
+}
+
+// decodeStrict decodes one JSON object from raw into a, refusing unknown fields and trailing
+// data.
+func decodeStrict(raw []byte, a *Args) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(a); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// config checks the fields Args names itself and returns the extender.Config they make (the
+// extender's timers at their defaults), validated.
+func (a Args) config() (extender.Config, error) {
+	cfg := extender.DefaultConfig()
+	for _, p := range []struct {
+		field, v string
+		dst      *device.Policy
+	}{{"nodePolicy", a.NodePolicy, &cfg.NodePolicy}, {"gpuPolicy", a.GPUPolicy, &cfg.GPUPolicy}} {
+		pol, err := device.ParsePolicy(p.field, p.v, "")
+		if err != nil || pol == "" {
+			return cfg, fmt.Errorf("%s: %q is not binpack or spread", p.field, p.v)
+		}
+		*p.dst = pol
+	}
+	switch m := extender.PreemptionMode(a.Preemption); m {
+	case extender.PreemptionOwn, extender.PreemptionNone:
+		cfg.Preemption = m
+	default:
+		return cfg, fmt.Errorf("preemption: %q is not own or none (the extender's verb mode needs its HTTP preempt verb)", a.Preemption)
+	}
+	if a.SchedulerName == "" {
+		return cfg, fmt.Errorf("schedulerName is empty")
+	}
+	if a.LeaseNamespace == "" {
+		return cfg, fmt.Errorf("leaseNamespace is empty")
+	}
+	if a.InventoryStaleAfter.Duration <= 0 {
+		return cfg, fmt.Errorf("inventoryStaleAfter: %v is not positive", a.InventoryStaleAfter.Duration)
+	}
+	if err := a.Resources.Validate(); err != nil {
+		return cfg, fmt.Errorf("resources: %w", err)
+	}
+	cfg.SchedulerName, cfg.LeaseNamespace = a.SchedulerName, a.LeaseNamespace
+	cfg.StaleAfter, cfg.Resources = a.InventoryStaleAfter.Duration, a.Resources
+	return cfg, cfg.Validate()
+}

@@ -1,0 +1,46 @@
+// Package schedplugin is hami-go's GPU placement as kube-scheduler framework plugins: the plugin
+// named Name ("HamiGo") for a kube-scheduler built with it (cmd/kube-scheduler-hami-go,
+// app.WithPlugin(Name, New)), the second way to run hami-go's scheduling beside the extender
+// (pkg/extender, reached over HTTP). It exists because the extender protocol itself costs: every
+// pod's filter and prioritize calls carry every candidate node's name as JSON, which
+// docs/bench/cpu.md measured at 2.1 ms of CPU per pod; in-process, the same verbs are function
+// calls.
+//
+// The plugin is an adapter over one extender.Extender (its Cache and Scheduler, fed by its own
+// informers: New starts Extender.Run with the factory's context), so placement, bookkeeping and
+// the one-write bind are the extender's, byte for byte:
+//
+//   - PreFilter: pods that are not GPU pods of the configured scheduler name get Skip (Filter,
+//     Score and Bind then leave them to the other plugins and DefaultBinder). A GPU request that
+//     does not parse is UnschedulableAndUnresolvable; until the extender is ready (its cache
+//     rebuilt from the API) the pod is Unschedulable with extender.ErrNotReady's reason and
+//     retried. Otherwise the extender's Filter runs once over all nodes' names and its verdicts
+//     are kept in the CycleState (which also leaves the extender's speculative reservation on
+//     the best node).
+//   - Filter answers each node from those verdicts: Unschedulable with the extender's reason, or
+//     UnschedulableAndUnresolvable where preemption would not help.
+//   - PostFilter (informational, always Unschedulable) drops that speculative reservation when
+//     the pod fits no node after every plugin's Filter, so that it does not hold GPUs while the
+//     pod waits.
+//   - PreScore runs the extender's Prioritize once over the nodes that passed every Filter;
+//     Score returns its 0..10 (extenderv1.MaxExtenderPriority) scaled to 0..100
+//     (fwk.MaxNodeScore) by ×10, as kube-scheduler scales an extender's scores; there is no
+//     NormalizeScore. PreScore answers Skip for pods PreFilter skipped.
+//   - Reserve books the pod on the chosen node (Scheduler.ReserveOn: Filter's reservation, or a
+//     new one there), so that the next scheduling cycle sees its GPUs taken while this pod's
+//     binding cycle runs; Unreserve drops exactly that reservation (Cache.Unreserve: the pod is
+//     not remembered as gone and can be scheduled again).
+//   - Bind is Extender.Bind: one Binding that carries the planned allocation (device.AnnoPlanned)
+//     and sets spec.nodeName in the same write. It answers Skip for pods that are not GPU pods
+//     of ours, so that DefaultBinder (configured after it) binds them.
+//
+// Not (yet) the same as the extender: GPU preemption is the extender's own loop only
+// (Args.Preemption "own", inside Extender.Run); kube-scheduler's DefaultPreemption cannot free
+// GPUs (this plugin has no PreFilterExtensions: its Filter keeps its verdicts when the dry run
+// removes victims), so the extender's "verb" mode has no meaning here and is refused. The
+// extender's leader-election Lease hand-over is not configurable (kube-scheduler schedules only
+// while it leads). The plugin implements neither EnqueueExtensions (pods it rejects are requeued
+// on any cluster event, the framework's default) nor SignPlugin (kube-scheduler's batching of
+// identical pods is off). Its metrics go to a prometheus.Registry the plugin owns, which nothing
+// serves yet.
+package schedplugin

@@ -1,0 +1,101 @@
+package schedplugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/hami-go/hami-go/pkg/extender"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration profile.
+const Name = "HamiGo"
+
+// EventComponent is the source component of the Events the plugin records on pods (bind
+// refusals: extender.EventReasonBindFailed).
+const EventComponent = "hami-go-scheduler-plugin"
+
+// Plugin is hami-go's placement at PreFilter, Filter, PostFilter, PreScore, Score, Reserve and
+// Bind, over one extender.Extender (package doc). Safe for concurrent use, as the framework
+// requires: its per-pod state lives in the CycleState.
+type Plugin struct {
+	ext   *extender.Extender
+	sched *extender.Scheduler
+	cache *extender.Cache
+	// metrics holds the extender's metrics; nothing serves it yet.
+	metrics *prometheus.Registry
+}
+
+var (
+	_ fwk.PreFilterPlugin  = (*Plugin)(nil)
+	_ fwk.FilterPlugin     = (*Plugin)(nil)
+	_ fwk.PostFilterPlugin = (*Plugin)(nil)
+	_ fwk.PreScorePlugin   = (*Plugin)(nil)
+	_ fwk.ScorePlugin      = (*Plugin)(nil)
+	_ fwk.ReservePlugin    = (*Plugin)(nil)
+	_ fwk.BindPlugin       = (*Plugin)(nil)
+)
+
+// New is the plugin's factory (k8s.io/kubernetes/pkg/scheduler/framework/runtime.PluginFactory):
+// it decodes args (ConfigFromArgs), builds the extender over h.ClientSet() with an Event recorder
+// of its own (component EventComponent) and a fresh metrics registry, and starts Extender.Run
+// with ctx (the scheduler's: the informers and the extender's loops stop with it). Until Run has
+// rebuilt the cache the plugin refuses GPU pods (PreFilter). Errors: bad args, no clientset.
+func New(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	cfg, err := ConfigFromArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	client := h.ClientSet()
+	if client == nil {
+		return nil, fmt.Errorf("%s: the framework handle has no clientset", Name)
+	}
+	return start(ctx, cfg, client, newRecorder(ctx, client), clock.RealClock{})
+}
+
+// start builds the plugin over a new extender (cfg, client, recorder, clk) and runs the extender
+// until ctx ends; a Run error is logged (the plugin then stays not ready).
+func start(ctx context.Context, cfg extender.Config, client kubernetes.Interface, rec record.EventRecorder, clk clock.WithTicker) (*Plugin, error) {
+	reg := prometheus.NewRegistry()
+	e, err := extender.New(cfg, client, rec, clk, reg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	go func() {
+		if err := e.Run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "hami-go extender stopped; GPU pods are refused", "plugin", Name)
+		}
+	}()
+	klog.FromContext(ctx).Info("hami-go plugin started", "plugin", Name, "schedulerName", cfg.SchedulerName,
+		"nodePolicy", cfg.NodePolicy, "gpuPolicy", cfg.GPUPolicy, "preemption", cfg.Preemption)
+	return &Plugin{ext: e, sched: e.Scheduler(), cache: e.Cache(), metrics: reg}, nil
+}
+
+// newRecorder returns an Event recorder writing through client (component EventComponent),
+// whose broadcaster shuts down when ctx ends.
+func newRecorder(ctx context.Context, client kubernetes.Interface) record.EventRecorder {
+	bc := record.NewBroadcaster(record.WithContext(ctx))
+	bc.StartStructuredLogging(4)
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() { <-ctx.Done(); bc.Shutdown() }()
+	return bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent})
+}
+
+// Name returns Name.
+func (p *Plugin) Name() string { return Name }
+
+// Ready reports whether the extender under the plugin has rebuilt its cache (extender.Ready).
+func (p *Plugin) Ready() bool { return p.ext.Ready() }
+
+// Metrics returns the registry of the extender's metrics (not served by kube-scheduler).
+func (p *Plugin) Metrics() *prometheus.Registry { return p.metrics }
