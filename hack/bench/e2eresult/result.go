@@ -24,7 +24,8 @@ type Result struct {
 
 // Run is one run of one variant.
 type Run struct {
-	// Variant is VariantExtender, VariantBaseline, VariantDRAPlain or VariantDRASlices.
+	// Variant is VariantExtender, VariantBaseline, VariantPlugins, VariantDRAPlain or
+	// VariantDRASlices.
 	Variant string `json:"variant"`
 	Run     int    `json:"run"`
 	// Bound is how many of the pods were bound before the run's timeout.
@@ -60,6 +61,9 @@ const (
 	// VariantDRASlices is kube-scheduler alone placing one ResourceClaim per pod for a share
 	// (memory and cores capacity) of one device of hami-go's kind (pkg/dra's ResourceSlices).
 	VariantDRASlices = "dra-slices"
+	// VariantPlugins is kube-scheduler built with hami-go's framework plugin HamiGo
+	// (cmd/kube-scheduler-hami-go; no extender) for the extender variant's pods (HAMi resources).
+	VariantPlugins = "plugins"
 )
 
 // IsDRA reports whether variant is one of the DRA variants.

@@ -10,6 +10,11 @@
 //   - baseline: the same kube-scheduler configuration without the extender (profile
 //     hami-go-bench-baseline) for the same pods asking nvidia.com/gpu: 1 only (whole GPUs the
 //     nodes advertise), labelled hami-go.io/ignore=true so the webhook leaves them alone;
+//   - plugins (--plugins, off by default): kube-scheduler built with hami-go's framework plugin HamiGo
+//     (cmd/kube-scheduler-hami-go, binary --kube-scheduler-plugins or built by the bench; profile
+//     hami-go-bench-plugins, no extender) for the extender variant's pods: the same placement
+//     in-process, without the extender's HTTP protocol (plugins.go). Where the binary cannot be
+//     built the variant is skipped, saying why;
 //   - dra-plain (--dra, --dra-pods pods per run): the baseline's configuration (profile
 //     hami-go-bench-dra) for pods with one ResourceClaim (from a ResourceClaimTemplate) for one
 //     whole device of DeviceClass hami-go-bench-plain: plain devices (no allowMultipleAllocations,
@@ -56,6 +61,13 @@ type Config struct {
 	Kubeconfig string
 	// KubeScheduler is the kube-scheduler binary (v1.37.2 from hack/cluster's tools).
 	KubeScheduler string
+	// Plugins runs the plugins variant too; KubeSchedulerPlugins is its kube-scheduler binary
+	// ("": built from cmd/kube-scheduler-hami-go into WorkDir by Run).
+	Plugins              bool
+	KubeSchedulerPlugins string
+	// pluginsKubeconfig is the kubeconfig of the plugins variant's kube-scheduler (set by Run:
+	// Kubeconfig, impersonating ExtenderAs where given).
+	pluginsKubeconfig string
 	// Nodes is the number of simulated nodes (bench-node-0000 ...).
 	Nodes int
 	// Pods is the number of pods per run.
@@ -110,6 +122,8 @@ func main() {
 	fs := pflag.NewFlagSet("e2esched", pflag.ExitOnError)
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", filepath.Join(state, "kubeconfig"), "admin kubeconfig of the local cluster")
 	fs.StringVar(&cfg.KubeScheduler, "kube-scheduler", filepath.Join(home, ".cache/hami-go/tools/bin/kube-scheduler"), "kube-scheduler binary")
+	fs.BoolVar(&cfg.Plugins, "plugins", false, "also run the plugins variant: kube-scheduler built with hami-go's framework plugin HamiGo (--kube-scheduler-plugins), no extender")
+	fs.StringVar(&cfg.KubeSchedulerPlugins, "kube-scheduler-plugins", "", "the plugins variant's kube-scheduler binary; empty: go build -C <repo>/cmd/kube-scheduler-hami-go into --work-dir (the variant is skipped, saying why, where that fails)")
 	fs.IntVar(&cfg.Nodes, "nodes", 1000, "simulated nodes")
 	fs.IntVar(&cfg.Pods, "pods", 2000, "pods per run")
 	fs.IntVar(&cfg.Runs, "runs", 5, "runs of each variant")

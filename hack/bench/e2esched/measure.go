@@ -62,8 +62,11 @@ func benchPod(cfg Config, variant, run string, i int) *corev1.Pod {
 		},
 	}
 	switch {
-	case variant == e2eresult.VariantExtender:
+	case variant == e2eresult.VariantExtender || variant == e2eresult.VariantPlugins:
 		p.Spec.SchedulerName = ExtenderScheduler
+		if variant == e2eresult.VariantPlugins {
+			p.Spec.SchedulerName = PluginsScheduler
+		}
 		limits["nvidia.com/gpumem"] = *resource.NewQuantity(cfg.GPUMemMiB, resource.DecimalSI)
 	case e2eresult.IsDRA(variant):
 		p.Spec.SchedulerName = DRAScheduler
@@ -79,9 +82,12 @@ func benchPod(cfg Config, variant, run string, i int) *corev1.Pod {
 }
 
 // variants are the variants of each run, in the order they run: extender, baseline, then
-// (cfg.DRA) dra-plain and dra-slices.
+// (cfg.Plugins) plugins, then (cfg.DRA) dra-plain and dra-slices.
 func variants(cfg Config) []string {
 	v := []string{e2eresult.VariantExtender, e2eresult.VariantBaseline}
+	if cfg.Plugins {
+		v = append(v, e2eresult.VariantPlugins)
+	}
 	if cfg.DRA {
 		v = append(v, e2eresult.VariantDRAPlain, e2eresult.VariantDRASlices)
 	}
@@ -176,6 +182,8 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	switch {
 	case variant == e2eresult.VariantExtender:
 		profile, url = ExtenderScheduler, extenderURL
+	case variant == e2eresult.VariantPlugins:
+		profile = PluginsScheduler
 	case e2eresult.IsDRA(variant):
 		profile = DRAScheduler
 	}
@@ -247,8 +255,9 @@ func clearRun(ctx context.Context, cs kubernetes.Interface, ns string) error {
 }
 
 // Run sets up the simulated nodes and the schedulers, runs the variants interleaved (extender,
-// baseline, dra-plain, dra-slices, extender, ...; each DRA variant with its own driver's
-// ResourceSlices published on every node), and always deletes what it created.
+// baseline, plugins, dra-plain, dra-slices, extender, ...; each DRA variant with its own driver's
+// ResourceSlices published on every node), and always deletes what it created. The plugins
+// variant's kube-scheduler is built (or checked) first; where that fails it is skipped, logged.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
@@ -265,6 +274,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	extCS, err := kubernetes.NewForConfig(erc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Plugins {
+		if err := preparePlugins(ctx, &cfg); err != nil {
+			klog.InfoS("Skipping the plugins variant", "reason", err.Error())
+			cfg.Plugins = false
+		}
 	}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("API server of %s: %w (bring the cluster up with hack/cluster/up.sh)", cfg.Kubeconfig, err)
@@ -366,5 +381,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
+	logPluginsRatio(res)
 	return res, nil
 }

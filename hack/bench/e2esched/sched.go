@@ -67,8 +67,13 @@ func startExtender(ctx context.Context, cs kubernetes.Interface) (string, error)
 // schedulerConfig is the KubeSchedulerConfiguration of every variant: the chart's settings
 // (charts/hami-go/templates/scheduler-configmap.yaml: percentageOfNodesToScore 100, the
 // extender's verbs and managed resources) with values-local.yaml's qps/burst; the baseline and
-// the DRA variants have no extender. Leader election is off (each runs once).
+// the DRA variants have no extender, the plugins variant's profile enables HamiGo instead
+// (pluginsProfile) and runs with cfg.pluginsKubeconfig. Leader election is off (each runs once).
 func schedulerConfig(cfg Config, profile, extenderURL string) string {
+	kubeconfig := cfg.Kubeconfig
+	if profile == PluginsScheduler && cfg.pluginsKubeconfig != "" {
+		kubeconfig = cfg.pluginsKubeconfig
+	}
 	s := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -80,7 +85,10 @@ leaderElection:
 percentageOfNodesToScore: 100
 profiles:
   - schedulerName: %s
-`, cfg.Kubeconfig, cfg.QPS, cfg.Burst, profile)
+`, kubeconfig, cfg.QPS, cfg.Burst, profile)
+	if profile == PluginsScheduler {
+		s += pluginsProfile()
+	}
 	if extenderURL != "" {
 		s += fmt.Sprintf(`extenders:
   - urlPrefix: %s
@@ -112,8 +120,12 @@ profiles:
 // it is interrupted when ctx ends. The returned channel delivers, once the process has exited,
 // the CPU time it used (user + system, from its rusage).
 func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string, pprofPort int) (<-chan time.Duration, error) {
-	if _, err := os.Stat(cfg.KubeScheduler); err != nil {
-		return nil, fmt.Errorf("--kube-scheduler: %w (hack/cluster/up.sh builds it)", err)
+	bin := cfg.KubeScheduler
+	if profile == PluginsScheduler {
+		bin = cfg.KubeSchedulerPlugins
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("kube-scheduler of profile %s: %w (hack/cluster/up.sh builds --kube-scheduler; --kube-scheduler-plugins: make build-kube-scheduler)", profile, err)
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, err
@@ -126,7 +138,7 @@ func startScheduler(ctx context.Context, cfg Config, profile, extenderURL string
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, cfg.KubeScheduler, schedulerArgs(conf, profile, pprofPort)...)
+	cmd := exec.CommandContext(ctx, bin, schedulerArgs(conf, profile, pprofPort)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 5 * time.Second
