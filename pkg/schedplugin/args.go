@@ -2,12 +2,12 @@ package schedplugin
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	sjson "sigs.k8s.io/json"
 
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/extender"
@@ -73,18 +73,15 @@ func ConfigFromArgs(obj runtime.Object) (extender.Config, error) {
 	return cfg, nil
 }
 
-// decodeStrict decodes one JSON object from raw into a, refusing unknown fields and trailing
-// data.
+// decodeStrict decodes one JSON object from raw into a (fields absent from raw keep their
+// values), refusing unknown fields, fields spelt in another case, duplicates and trailing data
+// (sigs.k8s.io/json, as kube-scheduler decodes its in-tree plugins' args).
 func decodeStrict(raw []byte, a *Args) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(a); err != nil {
+	strict, err := sjson.UnmarshalStrict(raw, a)
+	if err != nil {
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("trailing data after the JSON object")
-	}
-	return nil
+	return errors.Join(strict...)
 }
 
 // config checks the fields Args names itself and returns the extender.Config they make (the

@@ -51,7 +51,8 @@ func TestConfigFromArgs(t *testing.T) {
 		{name: "empty scheduler name", args: raw(`{"schedulerName":""}`), wantErr: "schedulerName is empty"},
 		{name: "bad resource", args: raw(`{"resources":{"count":""}}`), wantErr: "resources: "},
 		{name: "malformed JSON", args: raw(`{"nodePolicy":`), wantErr: Name + " args: "},
-		{name: "trailing data", args: raw(`{} {}`), wantErr: "trailing data"},
+		{name: "trailing data", args: raw(`{} {}`), wantErr: Name + " args: "},
+		{name: "another case is unknown", args: raw(`{"nodepolicy":"spread"}`), wantErr: `unknown field "nodepolicy"`},
 		{name: "wrong type", args: &corev1.Pod{}, wantErr: "got *v1.Pod, want *runtime.Unknown"},
 	}
 	for _, tc := range tests {
