@@ -73,3 +73,35 @@ func TestE2EWithoutDRA(t *testing.T) {
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// The plugins variant gets its own rows, paired with the baseline and the extender run by run,
+// and its ratio against the plugin build's target (0.95); a run without it shows no section.
+func TestE2EPluginsRows(t *testing.T) {
+	run := func(variant string, n int, pps float64) string {
+		return `{"variant":"` + variant + `","run":` + itoa(n) + `,"bound":10,"podsPerSecond":` + ftoa(pps) + `,"schedulerCPUSeconds":0.1,"selfCPUSeconds":0.01}`
+	}
+	js := func(withPlugins bool) string {
+		var runs []string
+		for i, r := range []struct{ ext, base, plug float64 }{{60, 100, 80}, {70, 100, 96}, {65, 100, 90}} {
+			runs = append(runs, run("extender", i+1, r.ext), run("baseline", i+1, r.base))
+			if withPlugins {
+				runs = append(runs, run("plugins", i+1, r.plug))
+			}
+		}
+		return `{"nodes":1000,"pods":10,"qps":1000,"gpumemMiB":4000,"runs":[` + strings.Join(runs, ",") + `]}`
+	}
+	md := writeE2E(t, js(true))
+	for _, want := range []string{
+		"| 1 | 80.0 | 100.0 | 0.80 | 1.33 |",
+		"| 2 | 96.0 | 100.0 | 0.96 | 1.37 |",
+		"| **median (min–max)** | **90.0 (80.0–96.0)** | **100.0** | **0.90 (0.80–0.96)** | **1.37 (1.33–1.38)** |",
+		"Ratio plugin build / kube-scheduler alone: **0.90** (median of 3 paired runs; target ≥ 0.95 for a plugin build: **not met**).",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md[strings.Index(md, "## 2."):])
+		}
+	}
+	if md := writeE2E(t, js(false)); strings.Contains(md, "framework-plugin build") {
+		t.Error("a run without the plugins variant has a plugins section")
+	}
+}

@@ -384,6 +384,7 @@ func e2eSection(w *bytes.Buffer, out string, e *E2E) error {
 		}
 		fmt.Fprintf(w, "![scheduling throughput](e2e.png)\n\n")
 	}
+	e2ePluginsSection(w, e)
 	e2eDRASection(w, e)
 	return nil
 }
