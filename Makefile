@@ -48,15 +48,15 @@ bench-smoke: ## Every Go benchmark once (-benchtime 1x: builds, fixtures and ass
 	GO=$(GO) HAMI_GO_BENCH_SMOKE_MODULES=". $(TOOL_MODULES)" hack/bench/smoke.sh
 
 # bench-e2e-smoke (issue 38): a short hack/bench/e2esched on the running local cluster (20 simulated
-# nodes, 20 pods per run and 10 per DRA run, one run of each variant, a minute or two), so that a
-# broken end-to-end bench fails test-e2e, which runs it in device-plugin mode. The bench does not
+# nodes, 20 pods per run and 10 per DRA run, one run of each variant, the plugin build's included:
+# a minute or two), so that a broken end-to-end bench fails test-e2e, which runs it in device-plugin mode. The bench does not
 # depend on what the cluster has installed: its pods live in namespace hami-go-bench, which
 # values-local.yaml excludes from the webhook (webhook.excludeNamespaces), and where the chart runs
 # its scheduler (device-plugin mode) the bench's extender writes as that scheduler's
 # ServiceAccount, the one the allocation-records policy lets write hami-go.io/allocation-* (without
 # the chart: as the kubeconfig's user). A cluster whose admission would rewrite or refuse its pods
 # fails at once, saying why. Output in _output/bench-smoke/.
-BENCH_E2E_SMOKE_ARGS ?= --nodes 20 --pods 20 --dra-pods 10 --runs 1
+BENCH_E2E_SMOKE_ARGS ?= --nodes 20 --pods 20 --dra-pods 10 --runs 1 --plugins
 bench-e2e-smoke: ## A short hack/bench/e2esched (20 nodes, 20 pods, 1 run) on the running local cluster; test-e2e runs it in device-plugin mode.
 	set -eo pipefail; kubectl=$${HAMI_GO_CACHE:-$$HOME/.cache/hami-go}/tools/bin/kubectl; as=; \
 	if "$$kubectl" --kubeconfig $(HAMI_GO_STATE)/kubeconfig -n hami-go-system get serviceaccount hami-go-scheduler >/dev/null 2>&1; then \

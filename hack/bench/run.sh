@@ -10,7 +10,8 @@
 #      BenchmarkNodePrepareResourcesGRPC, pkg/extender BenchmarkExtenderScale (100..10,000
 #      nodes; repetitions share each fleet).
 #   2. End-to-end scheduling (hack/bench/e2esched) on the local cluster: 1,000 simulated nodes,
-#      extender vs kube-scheduler alone, and the DRA variants (whole-device claims on plain devices,
+#      extender vs kube-scheduler alone, kube-scheduler built with hami-go's framework plugin
+#      (cmd/kube-scheduler-hami-go; HAMI_GO_BENCH_PLUGINS=0 leaves it out), and the DRA variants (whole-device claims on plain devices,
 #      claims of 4000 MiB / 10 cores on hami-go's ResourceSlices; HAMI_GO_BENCH_DRA_PODS pods per
 #      run, default 500; HAMI_GO_BENCH_DRA=0 leaves them out). Independent of what the cluster has
 #      installed: its pods live in namespace hami-go-bench, which values-local.yaml excludes from
@@ -42,7 +43,7 @@
 # it uses this checkout's library through a replace): its programs are built from there into
 # $OUT/bin and run from the repository root.
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_DRAPACK(_BURSTS), HAMI_GO_BENCH_NODES
-# (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_DRA (1), HAMI_GO_BENCH_DRA_PODS (500),
+# (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_PLUGINS (1), HAMI_GO_BENCH_DRA (1), HAMI_GO_BENCH_DRA_PODS (500),
 # HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE, HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -130,7 +131,8 @@ if [[ $E2E != 0 ]]; then
   fi
   "$TOOLS/e2esched" --kubeconfig "$STATE/kubeconfig" --extender-as "$extender_as" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
     --pods "${HAMI_GO_BENCH_PODS:-2000}" --dra="$([[ ${HAMI_GO_BENCH_DRA:-1} == 0 ]] && echo false || echo true)" \
-    --dra-pods "${HAMI_GO_BENCH_DRA_PODS:-500}" --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
+    --dra-pods "${HAMI_GO_BENCH_DRA_PODS:-500}" --plugins="$([[ ${HAMI_GO_BENCH_PLUGINS:-1} == 0 ]] && echo false || echo true)" \
+    --runs "$COUNT" --out "$OUT/e2esched.json" --work-dir "$OUT/e2esched" || status=$?
   if [[ $brought_up == 1 ]]; then
     hack/cluster/down.sh || true
   fi
