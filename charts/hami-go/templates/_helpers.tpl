@@ -311,6 +311,7 @@ value is not one: include "hami-go.ms" "1m30s" -> 90000.
 {{- fail (printf "hamiCore.hostDir must be an absolute host path, got %q" (toString $hc.hostDir)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "hami-go.validate.placement" . -}}
 {{- if lt (int .Values.scheduler.replicas) 1 -}}
 {{- fail (printf "scheduler.replicas must be >= 1, got %v" .Values.scheduler.replicas) -}}
 {{- end -}}
@@ -347,6 +348,85 @@ and no extender runs, whatever scheduler.enabled says.
 */}}
 {{- define "hami-go.schedulerEnabled" -}}
 {{- if and .Values.scheduler.enabled (eq .Values.mode "deviceplugin") }}true{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.placement: scheduler.placement, "extender" or "plugin" (hami-go.validate.placement
+refuses anything else); empty or absent (a release upgraded with --reuse-values from a chart
+without the value) is "extender".
+*/}}
+{{- define "hami-go.placement" -}}
+{{- .Values.scheduler.placement | default "extender" | toString -}}
+{{- end -}}
+
+{{/*
+hami-go.extenderEnabled: "true" when the scheduler runs with the extender sidecar
+(hami-go.schedulerEnabled and placement extender): its TLS Secret, its metrics Service,
+ServiceMonitor and alerts. With placement plugin kube-scheduler runs the placement in-process.
+*/}}
+{{- define "hami-go.extenderEnabled" -}}
+{{- if and (include "hami-go.schedulerEnabled" .) (eq (include "hami-go.placement" .) "extender") }}true{{ end -}}
+{{- end -}}
+
+{{/*
+hami-go.scheduler.pluginProfile: the profile's plugins and pluginConfig with placement plugin
+(YAML under a profile): HamiGo at every extension point it implements (specific extension points
+run before the multiPoint defaults: its PostFilter before DefaultPreemption, its Bind before
+DefaultBinder), its args from the values the extender's flags come from (pkg/schedplugin
+args.go; decoded strictly), and NodeResourcesFit ignoring the per-GPU names the nodes do not
+advertise, as the extender's managedResources (ignoredByScheduler) make kube-scheduler do.
+*/}}
+{{- define "hami-go.scheduler.pluginProfile" -}}
+{{- $s := .Values.scheduler -}}
+{{- $rn := .Values.resourceNames -}}
+plugins:
+{{- range list "preFilter" "filter" "postFilter" "preScore" "score" "reserve" "bind" }}
+  {{ . }}:
+    enabled:
+      - name: HamiGo
+{{- end }}
+pluginConfig:
+  - name: HamiGo
+    args:
+      schedulerName: {{ $s.name | quote }}
+      nodePolicy: {{ $s.extender.nodePolicy | quote }}
+      gpuPolicy: {{ $s.extender.gpuPolicy | quote }}
+      preemption: {{ $s.extender.preemption | quote }}
+      leaseNamespace: {{ .Values.leaseNamespace | quote }}
+      inventoryStaleAfter: {{ $s.extender.inventoryStaleAfter | toString | quote }}
+      resources:
+        count: {{ $rn.count | quote }}
+        memory: {{ $rn.memory | quote }}
+        memoryPercent: {{ $rn.memoryPercentage | quote }}
+        cores: {{ $rn.cores | quote }}
+  - name: NodeResourcesFit
+    args:
+      ignoredResources:
+        - {{ $rn.memory | quote }}
+        - {{ $rn.memoryPercentage | quote }}
+        - {{ $rn.cores | quote }}
+{{- end -}}
+
+{{/*
+hami-go.validate.placement: scheduler.placement is extender or plugin; with plugin (where the
+scheduler is installed) the cluster is at least 1.37, the plugin binary's kube-scheduler version
+(Kubernetes' version skew policy: kube-scheduler must not be newer than kube-apiserver), and
+extender.preemption is not verb, which the plugin refuses (pkg/schedplugin args.go).
+*/}}
+{{- define "hami-go.validate.placement" -}}
+{{- $p := include "hami-go.placement" . -}}
+{{- if not (has $p (list "extender" "plugin")) -}}
+{{- fail (printf "scheduler.placement must be \"extender\" or \"plugin\", got %q" $p) -}}
+{{- end -}}
+{{- if and (eq $p "plugin") (include "hami-go.schedulerEnabled" .) -}}
+{{- $kv := include "hami-go.kubeVersion" . -}}
+{{- if not (semverCompare ">=1.37.0-0" $kv) -}}
+{{- fail (printf "scheduler.placement=plugin runs kube-scheduler v1.37.2 (scheduler.plugin.image), which must not be newer than the API server (Kubernetes' version skew policy); the cluster is %s: use scheduler.placement=extender" $kv) -}}
+{{- end -}}
+{{- if eq (toString .Values.scheduler.extender.preemption) "verb" -}}
+{{- fail "scheduler.extender.preemption=verb needs the extender's HTTP preempt verb, which scheduler.placement=plugin does not have (kube-scheduler's DefaultPreemption cannot free GPUs through the HamiGo plugin): use preemption own or none, or placement extender" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -1,0 +1,301 @@
+package chart_test
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hami-go/hami-go/pkg/device"
+	"github.com/hami-go/hami-go/pkg/extender"
+	"github.com/hami-go/hami-go/pkg/schedplugin"
+)
+
+// scheduler.placement=plugin: kube-scheduler v1.37.2 built with hami-go's framework plugin
+// HamiGo (cmd/kube-scheduler-hami-go) instead of stock kube-scheduler and the extender sidecar.
+
+// pluginSets are the values of a plugin render, plus extra.
+func pluginSets(t testing.TB, extra ...string) map[string]any {
+	t.Helper()
+	return sets(t, append([]string{"scheduler.placement=plugin"}, extra...)...)
+}
+
+// hamiGoExtensionPoints are the profile's plugin sets HamiGo must be enabled in: every extension
+// point pkg/schedplugin implements (docs/components.md).
+func hamiGoExtensionPoints(p configv1.Plugins) map[string]configv1.PluginSet {
+	return map[string]configv1.PluginSet{
+		"preFilter": p.PreFilter, "filter": p.Filter, "postFilter": p.PostFilter, "preScore": p.PreScore,
+		"score": p.Score, "reserve": p.Reserve, "bind": p.Bind,
+	}
+}
+
+// pluginArgs returns the profile's pluginConfig args by plugin name.
+func pluginArgs(t testing.TB, pr configv1.KubeSchedulerProfile) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, pc := range pr.PluginConfig {
+		if _, dup := out[pc.Name]; dup {
+			t.Fatalf("pluginConfig names %s twice", pc.Name)
+		}
+		out[pc.Name] = pc.Args.Raw
+	}
+	return out
+}
+
+// hamiGoConfig decodes the HamiGo args as kube-scheduler hands them to the plugin
+// (schedplugin.ConfigFromArgs: strict, validated).
+func hamiGoConfig(t testing.TB, raw []byte) extender.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("HamiGo args: %v\n%s", err, raw)
+	}
+	cfg, err := schedplugin.ConfigFromArgs(&runtime.Unknown{Raw: js, ContentType: runtime.ContentTypeJSON})
+	if err != nil {
+		t.Fatalf("HamiGo args the plugin refuses: %v\n%s", err, js)
+	}
+	return cfg
+}
+
+// placementFields are the extender.Config fields the chart sets through the plugin's args.
+func placementFields(c extender.Config) []any {
+	return []any{c.SchedulerName, c.NodePolicy, c.GPUPolicy, c.Preemption, c.LeaseNamespace, c.StaleAfter, c.Resources}
+}
+
+// The plugin's KubeSchedulerConfiguration: the extender render's client, leader election and
+// node sampling, one profile with HamiGo at each of its extension points and no extender; the
+// args carry the values the extender's flags come from, so switching placement re-states no
+// policy; NodeResourcesFit ignores the per-GPU names (the extender's ignoredByScheduler ones).
+func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want extender.Config
+	}{
+		{"defaults", nil, extender.DefaultConfig()},
+		{"gpuPolicy", []string{"scheduler.extender.gpuPolicy=spread"}, func() extender.Config {
+			c := extender.DefaultConfig()
+			c.GPUPolicy = device.Spread
+			return c
+		}()},
+		{"every placement value set", []string{
+			"scheduler.name=gpu-sched", "scheduler.extender.nodePolicy=spread",
+			"scheduler.extender.preemption=none", "scheduler.extender.inventoryStaleAfter=2m30s", "leaseNamespace=gpu-leases",
+			"resourceNames.count=example.com/vgpu", "resourceNames.memory=example.com/vmem",
+			"resourceNames.memoryPercentage=example.com/vmem-pct", "resourceNames.cores=example.com/vcores",
+			"scheduler.clientConnection.qps=200", "scheduler.percentageOfNodesToScore=40", "scheduler.leaderElection.leaseDuration=30s",
+		}, extender.Config{
+			SchedulerName: "gpu-sched", NodePolicy: device.Spread, GPUPolicy: device.Binpack,
+			Preemption: extender.PreemptionNone, LeaseNamespace: "gpu-leases", StaleAfter: 150 * time.Second,
+			Resources: device.ResourceNames{Count: "example.com/vgpu", Memory: "example.com/vmem", MemoryPercent: "example.com/vmem-pct", Cores: "example.com/vcores"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ext := schedulerConfig(t, renderChart(t, sets(t, tc.set...)))
+			c := schedulerConfig(t, renderChart(t, pluginSets(t, tc.set...)))
+			if len(c.Extenders) != 0 {
+				t.Errorf("extenders %+v, want none", c.Extenders)
+			}
+			if !reflect.DeepEqual(c.ClientConnection, ext.ClientConnection) || !reflect.DeepEqual(c.LeaderElection, ext.LeaderElection) ||
+				!reflect.DeepEqual(c.PercentageOfNodesToScore, ext.PercentageOfNodesToScore) {
+				t.Errorf("clientConnection %+v leaderElection %+v percentageOfNodesToScore %v, want the extender render's %+v %+v %v",
+					c.ClientConnection, c.LeaderElection, *c.PercentageOfNodesToScore, ext.ClientConnection, ext.LeaderElection, *ext.PercentageOfNodesToScore)
+			}
+			if len(c.Profiles) != 1 || *c.Profiles[0].SchedulerName != tc.want.SchedulerName || c.Profiles[0].Plugins == nil {
+				t.Fatalf("profiles %+v, want one %s profile with plugins", c.Profiles, tc.want.SchedulerName)
+			}
+			pr := c.Profiles[0]
+			for ep, set := range hamiGoExtensionPoints(*pr.Plugins) {
+				if len(set.Enabled) != 1 || set.Enabled[0].Name != schedplugin.Name || len(set.Disabled) != 0 {
+					t.Errorf("%s: %+v, want HamiGo enabled alone", ep, set)
+				}
+			}
+			p := *pr.Plugins
+			for _, other := range []configv1.PluginSet{p.MultiPoint, p.PreEnqueue, p.QueueSort, p.Permit, p.PreBind, p.PostBind} {
+				if len(other.Enabled)+len(other.Disabled) != 0 {
+					t.Errorf("plugins %+v: other extension points configured", p)
+				}
+			}
+			args := pluginArgs(t, pr)
+			if got := hamiGoConfig(t, args[schedplugin.Name]); !reflect.DeepEqual(placementFields(got), placementFields(tc.want)) {
+				t.Errorf("HamiGo config %v, want %v", placementFields(got), placementFields(tc.want))
+			}
+			var fit configv1.NodeResourcesFitArgs
+			if err := yaml.UnmarshalStrict(args["NodeResourcesFit"], &fit); err != nil {
+				t.Fatalf("NodeResourcesFit args: %v\n%s", err, args["NodeResourcesFit"])
+			}
+			r := tc.want.Resources
+			if want := []string{r.Memory, r.MemoryPercent, r.Cores}; !reflect.DeepEqual(fit.IgnoredResources, want) || len(args) != 2 {
+				t.Errorf("NodeResourcesFit ignoredResources %q (pluginConfig of %d plugins), want %q (the GPU count stays counted)", fit.IgnoredResources, len(args), want)
+			}
+		})
+	}
+}
+
+// The plugin's Deployment: one container, kube-scheduler's (command, flags, probes, port,
+// resources, security context, mounts) from the plugin image; no extender sidecar, no extender
+// TLS volumes.
+func TestPlacementPluginDeployment(t *testing.T) {
+	set := []string{"scheduler.kubeScheduler.securePort=11259", "scheduler.kubeScheduler.logLevel=4", "scheduler.kubeScheduler.extraArgs[0]=--x=y", "scheduler.kubeScheduler.resources.limits.memory=1Gi"}
+	extSpec := deployment(t, renderChart(t, sets(t, set...)), schedDep).Spec.Template.Spec
+	spec := deployment(t, renderChart(t, pluginSets(t, set...)), schedDep).Spec.Template.Spec
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		t.Fatalf("containers %v init containers %v, want kube-scheduler alone", names(spec.Containers), names(spec.InitContainers))
+	}
+	ks, want := spec.Containers[0], container(t, extSpec, "kube-scheduler")
+	if ks.Image != "docker.io/hami-go/kube-scheduler-hami-go:0.1.0" || ks.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s %s, want docker.io/hami-go/kube-scheduler-hami-go:0.1.0 (the chart's appVersion) IfNotPresent", ks.Image, ks.ImagePullPolicy)
+	}
+	if ks.Command[0] != "kube-scheduler-hami-go" || !reflect.DeepEqual(ks.Command[1:], want.Command[1:]) {
+		t.Errorf("command %q, want kube-scheduler-hami-go and kube-scheduler's flags %q", ks.Command, want.Command[1:])
+	}
+	if f := flags(ks); f["--secure-port"] != "11259" || f["-v"] != "4" || f["--x"] != "y" || f["--config"] != "/etc/hami-go/scheduler/config.yaml" {
+		t.Errorf("flags %v", f)
+	}
+	ks.Name, ks.Image, ks.Command, want.Image, want.Command = "", "", nil, "", nil
+	want.Name, want.VolumeMounts = "", slices.DeleteFunc(want.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "extender-client" })
+	if !reflect.DeepEqual(ks, want) {
+		a, _ := yaml.Marshal(ks)
+		b, _ := yaml.Marshal(want)
+		t.Errorf("the plugin's kube-scheduler container differs from kube-scheduler's beyond image and command:\n%s\nwant:\n%s", a, b)
+	}
+	var vols []string
+	for _, v := range spec.Volumes {
+		vols = append(vols, v.Name)
+	}
+	if sort.Strings(vols); !reflect.DeepEqual(vols, []string{"config", "tmp"}) {
+		t.Errorf("volumes %v, want config and tmp (no extender TLS)", vols)
+	}
+}
+
+// scheduler.plugin.image: repository, tag (empty: the chart's appVersion) and pull policy of the
+// plugin's container; they change nothing with placement extender.
+func TestPlacementPluginImage(t *testing.T) {
+	img := func(r rendered) string {
+		c := container(t, deployment(t, r, schedDep).Spec.Template.Spec, "kube-scheduler")
+		return c.Image + " " + string(c.ImagePullPolicy)
+	}
+	set := []string{"scheduler.plugin.image.repository=reg.example.com/ks", "scheduler.plugin.image.tag=dev", "scheduler.plugin.image.pullPolicy=Always"}
+	if got := img(renderChart(t, pluginSets(t, set...))); got != "reg.example.com/ks:dev Always" {
+		t.Errorf("plugin image %q, want reg.example.com/ks:dev Always", got)
+	}
+	if got := img(renderChart(t, sets(t, set...))); got != "registry.k8s.io/kube-scheduler:v1.37.2 IfNotPresent" {
+		t.Errorf("placement extender: image %q, want kube-scheduler's registry.k8s.io/kube-scheduler:v1.37.2 IfNotPresent", got)
+	}
+	// The local cluster imports the image (hack/images) and never pulls it.
+	local := valuesFile(t, "values-local.yaml")
+	mergeInto(local, pluginSets(t))
+	if got := img(renderChart(t, local)); got != "docker.io/hami-go/kube-scheduler-hami-go:0.1.0 Never" {
+		t.Errorf("values-local.yaml: plugin image %q, want docker.io/hami-go/kube-scheduler-hami-go:0.1.0 Never", got)
+	}
+}
+
+// Everything that exists for the extender alone is left out with the plugin: its TLS Secret and
+// its metrics Service, ServiceMonitor and alerts (the plugin's metrics are not served). Every
+// other object renders as with the extender; RBAC byte for byte, since the plugin runs the
+// extender's code under the same ServiceAccount, which the allocation policy lets write
+// hami-go.io/allocation-*.
+func TestPlacementPluginObjects(t *testing.T) {
+	set := []string{"serviceMonitor.enabled=true", "prometheusRule.enabled=true"}
+	ext, plug := renderChart(t, sets(t, set...)), renderChart(t, pluginSets(t, set...))
+	var gone []string
+	for _, k := range ext.keys() {
+		if !plug.has(k) {
+			gone = append(gone, k)
+		}
+	}
+	want := []string{"Secret/hami-go-scheduler-extender-tls", "Service/hami-go-scheduler", "ServiceMonitor/hami-go-scheduler"}
+	if sort.Strings(gone); !reflect.DeepEqual(gone, want) || len(plug.keys()) != len(ext.keys())-len(want) {
+		t.Errorf("objects left out %v (%d of %d rendered), want %v", gone, len(plug.keys()), len(ext.keys()), want)
+	}
+	for _, k := range ext.keys() {
+		kind := strings.SplitN(k, "/", 2)[0]
+		if !strings.Contains(kind, "Role") && kind != "ServiceAccount" && kind != "ValidatingAdmissionPolicy" {
+			continue
+		}
+		if !reflect.DeepEqual(ext.get(t, k).raw, plug.get(t, k).raw) {
+			t.Errorf("%s differs between the placements", k)
+		}
+	}
+	if c := typedAs[*corev1.ConfigMap](t, plug, schedCM).Data["config.yaml"]; strings.Contains(c, "extender-client") {
+		t.Error("the plugin's configuration names the extender's client certificate")
+	}
+	rules := alertRules(t, ruleGroups(t, pluginSets(t, set...)))
+	for _, a := range []string{"HamiGoExtenderDown", "HamiGoExtenderErrors", "HamiGoNodeInventoryStale"} {
+		if _, ok := rules[a]; ok {
+			t.Errorf("alert %s rendered with the plugin, whose extender metrics nobody scrapes", a)
+		}
+		if _, ok := alertRules(t, ruleGroups(t, sets(t, set...)))[a]; !ok {
+			t.Errorf("alert %s missing with the extender", a)
+		}
+	}
+	if _, ok := rules["HamiGoNodeAgentDown"]; !ok {
+		t.Error("the plugin render lost the node agents' alerts")
+	}
+}
+
+// Setting placement extender explicitly renders what the defaults render (the extender's TLS
+// certificates, generated at each render, aside).
+func TestPlacementExtenderIsTheDefault(t *testing.T) {
+	def, err := renderFiles(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := renderFiles(t, sets(t, "scheduler.placement=extender"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def) != len(ext) {
+		t.Fatalf("%d files, want the defaults' %d", len(ext), len(def))
+	}
+	random := map[string]bool{"hami-go/templates/scheduler-extender-tls.yaml": true, "hami-go/templates/webhook-admission.yaml": true}
+	for f, body := range def {
+		if !random[f] && ext[f] != body {
+			t.Errorf("%s differs from the default render", f)
+		}
+	}
+	spec := deployment(t, decodeAll(t, ext), schedDep).Spec.Template.Spec
+	if len(sidecars(spec)) != 1 || container(t, spec, "kube-scheduler").Image != "registry.k8s.io/kube-scheduler:v1.37.2" {
+		t.Errorf("placement extender: sidecars %v, kube-scheduler image %s", names(sidecars(spec)), container(t, spec, "kube-scheduler").Image)
+	}
+}
+
+// What the plugin cannot run is refused, naming the values; a bad placement names itself.
+func TestPlacementRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		kv   string
+		set  []string
+		want string // "" = renders
+	}{
+		{"1.37.2", []string{"scheduler.placement=webhook"}, `scheduler.placement must be "extender" or "plugin", got "webhook"`},
+		{"1.36.4", []string{"scheduler.placement=plugin"}, "scheduler.placement=plugin runs kube-scheduler v1.37.2 (scheduler.plugin.image), which must not be newer than the API server (Kubernetes' version skew policy); the cluster is v1.36.4"},
+		{"v1.36.9-eks-1", []string{"scheduler.placement=plugin"}, "the cluster is v1.36.9"},
+		{"1.37.0", []string{"scheduler.placement=plugin"}, ""},
+		{"1.36.4", []string{"scheduler.placement=extender"}, ""},
+		// No scheduler installed (mode dra, or scheduler.enabled false): nothing runs the plugin.
+		{"1.36.4", []string{"scheduler.placement=plugin", "mode=dra"}, ""},
+		{"1.36.4", []string{"scheduler.placement=plugin", "scheduler.enabled=false"}, ""},
+		{"1.37.2", []string{"scheduler.placement=plugin", "scheduler.extender.preemption=verb"}, "scheduler.extender.preemption=verb needs the extender's HTTP preempt verb, which scheduler.placement=plugin does not have"},
+		{"1.37.2", []string{"scheduler.placement=extender", "scheduler.extender.preemption=verb"}, ""},
+		{"1.37.2", []string{"scheduler.placement=plugin", "scheduler.extender.nodePolicy=pack"}, `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},
+	} {
+		t.Run(tc.kv+" "+strings.Join(tc.set, ","), func(t *testing.T) {
+			_, err := renderFilesAt(t, releaseNamespace, tc.kv, sets(t, tc.set...))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Errorf("rendered, want refused with %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
