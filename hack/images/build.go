@@ -15,8 +15,18 @@ import (
 	"github.com/hami-go/hami-go/hack/images/imagebuild"
 )
 
-// Components are the hami-go binaries that get an image, each built from ./cmd/<name>.
-var Components = []string{"device-plugin", "scheduler-extender", "webhook", "dra-driver"}
+// Components are the hami-go binaries that get an image, each built from ./cmd/<name>
+// (kube-scheduler-hami-go from its own module there: pluginModule).
+var Components = []string{"device-plugin", "scheduler-extender", "webhook", "dra-driver", pluginComponent}
+
+// pluginComponent is kube-scheduler v1.37.2 built with hami-go's framework plugin HamiGo: the
+// chart's scheduler.plugin.image (scheduler.placement=plugin), command kube-scheduler-hami-go.
+const pluginComponent = "kube-scheduler-hami-go"
+
+// pluginModule is pluginComponent's Go module, relative to the repository root: a module of its
+// own, so that k8s.io/kubernetes stays out of the library's go.mod. Its first build compiles
+// kube-scheduler (minutes); later ones reuse go's build cache.
+const pluginModule = "cmd/kube-scheduler-hami-go"
 
 // nvmlComponent reports whether component c links go-nvml (cgo): the device plugin and the DRA
 // driver. Both follow Config.DevicePluginLink.
@@ -186,7 +196,7 @@ func Build(cfg Config, run Runner) ([]Written, error) {
 }
 
 // buildBinary runs go build for ./cmd/<c>: static without cgo, except the device plugin and
-// the DRA driver (cgo).
+// the DRA driver (cgo); kube-scheduler-hami-go is built in its own module (go build -C).
 func buildBinary(cfg Config, run Runner, c, out string) error {
 	env := []string{"CGO_ENABLED=0", "GOOS=linux"}
 	ldflags := "-s -w"
@@ -197,6 +207,14 @@ func buildBinary(cfg Config, run Runner, c, out string) error {
 		}
 	}
 	args := []string{"build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/" + c}
+	if c == pluginComponent {
+		// -C is relative to the command's directory, RepoRoot; -o must then be absolute.
+		abs, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		args = []string{"build", "-C", pluginModule, "-trimpath", "-ldflags", ldflags, "-o", abs, "."}
+	}
 	if err := run.Run(cfg.RepoRoot, env, cfg.GoBin, args...); err != nil {
 		return fmt.Errorf("building %s: %w", c, err)
 	}

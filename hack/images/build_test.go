@@ -105,8 +105,8 @@ func TestBuildStaticImagesFromPrebuiltBinaries(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Out = out
 	cfg.Version = "9.8.7"
-	cfg.Images = []string{"webhook", "scheduler-extender"}
-	cfg.Prebuilt = map[string]string{"webhook": bin, "scheduler-extender": bin}
+	cfg.Images = []string{"webhook", "scheduler-extender", "kube-scheduler-hami-go"}
+	cfg.Prebuilt = map[string]string{"webhook": bin, "scheduler-extender": bin, "kube-scheduler-hami-go": bin}
 	cfg.KubeSchedulerBin = bin
 	written, err := Build(cfg, failRunner{t})
 	if err != nil {
@@ -115,6 +115,7 @@ func TestBuildStaticImagesFromPrebuiltBinaries(t *testing.T) {
 	wantWritten := []Written{
 		{filepath.Join(out, "webhook.tar"), "index.docker.io/hami-go/webhook:9.8.7"},
 		{filepath.Join(out, "scheduler-extender.tar"), "index.docker.io/hami-go/scheduler-extender:9.8.7"},
+		{filepath.Join(out, "kube-scheduler-hami-go.tar"), "index.docker.io/hami-go/kube-scheduler-hami-go:9.8.7"},
 		{filepath.Join(out, "kube-scheduler.tar"), "registry.k8s.io/kube-scheduler:v1.37.2"},
 	}
 	if len(written) != len(wantWritten) {
@@ -134,6 +135,8 @@ func TestBuildStaticImagesFromPrebuiltBinaries(t *testing.T) {
 	for _, c := range []struct{ tar, ref, bin string }{
 		{"webhook.tar", "docker.io/hami-go/webhook:9.8.7", "webhook"},
 		{"scheduler-extender.tar", "docker.io/hami-go/scheduler-extender:9.8.7", "scheduler-extender"},
+		// The chart's scheduler.plugin.image: command kube-scheduler-hami-go (on PATH).
+		{"kube-scheduler-hami-go.tar", "docker.io/hami-go/kube-scheduler-hami-go:9.8.7", "kube-scheduler-hami-go"},
 		{"kube-scheduler.tar", "registry.k8s.io/kube-scheduler:v1.37.2", "kube-scheduler"},
 	} {
 		t.Run(c.bin, func(t *testing.T) {
@@ -277,7 +280,8 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 }
 
 // Binaries that are not prebuilt are built with go build: static without cgo, the device
-// plugin and the DRA driver with cgo, statically linked in static mode.
+// plugin and the DRA driver with cgo, statically linked in static mode; kube-scheduler-hami-go
+// in its own module (go build -C, run in the repository root, output to an absolute path).
 func TestBuildCommands(t *testing.T) {
 	rec := &recordRunner{bin: helloBinary(t)}
 	cfg := DefaultConfig()
@@ -290,9 +294,21 @@ func TestBuildCommands(t *testing.T) {
 		"CGO_ENABLED=0 GOOS=linux | go build -trimpath -ldflags -s -w -o * ./cmd/scheduler-extender",
 		"CGO_ENABLED=0 GOOS=linux | go build -trimpath -ldflags -s -w -o * ./cmd/webhook",
 		"CGO_ENABLED=1 GOOS=linux CGO_CFLAGS=-Wno-deprecated-declarations | go build -trimpath -ldflags -s -w -linkmode external -extldflags -static -o * ./cmd/dra-driver",
+		"CGO_ENABLED=0 GOOS=linux | go build -C cmd/kube-scheduler-hami-go -trimpath -ldflags -s -w -o * .",
 	}
 	if strings.Join(rec.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(rec.calls, "\n"), strings.Join(want, "\n"))
+	}
+	for i, d := range rec.dirs {
+		if d != cfg.RepoRoot {
+			t.Errorf("command %d ran in %q, want the repository root %q", i, d, cfg.RepoRoot)
+		}
+	}
+	if o := rec.outs[len(rec.outs)-1]; !filepath.IsAbs(o) {
+		t.Errorf("kube-scheduler-hami-go -o %q: relative to cmd/kube-scheduler-hami-go under -C, want absolute", o)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Out, "kube-scheduler-hami-go.tar")); err != nil {
+		t.Errorf("kube-scheduler-hami-go.tar: %v", err)
 	}
 }
 
@@ -308,6 +324,8 @@ func (f failRunner) Run(dir string, env []string, name string, args ...string) e
 type recordRunner struct {
 	bin   string
 	calls []string
+	dirs  []string // each call's directory
+	outs  []string // each call's -o
 }
 
 func (r *recordRunner) Run(dir string, env []string, name string, args ...string) error {
@@ -321,6 +339,7 @@ func (r *recordRunner) Run(dir string, env []string, name string, args ...string
 			if err := os.WriteFile(args[i+1], b, 0o755); err != nil {
 				return err
 			}
+			r.outs = append(r.outs, args[i+1])
 			shown = append(shown, "-o", "*")
 			i++
 			continue
@@ -328,5 +347,6 @@ func (r *recordRunner) Run(dir string, env []string, name string, args ...string
 		shown = append(shown, args[i])
 	}
 	r.calls = append(r.calls, strings.Join(env, " ")+" | "+name+" "+strings.Join(shown, " "))
+	r.dirs = append(r.dirs, dir)
 	return nil
 }

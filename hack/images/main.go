@@ -1,13 +1,16 @@
 // Command images builds hami-go's container images without Docker or a registry, as
 // docker-archive tars that `ctr -n k8s.io images import` and `kind load image-archive` accept:
 //
-//	<out>/device-plugin.tar       docker.io/hami-go/device-plugin:<version>
-//	<out>/scheduler-extender.tar  docker.io/hami-go/scheduler-extender:<version>
-//	<out>/webhook.tar             docker.io/hami-go/webhook:<version>
-//	<out>/dra-driver.tar          docker.io/hami-go/dra-driver:<version>
-//	<out>/kube-scheduler.tar      registry.k8s.io/kube-scheduler:<kube-version> (with --kube-scheduler-bin)
+//	<out>/device-plugin.tar            docker.io/hami-go/device-plugin:<version>
+//	<out>/scheduler-extender.tar       docker.io/hami-go/scheduler-extender:<version>
+//	<out>/webhook.tar                  docker.io/hami-go/webhook:<version>
+//	<out>/dra-driver.tar               docker.io/hami-go/dra-driver:<version>
+//	<out>/kube-scheduler-hami-go.tar   docker.io/hami-go/kube-scheduler-hami-go:<version>
+//	<out>/kube-scheduler.tar           registry.k8s.io/kube-scheduler:<kube-version> (with --kube-scheduler-bin)
 //
-// scheduler-extender and webhook are static (CGO_ENABLED=0) on an empty base. The device plugin
+// scheduler-extender, webhook and kube-scheduler-hami-go (kube-scheduler v1.37.2 with hami-go's
+// plugin HamiGo, built in its own module cmd/kube-scheduler-hami-go; the chart's
+// scheduler.plugin.image) are static (CGO_ENABLED=0) on an empty base. The device plugin
 // and the DRA driver need cgo (go-nvml): by default it is linked against glibc and the image gets a glibc layer
 // unpacked from Debian's libc6 package (apt-get download libc6; dpkg -x), so dlopen of the
 // driver's libnvidia-ml.so.1 works; --device-plugin-link=static links it statically instead
@@ -15,7 +18,7 @@
 //
 // Usage (in hack/images, a module of its own; `make images` from the root):
 // go run . --version 0.1.0 --out ../../_output/images --repo-root ../..
-// [--images device-plugin,scheduler-extender,webhook,dra-driver] [--kube-scheduler-bin PATH]
+// [--images device-plugin,scheduler-extender,webhook,dra-driver,kube-scheduler-hami-go] [--kube-scheduler-bin PATH]
 // [--device-plugin-link dynamic|static] [--libc-deb PATH] [--prebuilt name=PATH,...]
 package main
 
