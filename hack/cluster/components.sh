@@ -232,6 +232,10 @@ EOF
 # import_images: pause and workload (also as rayproject/ray) from hack/images/mkimage into
 # $STATE/images, then kube-scheduler and hami-go's own images from hack/images into
 # _output/images (both build with hack/images/imagebuild); imports every tar of both folders.
+# hami-go's own include kube-scheduler-hami-go (kube-scheduler with the HamiGo plugin, for
+# helm upgrade ... --set scheduler.placement=plugin; values-local.yaml never pulls it): its
+# first build compiles k8s.io/kubernetes' scheduler (minutes on 2 cores), later ones take seconds
+# (go's build cache), and an unchanged image tar reports "unchanged".
 # hack/images is a Go module of its own (go-containerregistry stays out of the library's go.mod):
 # both run from there, with absolute paths, and hack/images builds ./cmd/<binary> in --repo-root.
 import_images() {
@@ -250,7 +254,7 @@ import_images() {
   rm -f "$out/kube-scheduler.tar"   # an older mkimage's; hack/images makes it now
   tars=("$out"/*.tar)
   IMG_DIR=$REPO_ROOT/_output/images
-  if step_image 3 "kube-scheduler and hami-go images (hack/images into _output/images)" \
+  if step_image 3 "kube-scheduler and hami-go images, kube-scheduler-hami-go too (hack/images into _output/images)" \
     go_logged images "$REPO_ROOT/hack/images" run . --repo-root "$REPO_ROOT" --version "$VERSION" --out "$REPO_ROOT/_output/images" \
     --kube-scheduler-bin "$BIN/kube-scheduler" --kube-version "$K8S_VERSION"; then
     tars+=("$REPO_ROOT"/_output/images/*.tar)
