@@ -36,6 +36,34 @@ func hamiGoExtensionPoints(p configv1.Plugins) map[string]configv1.PluginSet {
 	}
 }
 
+// hamiGoOrder is each extension point's plugin set as pluginSetText writes it. kube-scheduler runs
+// a plugin enabled only at a specific point after the defaults enabled through multiPoint
+// (expandMultiPointPlugins): where HamiGo must run before a default (its Bind before
+// DefaultBinder, which would bind GPU pods without the planned allocation; its PostFilter before
+// DefaultPreemption), that default is disabled at the point and enabled again after HamiGo.
+// Checked on the binary: its log "the scheduler starts to work with those plugins" lists
+// PostFilter DynamicResources, HamiGo, DefaultPreemption and Bind HamiGo, DefaultBinder.
+var hamiGoOrder = map[string]string{
+	"preFilter": "HamiGo", "filter": "HamiGo", "preScore": "HamiGo", "score": "HamiGo", "reserve": "HamiGo",
+	"postFilter": "HamiGo,DefaultPreemption -DefaultPreemption", "bind": "HamiGo,DefaultBinder -DefaultBinder",
+}
+
+// pluginSetText is a plugin set's enabled names in order, then " -" and its disabled ones.
+func pluginSetText(s configv1.PluginSet) string {
+	var en, dis []string
+	for _, p := range s.Enabled {
+		en = append(en, p.Name)
+	}
+	for _, p := range s.Disabled {
+		dis = append(dis, p.Name)
+	}
+	out := strings.Join(en, ",")
+	if len(dis) > 0 {
+		out += " -" + strings.Join(dis, ",")
+	}
+	return out
+}
+
 // pluginArgs returns the profile's pluginConfig args by plugin name.
 func pluginArgs(t testing.TB, pr configv1.KubeSchedulerProfile) map[string][]byte {
 	t.Helper()
@@ -113,8 +141,8 @@ func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
 			}
 			pr := c.Profiles[0]
 			for ep, set := range hamiGoExtensionPoints(*pr.Plugins) {
-				if len(set.Enabled) != 1 || set.Enabled[0].Name != schedplugin.Name || len(set.Disabled) != 0 {
-					t.Errorf("%s: %+v, want HamiGo enabled alone", ep, set)
+				if got, want := pluginSetText(set), hamiGoOrder[ep]; got != want {
+					t.Errorf("%s: %s, want %s", ep, got, want)
 				}
 			}
 			p := *pr.Plugins

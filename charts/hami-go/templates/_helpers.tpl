@@ -370,20 +370,30 @@ ServiceMonitor and alerts. With placement plugin kube-scheduler runs the placeme
 
 {{/*
 hami-go.scheduler.pluginProfile: the profile's plugins and pluginConfig with placement plugin
-(YAML under a profile): HamiGo at every extension point it implements (specific extension points
-run before the multiPoint defaults: its PostFilter before DefaultPreemption, its Bind before
-DefaultBinder), its args from the values the extender's flags come from (pkg/schedplugin
-args.go; decoded strictly), and NodeResourcesFit ignoring the per-GPU names the nodes do not
-advertise, as the extender's managedResources (ignoredByScheduler) make kube-scheduler do.
+(YAML under a profile): HamiGo at every extension point it implements, its args from the values
+the extender's flags come from (pkg/schedplugin args.go; decoded strictly), and NodeResourcesFit
+ignoring the per-GPU names the nodes do not advertise, as the extender's managedResources
+(ignoredByScheduler) make kube-scheduler do. kube-scheduler runs a plugin enabled only at a
+specific extension point after the defaults it enables through multiPoint (framework runtime
+expandMultiPointPlugins), so HamiGo's Bind would follow DefaultBinder, which binds every pod and
+leaves HamiGo's bind (the planned allocation) unreached, and its PostFilter would follow
+DefaultPreemption. At those two points the default is disabled and enabled again after HamiGo,
+which makes both run in the order listed.
 */}}
 {{- define "hami-go.scheduler.pluginProfile" -}}
 {{- $s := .Values.scheduler -}}
 {{- $rn := .Values.resourceNames -}}
+{{- $after := dict "postFilter" "DefaultPreemption" "bind" "DefaultBinder" -}}
 plugins:
 {{- range list "preFilter" "filter" "postFilter" "preScore" "score" "reserve" "bind" }}
   {{ . }}:
     enabled:
       - name: HamiGo
+    {{- with get $after . }}
+      - name: {{ . }}
+    disabled:
+      - name: {{ . }}
+    {{- end }}
 {{- end }}
 pluginConfig:
   - name: HamiGo
