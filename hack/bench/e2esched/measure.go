@@ -118,6 +118,10 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 	done := make(chan struct{})
 	claimed := map[string]bool{} // DRA: pods whose ResourceClaim exists (their status names it)
 	claimsDone := make(chan struct{})
+	// The extender's and the plugin's Bind set nodeName and the plan (device.AnnoPlanned) in one
+	// write: a pod of theirs seen bound without it was bound by someone else (DefaultBinder).
+	planned := variant == e2eresult.VariantExtender || variant == e2eresult.VariantPlugins
+	unplanned := 0
 	// An informer (list, then watch, re-established when the server ends a watch) sees every
 	// binding once; the first time a pod shows a nodeName is its binding time.
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
@@ -142,6 +146,9 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 			return
 		}
 		bound[p.Name] = time.Since(start)
+		if planned && p.Annotations[device.AnnoPlanned] == "" {
+			unplanned++
+		}
 		if len(bound) == cfg.Pods {
 			close(done)
 		}
@@ -228,6 +235,11 @@ func runOnce(ctx context.Context, cs kubernetes.Interface, cfg Config, variant, 
 		"schedulerCPU", fmt.Sprintf("%.1fs", r.SchedulerCPUSeconds), "selfCPU", fmt.Sprintf("%.1fs", r.SelfCPUSeconds))
 	if r.Bound < cfg.Pods {
 		return r, fmt.Errorf("%s run %d: %d of %d pods bound within %v (scheduler logs in %s)", variant, run, r.Bound, cfg.Pods, cfg.RunTimeout, cfg.WorkDir)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if unplanned > 0 {
+		return r, fmt.Errorf("%s run %d: %d of %d pods bound without hami-go's plan (annotation %s): not by hami-go's Bind", variant, run, unplanned, r.Bound, device.AnnoPlanned)
 	}
 	return r, nil
 }

@@ -26,15 +26,26 @@ const PluginsScheduler = "hami-go-bench-plugins"
 const pluginsModule = "cmd/kube-scheduler-hami-go"
 
 // pluginsProfile is the plugins profile's plugins and pluginConfig (YAML under a profile, indented
-// four spaces): HamiGo at every extension point it implements (specific extension points run
-// before the multiPoint defaults: its PostFilter before DefaultPreemption, its Bind before
-// DefaultBinder), its args naming the profile, and NodeResourcesFit ignoring the HAMi resources
-// the nodes do not advertise (the extender's managedResources ignoredByScheduler).
+// four spaces): HamiGo at every extension point it implements, its args naming the profile, and
+// NodeResourcesFit ignoring the HAMi resources the nodes do not advertise (the extender's
+// managedResources ignoredByScheduler). A plugin enabled at one extension point runs after the
+// multiPoint defaults there (kube-scheduler's expandMultiPointPlugins), so at postFilter and bind
+// the default is disabled and enabled again after HamiGo: its PostFilter runs before
+// DefaultPreemption, its Bind before DefaultBinder (which would bind every pod without the
+// plan), as the chart's profile does (charts/hami-go/templates/_helpers.tpl).
 func pluginsProfile() string {
 	var b strings.Builder
 	b.WriteString("    plugins:\n")
+	after := map[string]string{"postFilter": "DefaultPreemption", "bind": "DefaultBinder"}
 	for _, ep := range []string{"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "bind"} {
-		fmt.Fprintf(&b, "      %s:\n        enabled:\n          - name: HamiGo\n", ep)
+		fmt.Fprintf(&b, "      %s:\n", ep)
+		if d := after[ep]; d != "" {
+			fmt.Fprintf(&b, "        disabled:\n          - name: %s\n", d)
+		}
+		fmt.Fprintf(&b, "        enabled:\n          - name: HamiGo\n")
+		if d := after[ep]; d != "" {
+			fmt.Fprintf(&b, "          - name: %s\n", d)
+		}
 	}
 	fmt.Fprintf(&b, `    pluginConfig:
       - name: HamiGo

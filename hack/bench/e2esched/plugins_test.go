@@ -23,7 +23,8 @@ func TestPluginsSchedulerConfig(t *testing.T) {
 		Profiles         []struct {
 			SchedulerName string `json:"schedulerName"`
 			Plugins       map[string]struct {
-				Enabled []struct{ Name string } `json:"enabled"`
+				Enabled  []struct{ Name string } `json:"enabled"`
+				Disabled []struct{ Name string } `json:"disabled"`
 			} `json:"plugins"`
 			PluginConfig []struct {
 				Name string         `json:"name"`
@@ -39,9 +40,24 @@ func TestPluginsSchedulerConfig(t *testing.T) {
 		t.Fatalf("config:\n%s", s)
 	}
 	p := c.Profiles[0]
+	// HamiGo runs first at every point: at postFilter and bind, where a multiPoint default would
+	// run before it, the default is disabled and enabled again after it (HamiGo's Bind writes the
+	// plan; DefaultBinder first would bind every pod without one).
+	after := map[string]string{"postFilter": "DefaultPreemption", "bind": "DefaultBinder"}
 	for _, ep := range []string{"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "bind"} {
-		if e := p.Plugins[ep].Enabled; len(e) != 1 || e[0].Name != "HamiGo" {
-			t.Errorf("%s enabled %v, want HamiGo", ep, e)
+		var got, off []string
+		for _, e := range p.Plugins[ep].Enabled {
+			got = append(got, e.Name)
+		}
+		for _, e := range p.Plugins[ep].Disabled {
+			off = append(off, e.Name)
+		}
+		want, wantOff := []string{"HamiGo"}, []string(nil)
+		if d := after[ep]; d != "" {
+			want, wantOff = []string{"HamiGo", d}, []string{d}
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(off, wantOff) {
+			t.Errorf("%s enabled %v, disabled %v; want enabled %v, disabled %v", ep, got, off, want, wantOff)
 		}
 	}
 	if len(p.Plugins) != 7 {
