@@ -179,6 +179,12 @@ func (e *Extender) refusal() error {
 	return e.lead.refusal(e.clock.Now())
 }
 
+// Refusal returns why the extender places no pod now, as its verbs would answer (nil: it
+// places): ErrStopping, ErrNotReady, and with Config.LeaderLease ErrNotLeading or ErrHandOver. For
+// callers in kube-scheduler's own process (pkg/schedplugin's PreFilter), which reach the
+// extender without its verbs.
+func (e *Extender) Refusal() error { return e.refusal() }
+
 // onSchedulerLease records kube-scheduler's leader-election Lease (nil: deleted).
 func (e *Extender) onSchedulerLease(l *coordinationv1.Lease) {
 	holder := ""

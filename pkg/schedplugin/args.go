@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,16 @@ type Args struct {
 	// Resources are the extended-resource names (--resource-*): count, memory, memoryPercent,
 	// cores; a name left out keeps its default.
 	Resources device.ResourceNames `json:"resources"`
+	// LeaderElectionLease is "<namespace>/<name>" of this kube-scheduler's own leader-election
+	// Lease (--leader-election-lease; default empty: none). Set, the extender under the plugin
+	// places pods only while this host's kube-scheduler holds it, and after a takeover only once
+	// the previous leader's binds are over (the bind API timeout, pkg/extender leader.go): a
+	// Binding the old leader sent may still commit after it lost the Lease.
+	LeaderElectionLease string `json:"leaderElectionLease"`
+	// LeaderIdentity is the hostname in this kube-scheduler's leader identity
+	// ("<hostname>_<uuid>"; --leader-identity); empty: this host's name, which is what
+	// kube-scheduler uses.
+	LeaderIdentity string `json:"leaderIdentity"`
 }
 
 // defaultArgs are Args filled from extender.DefaultConfig.
@@ -118,5 +129,14 @@ func (a Args) config() (extender.Config, error) {
 	}
 	cfg.SchedulerName, cfg.LeaseNamespace = a.SchedulerName, a.LeaseNamespace
 	cfg.StaleAfter, cfg.Resources = a.InventoryStaleAfter.Duration, a.Resources
+	if cfg.LeaderLease = a.LeaderElectionLease; cfg.LeaderLease != "" {
+		if cfg.Identity = a.LeaderIdentity; cfg.Identity == "" {
+			h, err := os.Hostname()
+			if err != nil || h == "" {
+				return cfg, fmt.Errorf("leaderElectionLease %q: this host's name (leaderIdentity) is unknown: %v", cfg.LeaderLease, err)
+			}
+			cfg.Identity = h
+		}
+	}
 	return cfg, cfg.Validate()
 }

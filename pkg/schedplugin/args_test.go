@@ -1,6 +1,7 @@
 package schedplugin
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,24 @@ func TestConfigFromArgs(t *testing.T) {
 		{name: "trailing data", args: raw(`{} {}`), wantErr: Name + " args: "},
 		{name: "another case is unknown", args: raw(`{"nodepolicy":"spread"}`), wantErr: `unknown field "nodepolicy"`},
 		{name: "wrong type", args: &corev1.Pod{}, wantErr: "got *v1.Pod, want *runtime.Unknown"},
+		{name: "leader Lease and identity", args: raw(`{"leaderElectionLease":"hami/hami-go-scheduler","leaderIdentity":"pod-a"}`),
+			check: func(t *testing.T, c extender.Config) {
+				if c.LeaderLease != "hami/hami-go-scheduler" || c.Identity != "pod-a" {
+					t.Fatalf("LeaderLease %q Identity %q", c.LeaderLease, c.Identity)
+				}
+			}},
+		{name: "leader Lease, identity this host's", args: raw(`{"leaderElectionLease":"hami/hami-go-scheduler"}`),
+			check: func(t *testing.T, c extender.Config) {
+				if h, _ := os.Hostname(); c.Identity != h || h == "" {
+					t.Fatalf("Identity %q, want the hostname %q", c.Identity, h)
+				}
+			}},
+		{name: "no leader Lease: no identity", args: raw(`{"leaderIdentity":"pod-a"}`), check: func(t *testing.T, c extender.Config) {
+			if c.LeaderLease != "" || c.Identity != "" {
+				t.Fatalf("LeaderLease %q Identity %q", c.LeaderLease, c.Identity)
+			}
+		}},
+		{name: "leader Lease without a namespace", args: raw(`{"leaderElectionLease":"hami-go-scheduler"}`), wantErr: "hami-go-scheduler"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,11 +39,11 @@
 // Not (yet) the same as the extender: GPU preemption is the extender's own loop only
 // (Args.Preemption "own", inside Extender.Run); kube-scheduler's DefaultPreemption cannot free
 // GPUs (this plugin has no PreFilterExtensions: its Filter keeps its verdicts when the dry run
-// removes victims), so the extender's "verb" mode has no meaning here and is refused. The
-// extender's leader-election hand-over (its verbs held for the bind API timeout after a takeover,
-// pkg/extender leader.go) is not wired: kube-scheduler schedules only while it leads, but a
-// Binding the previous leader sent just before it lost the Lease may still commit after the new
-// leader's first placements, as with the extender before its hold. The plugin implements neither EnqueueExtensions (pods it rejects are requeued
+// removes victims), so the extender's "verb" mode has no meaning here and is refused. With
+// Args.LeaderElectionLease (the chart sets it to kube-scheduler's own Lease) the extender's
+// leader hand-over applies as with the sidecar (pkg/extender leader.go): PreFilter answers its
+// refusal while another holds the Lease and, after a takeover, for the bind API timeout, since a
+// Binding the previous leader sent before it lost the Lease may still commit. The plugin implements neither EnqueueExtensions (pods it rejects are requeued
 // on any cluster event, the framework's default) nor SignPlugin (kube-scheduler's batching of
 // identical pods is off). Its metrics go to a prometheus.Registry the plugin owns, which nothing
 // serves yet.

@@ -8,13 +8,13 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hami-go/hami-go/pkg/device"
-	"github.com/hami-go/hami-go/pkg/extender"
 )
 
 // PreFilter weighs a GPU pod of ours on every node at once (the extender's Filter over the names
 // of nodes) and keeps the verdicts in state for Filter. It answers Skip for every other pod,
 // UnschedulableAndUnresolvable naming the error for a GPU request that does not parse, and
-// Unschedulable with extender.ErrNotReady's reason until the extender is ready (retried). It
+// Unschedulable with the extender's refusal (extender.Extender.Refusal: not ready, stopping, and
+// with Args.LeaderElectionLease not leading or in a takeover's hold), retried. It
 // never narrows the nodes (nil PreFilterResult): Filter gives each refused node its reason.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, ours, err := p.cache.ParseRequest(pod)
@@ -23,8 +23,9 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "hami-go: "+err.Error())
 	case !ours:
 		return nil, fwk.NewStatus(fwk.Skip)
-	case !p.ext.Ready():
-		return nil, fwk.NewStatus(fwk.Unschedulable, extender.ErrNotReady.Error())
+	}
+	if why := p.ext.Refusal(); why != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, why.Error())
 	}
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {

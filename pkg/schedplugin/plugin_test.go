@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -248,4 +250,34 @@ func TestBindWritesThePlan(t *testing.T) {
 
 func runtimeArgs(s string) runtime.Object {
 	return &runtime.Unknown{Raw: []byte(s), ContentType: runtime.ContentTypeJSON}
+}
+
+// TestPreFilterFollowsTheLeaderLease: with leaderElectionLease the plugin places GPU pods only
+// while this host's kube-scheduler holds that Lease (the extender's leadership, pkg/extender
+// leader.go): held by another, PreFilter answers Unschedulable with extender.ErrNotLeading's
+// reason (retried) and a CPU pod is still skipped; held by this host's kube-scheduler from the
+// first sight (no takeover: no hold), the GPU pod is weighed.
+func TestPreFilterFollowsTheLeaderLease(t *testing.T) {
+	args := &runtime.Unknown{Raw: []byte(`{"leaderElectionLease":"hami/hami-go-scheduler","leaderIdentity":"me"}`), ContentType: runtime.ContentTypeJSON}
+	lease := func(holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "hami", Name: "hami-go-scheduler"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	}
+	gpu := podtest.Pending("default", "gpu", podtest.GPU("c", 1, "1024", 0))
+	cpu := podtest.Pending("default", "cpu", podtest.Ctr{Name: "c", NoGPU: true})
+
+	other := newEnv(t, args, []string{"node-a"}, map[string]int64{"node-a": 8192}, lease("other-host_1f2e"))
+	if _, s := other.preFilter(gpu); s.Code() != fwk.Unschedulable || s.Message() != extender.ErrNotLeading.Error() {
+		t.Fatalf("PreFilter while another holds the Lease: %v", s)
+	}
+	if _, s := other.preFilter(cpu); s.Code() != fwk.Skip {
+		t.Fatalf("PreFilter of a CPU pod while another holds the Lease: %v", s)
+	}
+
+	ours := newEnv(t, args, []string{"node-a"}, map[string]int64{"node-a": 8192}, lease("me_3c4d"))
+	ours.eventually("the plugin leads", func() bool { return ours.p.ext.Refusal() == nil })
+	st, s := ours.preFilter(gpu)
+	if !s.IsSuccess() || ours.filter(st, gpu)["node-a"] != nil {
+		t.Fatalf("PreFilter while this host's kube-scheduler holds the Lease: %v, Filter %v", s, ours.filter(st, gpu))
+	}
 }

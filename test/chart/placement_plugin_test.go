@@ -94,7 +94,7 @@ func hamiGoConfig(t testing.TB, raw []byte) extender.Config {
 
 // placementFields are the extender.Config fields the chart sets through the plugin's args.
 func placementFields(c extender.Config) []any {
-	return []any{c.SchedulerName, c.NodePolicy, c.GPUPolicy, c.Preemption, c.LeaseNamespace, c.StaleAfter, c.Resources}
+	return []any{c.SchedulerName, c.NodePolicy, c.GPUPolicy, c.Preemption, c.LeaseNamespace, c.StaleAfter, c.Resources, c.LeaderLease}
 }
 
 // The plugin's KubeSchedulerConfiguration: the extender render's client, leader election and
@@ -152,8 +152,12 @@ func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
 				}
 			}
 			args := pluginArgs(t, pr)
-			if got := hamiGoConfig(t, args[schedplugin.Name]); !reflect.DeepEqual(placementFields(got), placementFields(tc.want)) {
-				t.Errorf("HamiGo config %v, want %v", placementFields(got), placementFields(tc.want))
+			// The plugin follows its own kube-scheduler's leader-election Lease (the hand-over
+			// hold after a takeover, as the extender sidecar's --leader-election-lease).
+			want := tc.want
+			want.LeaderLease = releaseNamespace + "/" + want.SchedulerName
+			if got := hamiGoConfig(t, args[schedplugin.Name]); !reflect.DeepEqual(placementFields(got), placementFields(want)) {
+				t.Errorf("HamiGo config %v, want %v", placementFields(got), placementFields(want))
 			}
 			var fit configv1.NodeResourcesFitArgs
 			if err := yaml.UnmarshalStrict(args["NodeResourcesFit"], &fit); err != nil {

@@ -404,6 +404,9 @@ pluginConfig:
       preemption: {{ $s.extender.preemption | quote }}
       leaseNamespace: {{ .Values.leaseNamespace | quote }}
       inventoryStaleAfter: {{ $s.extender.inventoryStaleAfter | toString | quote }}
+      # This kube-scheduler's own leader-election Lease: after a takeover the plugin places
+      # pods only once the previous leader's binds are over (pkg/extender leader.go).
+      leaderElectionLease: {{ printf "%s/%s" .Release.Namespace $s.name | quote }}
       resources:
         count: {{ $rn.count | quote }}
         memory: {{ $rn.memory | quote }}
