@@ -179,11 +179,19 @@ func (e *Extender) refusal() error {
 	return e.lead.refusal(e.clock.Now())
 }
 
-// Refusal returns why the extender places no pod now, as its verbs would answer (nil: it
-// places): ErrStopping, ErrNotReady, and with Config.LeaderLease ErrNotLeading or ErrHandOver. For
-// callers in kube-scheduler's own process (pkg/schedplugin's PreFilter), which reach the
-// extender without its verbs.
-func (e *Extender) Refusal() error { return e.refusal() }
+// FilterRefusal returns why the extender weighs pod p on no node now, as its filter verb
+// answers (nil: it weighs it): ErrStopping, ErrNotReady, and with Config.LeaderLease
+// ErrNotLeading or ErrHandOver. A pod refused for leadership is remembered, so that it is
+// requeued once its kube-scheduler's term opens (requeue.go, handOverLoop): kube-scheduler would
+// otherwise retry it only at its next cluster event or its 5-minute flush. Used by the filter
+// verb and by callers in kube-scheduler's own process (pkg/schedplugin's PreFilter).
+func (e *Extender) FilterRefusal(p *corev1.Pod) error {
+	why := e.refusal()
+	if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
+		e.cache.refusals.refused(device.RefOf(p), e.clock.Now())
+	}
+	return why
+}
 
 // onSchedulerLease records kube-scheduler's leader-election Lease (nil: deleted).
 func (e *Extender) onSchedulerLease(l *coordinationv1.Lease) {

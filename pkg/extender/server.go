@@ -93,11 +93,7 @@ func (e *Extender) serveFilter(w http.ResponseWriter, r *http.Request) string {
 			names = append(names, args.Nodes.Items[i].Name)
 		}
 	}
-	if why := e.refusal(); why != nil {
-		if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
-			// Requeued once the hand-over is over (leader.go).
-			e.cache.refusals.refused(device.RefOf(args.Pod), e.clock.Now())
-		}
+	if why := e.FilterRefusal(args.Pod); why != nil {
 		reply(w, refusedFilter(names, why))
 		return "refused"
 	}

@@ -13,8 +13,9 @@ import (
 // PreFilter weighs a GPU pod of ours on every node at once (the extender's Filter over the names
 // of nodes) and keeps the verdicts in state for Filter. It answers Skip for every other pod,
 // UnschedulableAndUnresolvable naming the error for a GPU request that does not parse, and
-// Unschedulable with the extender's refusal (extender.Extender.Refusal: not ready, stopping, and
-// with Args.LeaderElectionLease not leading or in a takeover's hold), retried. It
+// Unschedulable with the extender's refusal (extender.Extender.FilterRefusal: not ready,
+// stopping, and with Args.LeaderElectionLease not leading or in a takeover's hold; a pod refused
+// for leadership is requeued by the extender when the term opens), retried. It
 // never narrows the nodes (nil PreFilterResult): Filter gives each refused node its reason.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, ours, err := p.cache.ParseRequest(pod)
@@ -24,7 +25,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	case !ours:
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if why := p.ext.Refusal(); why != nil {
+	if why := p.ext.FilterRefusal(pod); why != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why.Error())
 	}
 	names := make([]string, 0, len(nodes))

@@ -275,7 +275,7 @@ func TestPreFilterFollowsTheLeaderLease(t *testing.T) {
 	}
 
 	ours := newEnv(t, args, []string{"node-a"}, map[string]int64{"node-a": 8192}, lease("me_3c4d"))
-	ours.eventually("the plugin leads", func() bool { return ours.p.ext.Refusal() == nil })
+	ours.eventually("the plugin leads", func() bool { return ours.p.ext.FilterRefusal(gpu) == nil })
 	st, s := ours.preFilter(gpu)
 	if !s.IsSuccess() || ours.filter(st, gpu)["node-a"] != nil {
 		t.Fatalf("PreFilter while this host's kube-scheduler holds the Lease: %v, Filter %v", s, ours.filter(st, gpu))
