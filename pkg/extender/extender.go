@@ -113,6 +113,7 @@ func stripPod(obj any) (any, error) {
 // own preemption first, then closes the verbs (ErrStopping) and waits for the binds in flight
 // (at most 2 × APITimeout) before it returns.
 func (e *Extender) Run(ctx context.Context) error {
+	began := e.clock.Now()
 	w, err := e.newWatches()
 	if err != nil {
 		return err
@@ -139,6 +140,8 @@ func (e *Extender) Run(ctx context.Context) error {
 	e.ready.Store(true)
 	e.startup.Clear()
 	klog.InfoS("Cache rebuilt from the API; ready", "nodes", len(c.NodeNames()))
+	// The pods refused until now (ErrNotReady) are requeued, as after a node's Lease held again.
+	c.refusals.reopened(began, e.clock.Now())
 	go e.requeueLoop(ctx, c)
 	preempting := make(chan struct{})
 	go func() { defer close(preempting); e.preemptLoop(ctx) }()

@@ -181,13 +181,15 @@ func (e *Extender) refusal() error {
 
 // FilterRefusal returns why the extender weighs pod p on no node now, as its filter verb
 // answers (nil: it weighs it): ErrStopping, ErrNotReady, and with Config.LeaderLease
-// ErrNotLeading or ErrHandOver. A pod refused for leadership is remembered, so that it is
-// requeued once its kube-scheduler's term opens (requeue.go, handOverLoop): kube-scheduler would
-// otherwise retry it only at its next cluster event or its 5-minute flush. Used by the filter
-// verb and by callers in kube-scheduler's own process (pkg/schedplugin's PreFilter).
+// ErrNotLeading or ErrHandOver. A pod refused before the cache was rebuilt or for leadership is
+// remembered, so that it is requeued once the extender is ready (Run) or its kube-scheduler's
+// term opens (requeue.go, handOverLoop): kube-scheduler would otherwise retry it only at its next
+// cluster event or its 5-minute flush. Used by the filter verb and by callers in
+// kube-scheduler's own process (pkg/schedplugin's PreFilter, which kube-scheduler may call before
+// the extender under it is ready).
 func (e *Extender) FilterRefusal(p *corev1.Pod) error {
 	why := e.refusal()
-	if errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
+	if errors.Is(why, ErrNotReady) || errors.Is(why, ErrHandOver) || errors.Is(why, ErrNotLeading) {
 		e.cache.refusals.refused(device.RefOf(p), e.clock.Now())
 	}
 	return why

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/hami-go/hami-go/internal/podtest"
 	"github.com/hami-go/hami-go/pkg/device"
@@ -61,7 +62,7 @@ func TestPreFilterRefusals(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // Run stops before its informers sync: never ready
-	p, err := start(ctx, extender.DefaultConfig(), e.client, nil, nil)
+	p, err := start(ctx, extender.DefaultConfig(), e.client, nil, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
