@@ -100,7 +100,7 @@ func placementFields(c extender.Config) []any {
 // The plugin's KubeSchedulerConfiguration: the extender render's client, leader election and
 // node sampling, one profile with HamiGo at each of its extension points and no extender; the
 // args carry the values the extender's flags come from, so switching placement re-states no
-// policy; NodeResourcesFit ignores the per-GPU names (the extender's ignoredByScheduler ones).
+// policy; NodeResourcesFit, replaced by the build's HamiGoNodeResourcesFit, ignores the per-GPU names (the extender's ignoredByScheduler ones).
 func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -146,7 +146,12 @@ func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
 				}
 			}
 			p := *pr.Plugins
-			for _, other := range []configv1.PluginSet{p.MultiPoint, p.PreEnqueue, p.QueueSort, p.Permit, p.PreBind, p.PostBind} {
+			// NodeResourcesFit is the build's HamiGoNodeResourcesFit (cmd/kube-scheduler-hami-go
+			// nodefit), at upstream's default weight.
+			if mp := p.MultiPoint; pluginSetText(mp) != "HamiGoNodeResourcesFit -NodeResourcesFit" || *mp.Enabled[0].Weight != 1 {
+				t.Errorf("multiPoint %s, want NodeResourcesFit replaced by HamiGoNodeResourcesFit of weight 1", pluginSetText(mp))
+			}
+			for _, other := range []configv1.PluginSet{p.PreEnqueue, p.QueueSort, p.Permit, p.PreBind, p.PostBind} {
 				if len(other.Enabled)+len(other.Disabled) != 0 {
 					t.Errorf("plugins %+v: other extension points configured", p)
 				}
@@ -160,8 +165,8 @@ func TestPlacementPluginSchedulerConfiguration(t *testing.T) {
 				t.Errorf("HamiGo config %v, want %v", placementFields(got), placementFields(want))
 			}
 			var fit configv1.NodeResourcesFitArgs
-			if err := yaml.UnmarshalStrict(args["NodeResourcesFit"], &fit); err != nil {
-				t.Fatalf("NodeResourcesFit args: %v\n%s", err, args["NodeResourcesFit"])
+			if err := yaml.UnmarshalStrict(args["HamiGoNodeResourcesFit"], &fit); err != nil {
+				t.Fatalf("HamiGoNodeResourcesFit args: %v\n%s", err, args["HamiGoNodeResourcesFit"])
 			}
 			r := tc.want.Resources
 			if want := []string{r.Memory, r.MemoryPercent, r.Cores}; !reflect.DeepEqual(fit.IgnoredResources, want) || len(args) != 2 {

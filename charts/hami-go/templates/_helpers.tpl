@@ -372,8 +372,10 @@ ServiceMonitor and alerts. With placement plugin kube-scheduler runs the placeme
 hami-go.scheduler.pluginProfile: the profile's plugins and pluginConfig with placement plugin
 (YAML under a profile): HamiGo at every extension point it implements, its args from the values
 the extender's flags come from (pkg/schedplugin args.go; decoded strictly), and NodeResourcesFit
-ignoring the per-GPU names the nodes do not advertise, as the extender's managedResources
-(ignoredByScheduler) make kube-scheduler do. kube-scheduler runs a plugin enabled only at a
+replaced by the build's HamiGoNodeResourcesFit (cmd/kube-scheduler-hami-go/nodefit: the same
+answers, its extended-resource names classified once per pod instead of by a regular expression
+on every node; weight 1 as upstream's default), ignoring the per-GPU names the nodes do not
+advertise, as the extender's managedResources (ignoredByScheduler) make kube-scheduler do. kube-scheduler runs a plugin enabled only at a
 specific extension point after the defaults it enables through multiPoint (framework runtime
 expandMultiPointPlugins), so HamiGo's Bind would follow DefaultBinder, which binds every pod and
 leaves HamiGo's bind (the planned allocation) unreached, and its PostFilter would follow
@@ -385,6 +387,12 @@ which makes both run in the order listed.
 {{- $rn := .Values.resourceNames -}}
 {{- $after := dict "postFilter" "DefaultPreemption" "bind" "DefaultBinder" -}}
 plugins:
+  multiPoint:
+    enabled:
+      - name: HamiGoNodeResourcesFit
+        weight: 1
+    disabled:
+      - name: NodeResourcesFit
 {{- range list "preFilter" "filter" "postFilter" "preScore" "score" "reserve" "bind" }}
   {{ . }}:
     enabled:
@@ -412,7 +420,7 @@ pluginConfig:
         memory: {{ $rn.memory | quote }}
         memoryPercent: {{ $rn.memoryPercentage | quote }}
         cores: {{ $rn.cores | quote }}
-  - name: NodeResourcesFit
+  - name: HamiGoNodeResourcesFit
     args:
       ignoredResources:
         - {{ $rn.memory | quote }}

@@ -27,7 +27,8 @@ const pluginsModule = "cmd/kube-scheduler-hami-go"
 
 // pluginsProfile is the plugins profile's plugins and pluginConfig (YAML under a profile, indented
 // four spaces): HamiGo at every extension point it implements, its args naming the profile, and
-// NodeResourcesFit ignoring the HAMi resources the nodes do not advertise (the extender's
+// NodeResourcesFit replaced by the build's HamiGoNodeResourcesFit (cmd/kube-scheduler-hami-go
+// nodefit) ignoring the HAMi resources the nodes do not advertise (the extender's
 // managedResources ignoredByScheduler). A plugin enabled at one extension point runs after the
 // multiPoint defaults there (kube-scheduler's expandMultiPointPlugins), so at postFilter and bind
 // the default is disabled and enabled again after HamiGo: its PostFilter runs before
@@ -35,7 +36,8 @@ const pluginsModule = "cmd/kube-scheduler-hami-go"
 // plan), as the chart's profile does (charts/hami-go/templates/_helpers.tpl).
 func pluginsProfile() string {
 	var b strings.Builder
-	b.WriteString("    plugins:\n")
+	b.WriteString("    plugins:\n      multiPoint:\n        enabled:\n          - name: HamiGoNodeResourcesFit\n            weight: 1\n" +
+		"        disabled:\n          - name: NodeResourcesFit\n")
 	after := map[string]string{"postFilter": "DefaultPreemption", "bind": "DefaultBinder"}
 	for _, ep := range []string{"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "bind"} {
 		fmt.Fprintf(&b, "      %s:\n", ep)
@@ -51,7 +53,7 @@ func pluginsProfile() string {
       - name: HamiGo
         args:
           schedulerName: %s
-      - name: NodeResourcesFit
+      - name: HamiGoNodeResourcesFit
         args:
           ignoredResources:
             - nvidia.com/gpumem

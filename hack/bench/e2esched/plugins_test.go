@@ -14,8 +14,8 @@ import (
 )
 
 // TestPluginsSchedulerConfig: the plugins profile enables HamiGo at every extension point it
-// implements, gives it its profile as schedulerName, makes NodeResourcesFit ignore the HAMi
-// resources, calls no extender and runs with the plugins kubeconfig.
+// implements, gives it its profile as schedulerName, replaces NodeResourcesFit by the build's
+// HamiGoNodeResourcesFit ignoring the HAMi resources, calls no extender and runs with the plugins kubeconfig.
 func TestPluginsSchedulerConfig(t *testing.T) {
 	s := schedulerConfig(Config{Kubeconfig: "/k", pluginsKubeconfig: "/pk", QPS: 1000, Burst: 1000}, PluginsScheduler, "")
 	var c struct {
@@ -60,8 +60,11 @@ func TestPluginsSchedulerConfig(t *testing.T) {
 			t.Errorf("%s enabled %v, disabled %v; want enabled %v, disabled %v", ep, got, off, want, wantOff)
 		}
 	}
-	if len(p.Plugins) != 7 {
-		t.Errorf("extension points %d, want 7", len(p.Plugins))
+	if mp := p.Plugins["multiPoint"]; len(mp.Enabled) != 1 || mp.Enabled[0].Name != "HamiGoNodeResourcesFit" || len(mp.Disabled) != 1 || mp.Disabled[0].Name != "NodeResourcesFit" {
+		t.Errorf("multiPoint %+v, want NodeResourcesFit replaced by HamiGoNodeResourcesFit", mp)
+	}
+	if len(p.Plugins) != 8 {
+		t.Errorf("extension points %d, want 8 (7 and multiPoint)", len(p.Plugins))
 	}
 	args := map[string]map[string]any{}
 	for _, pc := range p.PluginConfig {
@@ -71,8 +74,8 @@ func TestPluginsSchedulerConfig(t *testing.T) {
 		t.Errorf("HamiGo args %v", args["HamiGo"])
 	}
 	want := []any{"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
-	if !reflect.DeepEqual(args["NodeResourcesFit"]["ignoredResources"], want) {
-		t.Errorf("NodeResourcesFit args %v", args["NodeResourcesFit"])
+	if !reflect.DeepEqual(args["HamiGoNodeResourcesFit"]["ignoredResources"], want) || args["NodeResourcesFit"] != nil {
+		t.Errorf("HamiGoNodeResourcesFit args %v, NodeResourcesFit args %v", args["HamiGoNodeResourcesFit"], args["NodeResourcesFit"])
 	}
 	if b := schedulerConfig(Config{Kubeconfig: "/k", pluginsKubeconfig: "/pk"}, BaselineScheduler, ""); strings.Contains(b, "HamiGo") || !strings.Contains(b, "kubeconfig: /k\n") {
 		t.Errorf("the baseline profile names HamiGo:\n%s", b)
