@@ -92,9 +92,13 @@ type nodeState struct {
 	mu   sync.Mutex
 	name string
 	// invRaw is the last AnnoInventory value seen (decoded only when it changes).
-	invRaw    string
-	inv       *device.Inventory
-	invErr    string
+	invRaw string
+	inv    *device.Inventory
+	// invWhy is why the inventory cannot take GPU pods, kept with inv so that Filter's per-node
+	// check reads no field of the Inventory (two pointer loads, each a likely cache miss, per
+	// node per call): where inv is nil the decoder's reason (no inventory, malformed), else the
+	// missing enforcement (Inventory.Unenforced; "" when enforced).
+	invWhy    string
 	hasLease  bool
 	leaseTime time.Time
 	// released: the Lease has no holder (device.LeaseReleased): the node's device plugin is not
@@ -242,7 +246,7 @@ func (c *Cache) nodeOrNew(name string) *nodeState {
 	defer c.nodesMu.Unlock()
 	ns := c.nodes[name]
 	if ns == nil {
-		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[device.PodRef]*booking{}, invErr: errNoInventory, idx: c.nodeCount, gen: 1}
+		ns = &nodeState{name: name, used: allocator.NodeUsage{}, members: map[device.PodRef]*booking{}, invWhy: errNoInventory, idx: c.nodeCount, gen: 1}
 		c.nodes[name] = ns
 		c.nodeCount++
 	}

@@ -19,7 +19,7 @@ func (c *Cache) OnNode(n *corev1.Node) {
 	ns := c.nodeOrNew(n.Name)
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ok && raw == ns.invRaw && (ns.inv != nil || ns.invErr != errNoInventory) {
+	if ok && raw == ns.invRaw && (ns.inv != nil || ns.invWhy != errNoInventory) {
 		return
 	}
 	ns.invRaw = raw
@@ -28,8 +28,9 @@ func (c *Cache) OnNode(n *corev1.Node) {
 	if err != nil {
 		klog.ErrorS(err, "Malformed node inventory", "node", n.Name)
 	}
-	ns.inv, ns.invErr = inv, why
+	ns.inv, ns.invWhy = inv, why
 	if inv != nil {
+		ns.invWhy = inv.Unenforced()
 		klog.V(4).InfoS("Node inventory", "node", n.Name, "gpus", len(inv.GPUs), "splitCount", inv.SplitCount)
 	}
 	ns.refreshCompact()
@@ -49,7 +50,7 @@ func (c *Cache) OnNodeDelete(obj any) {
 		return
 	}
 	ns.mu.Lock()
-	ns.inv, ns.invRaw, ns.invErr = nil, "", errNoInventory
+	ns.inv, ns.invRaw, ns.invWhy = nil, "", errNoInventory
 	ns.refreshCompact()
 	ns.gen++
 	ns.mu.Unlock()
@@ -109,9 +110,11 @@ func (c *Cache) nodeUnusable(ns *nodeState) string {
 // unusableLocked returns why a node cannot take GPU pods at all now (device.NodeUsability: no
 // inventory, malformed, no heartbeat, stale, enforcement missing), or "". Caller holds ns.mu.
 func (c *Cache) unusableLocked(ns *nodeState, now time.Time) string {
-	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, InventoryReason: ns.invErr, HasLease: ns.hasLease, Heartbeat: ns.leaseTime, Released: ns.released}
-	if ns.inv != nil {
-		n.Unenforced = ns.inv.Unenforced()
+	n := device.NodeLiveness{Node: ns.name, HasInventory: ns.inv != nil, HasLease: ns.hasLease, Heartbeat: ns.leaseTime, Released: ns.released}
+	if n.HasInventory {
+		n.Unenforced = ns.invWhy
+	} else {
+		n.InventoryReason = ns.invWhy
 	}
 	_, why := device.NodeUsability(n, c.cfg.LeaseNamespace, c.cfg.StaleAfter, now)
 	return why
