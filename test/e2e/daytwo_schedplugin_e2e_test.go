@@ -35,7 +35,8 @@ const schedPluginBurst = 20
 // run, placed by the plugin: each carries the planned allocation (hami-go.io/allocation-planned,
 // the extender's one-write bind), no GPU is over-committed, each container sees its own GPU
 // and 1000 MiB limit; a pod that fits on no GPU (more MiB than any GPU has) stays Pending with
-// a FailedScheduling event giving hami-go's reason. The release is put back (placement
+// a FailedScheduling event giving hami-go's reason, and one asking more GPUs than the node
+// advertises with NodeResourcesFit's (checkPluginFitRefusal). The release is put back (placement
 // extender) at the end and the extender's pods waited for.
 func TestDayTwoSchedulerPlugin(t *testing.T) {
 	c := NewCluster(t)
@@ -73,6 +74,27 @@ func TestDayTwoSchedulerPlugin(t *testing.T) {
 		c.checkOwnLimit(t, p, 1000)
 	}
 	c.checkPluginRefusal(t, ns, maxGPUMiB(inv)+1000)
+	c.checkPluginFitRefusal(t, ns)
+}
+
+// checkPluginFitRefusal: a pod asking one more GPU count (nvidia.com/gpu) than the node
+// advertises stays Pending with NodeResourcesFit's reason, which the chart's profile has from
+// the build's HamiGoNodeResourcesFit (cmd/kube-scheduler-hami-go/nodefit): "Insufficient
+// nvidia.com/gpu", as upstream's plugin words it.
+func (c *Cluster) checkPluginFitRefusal(t *testing.T, ns string) {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node %s: %v", c.NodeName, err)
+	}
+	alloc := n.Status.Allocatable[resCount]
+	const name = "too-many"
+	c.CreatePod(t, gpuPod(ns, name, gpuLimits{count: int(alloc.Value()) + 1, memMiB: 100}))
+	msg := c.waitUnschedulable(t, ns, name)
+	t.Logf("FailedScheduling of %s: %s", name, msg)
+	if !strings.Contains(msg, "Insufficient "+resCount) {
+		t.Errorf("FailedScheduling of %s (%d of the node's %s %s): %q, want NodeResourcesFit's \"Insufficient %s\"", name, alloc.Value()+1, alloc.String(), resCount, msg, resCount)
+	}
 }
 
 // requirePluginImage fails the test before any upgrade when the node has no image of
