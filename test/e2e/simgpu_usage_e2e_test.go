@@ -115,10 +115,26 @@ func (c *Cluster) waitAgentValue(t testing.TB, name string, match map[string]str
 	if err == nil {
 		return
 	}
+	c.logAgentUse(t, name)
 	if present {
 		t.Fatalf("%s%v: %v (present %v) after %v, want %v", name, match, last, seen, timeout, want)
 	}
 	t.Fatalf("%s%v: still %v after %v, want the series gone (or 0)", name, match, last, timeout)
+}
+
+// logAgentUse logs, for a failed wait on the agent's series name, every series of name and of
+// the per-GPU memory in use, and the tail of the agent's log: what the agent attributed where
+// (a slice at 0 while its GPU shows the memory points at the process → container → slice map).
+func (c *Cluster) logAgentUse(t testing.TB, name string) {
+	t.Helper()
+	m := c.agentMetrics(t)
+	for _, n := range []string{name, "hami_go_gpu_memory_used_bytes"} {
+		for _, s := range m[n] {
+			t.Logf("agent series %s%v = %v", n, s.labels, s.value)
+		}
+	}
+	p := c.agentPod(t)
+	t.Logf("agent %s log (tail):\n%s", p.Name, c.logTail(p.Namespace, p.Name, p.Spec.Containers[0].Name, 40))
 }
 
 // sliceOf is the label set of the agent's per-slice series of container ctr of pod p: namespace,
