@@ -53,17 +53,12 @@ func extenderAddr(file string) (string, error) {
 	return u.Host, nil
 }
 
-// startExtenderMode writes every node's inventory annotation and Lease hami-go-<node> with the
-// device plugin's writers (deviceplugin.PublishNode, deviceplugin.RenewLease; 8 GPUs, split
-// count 10), renews the Leases every deviceplugin.LeaseRenewInterval as the device plugins
-// would, and starts hami-go's extender (pkg/extender, default config: profile
-// hami-go-scheduler) on the port the scheduler config names. It returns once the extender's
-// cache holds every node's inventory. With claims, it also runs claimAsAllocated (the stand-in
-// for Allocate and the device plugin's claim writer). The workload's cleanup writes the
-// extender's request durations to outDir (when set) and stops it all.
-func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, outDir string, claims bool) error {
+// startNodeAgents does what each node's device plugin does for the extender: it writes every
+// node's inventory annotation and Lease hami-go-<node> with the device plugin's writers
+// (deviceplugin.PublishNode, deviceplugin.RenewLease; 8 GPUs, split count 10) and renews the
+// Leases every deviceplugin.LeaseRenewInterval until the workload's cleanup.
+func startNodeAgents(tCtx ktesting.TContext, nodes []v1.Node) error {
 	cs := tCtx.Client()
-	const leaseNS = "kube-node-lease"
 	publish := func(ctx context.Context, i int) error {
 		n := nodes[i].Name
 		if err := deviceplugin.RenewLease(ctx, cs, leaseNS, n, n, clock.RealClock{}, true); err != nil {
@@ -78,7 +73,33 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 	if err := parallel(tCtx, len(nodes), publish); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		renewLeases(ctx, cs, leaseNS, nodes)
+	}()
+	tCtx.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return nil
+}
 
+// leaseNS is the namespace of the node Leases (the chart's leaseNamespace default, and
+// extender.DefaultConfig's).
+const leaseNS = "kube-node-lease"
+
+// startExtenderMode runs startNodeAgents and hami-go's extender (pkg/extender, default config:
+// profile hami-go-scheduler) on the port the scheduler config names. It returns once the
+// extender's cache holds every node's inventory. With claims, it also runs claimAsAllocated
+// (the stand-in for Allocate and the device plugin's claim writer). The workload's cleanup
+// writes the extender's request durations to outDir (when set) and stops it all.
+func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, outDir string, claims bool) error {
+	cs := tCtx.Client()
+	if err := startNodeAgents(tCtx, nodes); err != nil {
+		return err
+	}
 	addr, err := extenderAddr(extenderConfigFile)
 	if err != nil {
 		return err
@@ -94,7 +115,7 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{Handler: ext.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
-	runDone, serveDone, renewDone, claimsDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	runDone, serveDone, claimsDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(claimsDone)
 		if claims {
@@ -113,10 +134,6 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 			klog.ErrorS(err, "Extender server stopped")
 		}
 	}()
-	go func() {
-		defer close(renewDone)
-		renewLeases(ctx, cs, leaseNS, nodes)
-	}()
 	tCtx.Cleanup(func() {
 		if outDir != "" {
 			if err := writeExtenderFigures(outDir, name, reg); err != nil {
@@ -127,7 +144,6 @@ func startExtenderMode(tCtx ktesting.TContext, name string, nodes []v1.Node, out
 		cancel()
 		<-serveDone
 		<-runDone
-		<-renewDone
 		<-claimsDone
 	})
 	return waitInventories(tCtx, ext, nodes)

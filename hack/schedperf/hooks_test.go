@@ -9,13 +9,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
+	"github.com/hami-go/hami-go/cmd/kube-scheduler-hami-go/nodefit"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/dra"
 	"github.com/hami-go/hami-go/pkg/draapi"
+	"github.com/hami-go/hami-go/pkg/schedplugin"
 )
 
 // The simulated GPU fleet: every node has gpusPerNode H100-like GPUs of gpuMiB, split count
@@ -39,7 +46,35 @@ type harness struct {
 	mu        sync.Mutex
 	extenders int // workloads that ran the extender
 	slices    int // workloads that published ResourceSlices
+	// hamiGo is the HamiGo plugin the last scheduler built (registry), for the plugin test
+	// case's hook.
+	hamiGo *schedplugin.Plugin
 }
+
+// registry is scheduler_perf's out-of-tree registry: hami-go's two plugins as
+// cmd/kube-scheduler-hami-go registers them (HamiGoNodeResourcesFit with the scheduler features
+// of the feature gates scheduler_perf set for the workload). The HamiGo plugin a scheduler
+// builds is kept for nodesCreated.
+func (h *harness) registry() frameworkruntime.Registry {
+	return frameworkruntime.Registry{
+		schedplugin.Name: func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+			p, err := schedplugin.New(ctx, obj, fh)
+			if err != nil {
+				return nil, err
+			}
+			h.mu.Lock()
+			h.hamiGo, _ = p.(*schedplugin.Plugin)
+			h.mu.Unlock()
+			return p, nil
+		},
+		nodefit.Name: func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+			return nodefit.New(ctx, obj, fh, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+		},
+	}
+}
+
+// plugin returns the HamiGo plugin the last scheduler built (nil: none).
+func (h *harness) plugin() *schedplugin.Plugin { h.mu.Lock(); defer h.mu.Unlock(); return h.hamiGo }
 
 func newHarness(outDir string) *harness { return &harness{outDir: outDir} }
 
@@ -64,6 +99,8 @@ func testCaseOf(name string) string {
 //     device plugin's own writers, the Leases renewed as the device plugin does, and the extender;
 //     HamiExtenderMixedChurn also claims every bound pod's plan as Allocate would
 //     (claimAsAllocated);
+//   - HamiPluginSlice: the inventories and Leases as for the extender; the extender is the
+//     HamiGo plugin's, inside the scheduler, whose cache the hook waits to hold every node;
 //   - DRAWholeGPU, HamiDRA*: each node's ResourceSlice (pkg/dra's builder).
 func (h *harness) nodesCreated(tCtx ktesting.TContext, _ *scheduler.Scheduler, _ *perf.Workload, nodes *v1.NodeList) error {
 	name := tCtx.Name()
@@ -75,6 +112,15 @@ func (h *harness) nodesCreated(tCtx ktesting.TContext, _ *scheduler.Scheduler, _
 		h.mu.Lock()
 		h.extenders++
 		h.mu.Unlock()
+	case tc == "HamiPluginSlice":
+		if err := startNodeAgents(tCtx, nodes.Items); err != nil {
+			return fmt.Errorf("plugin mode: %w", err)
+		}
+		p := h.plugin()
+		if p == nil {
+			return fmt.Errorf("plugin mode: the scheduler built no %s plugin (%s, registry)", schedplugin.Name, "config/scheduler-plugin.yaml")
+		}
+		return waitInventories(tCtx, p.Extender(), nodes.Items)
 	case tc == "DRAWholeGPU", strings.HasPrefix(tc, "HamiDRA"):
 		if err := publishSlices(tCtx, nodes.Items, tc == "DRAWholeGPU"); err != nil {
 			return fmt.Errorf("ResourceSlices: %w", err)

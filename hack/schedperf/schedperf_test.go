@@ -8,7 +8,9 @@
 // the library's go.mod does not depend on k8s.io/kubernetes. hami-go's parts run against the
 // test's API server from the node-update hook (hooks_test.go): the device plugin's inventory
 // annotation and Leases, the extender on the port config/scheduler-extender.yaml names, and the
-// DRA driver's ResourceSlices.
+// DRA driver's ResourceSlices. The plugin test case (config/scheduler-plugin.yaml) runs the
+// scheduler with hami-go's plugins from scheduler_perf's out-of-tree registry
+// (harness.registry), as cmd/kube-scheduler-hami-go builds it.
 //
 // Run: hack/schedperf/run.sh (make bench-schedperf); by hand, from this directory, with etcd on
 // PATH: go test -run '^$' -bench BenchmarkPerfScheduling -perf-scheduling-label-filter=performance,500Nodes -data-items-dir /tmp/out
@@ -50,7 +52,7 @@ func dataItemsDir() string {
 // the scale: -perf-scheduling-label-filter=performance,500Nodes).
 func BenchmarkPerfScheduling(b *testing.B) {
 	h := newHarness(dataItemsDir())
-	perf.RunBenchmarkPerfScheduling(b, configFile, topic, nil, perf.WithNodeUpdateFn(h.nodesCreated))
+	perf.RunBenchmarkPerfScheduling(b, configFile, topic, h.registry(), perf.WithNodeUpdateFn(h.nodesCreated))
 }
 
 // TestSchedPerf runs every test case's smallest workload (label integration-test: 4 nodes, 10

@@ -97,5 +97,9 @@ func (p *Plugin) Name() string { return Name }
 // Ready reports whether the extender under the plugin has rebuilt its cache (extender.Ready).
 func (p *Plugin) Ready() bool { return p.ext.Ready() }
 
+// Extender returns the extender under the plugin (its cache and readiness: what a harness that
+// runs kube-scheduler in-process waits on, as hack/schedperf does).
+func (p *Plugin) Extender() *extender.Extender { return p.ext }
+
 // Metrics returns the registry of the extender's metrics (not served by kube-scheduler).
 func (p *Plugin) Metrics() *prometheus.Registry { return p.metrics }

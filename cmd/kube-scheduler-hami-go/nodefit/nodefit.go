@@ -67,7 +67,6 @@ var (
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
-
 // New builds the plugin: args (nil, or NodeResourcesFitArgs as *runtime.Unknown) decoded and
 // defaulted as kube-scheduler does for NodeResourcesFit, then upstream's noderesources.NewFit.
 // Errors: args that do not decode or do not validate (upstream's messages, naming the field).

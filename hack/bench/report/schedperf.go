@@ -146,6 +146,7 @@ type schedPerfCase struct{ name, number, what string }
 var schedPerfCases = []schedPerfCase{
 	{"DevicePluginWholeGPU", "1", "kube-scheduler alone, device-plugin whole GPUs (nvidia.com/gpu: 1)"},
 	{"HamiExtenderSlice", "2", "hami-go extender, one slice of 4000 MiB / 10% cores"},
+	{"HamiPluginSlice", "2p", "hami-go plugin build (HamiGo, HamiGoNodeResourcesFit in kube-scheduler), the same slice pods"},
 	{"HamiExtenderMixedChurn", "2m", "hami-go extender, mixed 1-2 GPUs of 1000-40000 MiB, measured while 2-GPU pods churn (Allocate's claims by a stand-in)"},
 	{"DRAWholeGPU", "3a", "DRA native baseline: whole-GPU claims on plain devices"},
 	{"HamiDRAWholeGPU", "3b", "DRA, hami-go's slices (consumable capacity), whole-GPU claims"},
@@ -207,7 +208,9 @@ func schedPerfSection(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		"on hami-go's workloads (hack/schedperf/config/performance-config.yaml), at %s: 8 GPUs of 81920 MiB per node, all measured pods created at once on an "+
 		"empty cluster, every node scored (percentageOfNodesToScore 100, as the chart sets). Extender mode: each node's inventory annotation and Lease written "+
 		"by the device plugin's own writers (renewed every 10 s), hami-go's extender in-process on the port the scheduler config names, pods in the webhook's "+
-		"form. DRA: each node's ResourceSlice built by pkg/dra's builder, claims from ResourceClaimTemplates, kube-scheduler's default allocator choice. "+
+		"form. Plugin build (2p): the same inventories, Leases and pods, kube-scheduler built with hami-go's plugins HamiGo and "+
+		"HamiGoNodeResourcesFit (scheduler_perf's out-of-tree registry, the profile of config/scheduler-plugin.yaml as the chart renders it). "+
+		"DRA: each node's ResourceSlice built by pkg/dra's builder, claims from ResourceClaimTemplates, kube-scheduler's default allocator choice. "+
 		"Run %s (commit `%s`, %d CPUs): test binary built in %d s, workloads ran in %d s (exit %d).\n\n",
 		t.Scale, t.Started, t.Commit, t.CPUs, t.BuildSeconds, t.RunSeconds, t.Exit)
 	fmt.Fprintf(w, "Without kubelets no device plugin calls Allocate, so a bound pod would stay \"not yet allocated\" and the extender would "+
@@ -385,7 +388,11 @@ func otherScalesSection(w *bytes.Buffer, others []*SchedPerf) {
 	}
 	fmt.Fprintf(w, "**Other scales** (`HAMI_GO_SCHEDPERF_SCALE=<scale> make bench-schedperf`, kept in docs/bench/schedperf-<scale>): "+
 		"SchedulingThroughput average, pods/s, and in brackets the ratio to workload 1 of the same run.\n\n")
-	fmt.Fprintf(w, "| scale | run | 1 | 2 | 2m | 3a | 3b | 3c |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	head, rule := "| scale | run |", "|---|---|"
+	for _, c := range schedPerfCases {
+		head, rule = head+" "+c.number+" |", rule+"---:|"
+	}
+	fmt.Fprintf(w, "%s\n%s\n", head, rule)
 	for _, sp := range others {
 		base := sp.workloadOf("DevicePluginWholeGPU")
 		bv, bok := sp.value(base, "SchedulingThroughput", "Average")
