@@ -44,7 +44,8 @@
 # $OUT/bin and run from the repository root.
 # Environment: HAMI_GO_BENCH_COUNT, HAMI_GO_BENCH_E2E, HAMI_GO_BENCH_SCHEDPERF, HAMI_GO_BENCH_DRAPACK(_BURSTS), HAMI_GO_BENCH_NODES
 # (1000), HAMI_GO_BENCH_PODS (2000), HAMI_GO_BENCH_PLUGINS (1), HAMI_GO_BENCH_DRA (1), HAMI_GO_BENCH_DRA_PODS (500),
-# HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE, HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh).
+# HAMI_GO_BENCH_OUT (_output/bench), HAMI_GO_STATE, HAMI_GO_SCHEDPERF_* (hack/schedperf/run.sh), HAMI_GO_SETTLE_IDLE and
+# HAMI_GO_SETTLE_MAX (hack/bench/settle.sh: how idle the CPUs must be before a timed part, and how long to wait).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -129,6 +130,7 @@ if [[ $E2E != 0 ]]; then
   if "$KUBECTL" --kubeconfig "$STATE/kubeconfig" -n hami-go-system get serviceaccount hami-go-scheduler >/dev/null 2>&1; then
     extender_as=system:serviceaccount:hami-go-system:hami-go-scheduler
   fi
+  hack/bench/settle.sh
   "$TOOLS/e2esched" --kubeconfig "$STATE/kubeconfig" --extender-as "$extender_as" --nodes "${HAMI_GO_BENCH_NODES:-1000}" \
     --pods "${HAMI_GO_BENCH_PODS:-2000}" --dra="$([[ ${HAMI_GO_BENCH_DRA:-1} == 0 ]] && echo false || echo true)" \
     --dra-pods "${HAMI_GO_BENCH_DRA_PODS:-500}" --plugins="$([[ ${HAMI_GO_BENCH_PLUGINS:-1} == 0 ]] && echo false || echo true)" \
@@ -144,6 +146,7 @@ if [[ $E2E != 0 ]]; then
 fi
 
 if [[ $SCHEDPERF != 0 ]]; then
+  # hack/schedperf/run.sh waits for the machine to settle (hack/bench/settle.sh) after its build.
   HAMI_GO_SCHEDPERF_OUT=$PWD/$OUT/schedperf hack/schedperf/run.sh || {
     status=$?
     log "scheduler_perf failed (exit $status); its log: $OUT/schedperf/bench.log; the report shows what was measured"

@@ -40,6 +40,9 @@ t0=$SECONDS
 build_s=$((SECONDS - t0))
 log "built in ${build_s}s; running test cases '$CASES' at $SCALE (log: $OUT/bench.log)"
 
+# Not while the build, or a previous step's cleanup, still takes the CPUs: the first test case
+# is every ratio's base.
+"$root/hack/bench/settle.sh"
 t0=$SECONDS
 status=0
 # -benchtime=1ns: each workload once (scheduler_perf's own advice); config paths are relative

@@ -19,7 +19,8 @@ func e2ePluginsSection(w *bytes.Buffer, e *E2E) {
 	_, _, _, vsExt := e.Ratio(e2eresult.VariantPlugins, e2eresult.VariantExtender)
 	fmt.Fprintf(w, "**The framework-plugin build (issue 38 item 4).** In the same run, interleaved with the variants above, kube-scheduler "+
 		"v1.37.2 built with hami-go's placement as the framework plugin HamiGo (cmd/kube-scheduler-hami-go: PreFilter, Filter, PreScore, "+
-		"Score, Reserve and Bind over the same extender cache in kube-scheduler's process, no extender, profile hami-go-bench-plugins) "+
+		"Score, Reserve and Bind over the same extender cache in kube-scheduler's process, no extender; NodeResourcesFit replaced by "+
+		"HamiGoNodeResourcesFit, the same answers without a regular expression per resource name and node; profile hami-go-bench-plugins) "+
 		"places the extender variant's pods (docs/bench/cpu.md compares the CPU per pod by cause).\n\n")
 	fmt.Fprintf(w, "| run | plugins (pods/s) | baseline (pods/s) | plugins / baseline | plugins / extender |\n|---:|---:|---:|---:|---:|\n")
 	for i, r := range runs {
