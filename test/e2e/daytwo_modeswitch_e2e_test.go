@@ -338,16 +338,6 @@ func (c *Cluster) nodeDRADevices(t testing.TB) int {
 	return n
 }
 
-// logTail is the last n lines of a container's log, or why it could not be read.
-func (c *Cluster) logTail(ns, name, container string, n int) string {
-	tail := int64(n)
-	b, err := c.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container, TailLines: &tail}).Do(context.Background()).Raw()
-	if err != nil {
-		return fmt.Sprintf("(log of %s/%s[%s]: %v)", ns, name, container, err)
-	}
-	return string(b)
-}
-
 // waitPodGone waits until pod ns/name is deleted from the API (its containers stopped, its
 // claims unprepared).
 func (c *Cluster) waitPodGone(t testing.TB, ns, name string, timeout time.Duration) {

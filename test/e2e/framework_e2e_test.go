@@ -583,3 +583,13 @@ func (c *Cluster) requireChart(t testing.TB, components ...string) {
 		}
 	}
 }
+
+// logTail is the last n lines of a container's log, or why it could not be read.
+func (c *Cluster) logTail(ns, name, container string, n int) string {
+	tail := int64(n)
+	b, err := c.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container, TailLines: &tail}).Do(context.Background()).Raw()
+	if err != nil {
+		return fmt.Sprintf("(log of %s/%s[%s]: %v)", ns, name, container, err)
+	}
+	return string(b)
+}
