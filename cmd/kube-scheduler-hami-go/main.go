@@ -6,16 +6,11 @@
 package main
 
 import (
-	"context"
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/cli"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/hami-go/hami-go/cmd/kube-scheduler-hami-go/nodefit"
 	"github.com/hami-go/hami-go/pkg/schedplugin"
@@ -26,14 +21,10 @@ func main() {
 }
 
 // newCommand is kube-scheduler's command with two plugins in its registry: HamiGo, and
-// HamiGoNodeResourcesFit (package nodefit), the chart's replacement for NodeResourcesFit. The
-// latter reads the feature gates when kube-scheduler builds its profiles, after its flags
-// (--feature-gates) have been applied, as the in-tree registry does.
+// HamiGoNodeResourcesFit (package nodefit), the chart's replacement for NodeResourcesFit.
 func newCommand() *cobra.Command {
 	return app.NewSchedulerCommand(
 		app.WithPlugin(schedplugin.Name, schedplugin.New),
-		app.WithPlugin(nodefit.Name, func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return nodefit.New(ctx, obj, h, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-		}),
+		app.WithPlugin(nodefit.Name, nodefit.Factory),
 	)
 }

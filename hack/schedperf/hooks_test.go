@@ -10,10 +10,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
@@ -67,9 +65,7 @@ func (h *harness) registry() frameworkruntime.Registry {
 			h.mu.Unlock()
 			return p, nil
 		},
-		nodefit.Name: func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-			return nodefit.New(ctx, obj, fh, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-		},
+		nodefit.Name: nodefit.Factory,
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-helpers/resource"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -66,6 +67,13 @@ var (
 	_ fwk.ScorePlugin       = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
+
+// Factory is the plugin's factory as kube-scheduler's registry takes it: New with the
+// scheduler features of the process's feature gates, read when the profile is built (after
+// --feature-gates was applied), as the in-tree registry reads them.
+func Factory(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return New(ctx, obj, h, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+}
 
 // New builds the plugin: args (nil, or NodeResourcesFitArgs as *runtime.Unknown) decoded and
 // defaulted as kube-scheduler does for NodeResourcesFit, then upstream's noderesources.NewFit.
