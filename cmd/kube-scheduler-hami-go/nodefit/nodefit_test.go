@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -182,5 +183,47 @@ func BenchmarkFilter(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestNodeChangeHintC49: the queueing hint a Node change runs for a pod this plugin refused is
+// upstream's, over the pod as written (case C49: the GPU pod refused for a node that had not yet
+// published nvidia.com/gpu and its slice names is retried when the node's allocatable grows to
+// hold them all, and not while one of them is still missing).
+func TestNodeChangeHintC49(t *testing.T) {
+	pl, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"ignoredResources":["nvidia.com/gpumem"]}`), ContentType: runtime.ContentTypeJSON}, nil, feature.Features{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := pl.(fwk.EnqueueExtensions).EventsToRegister(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hint fwk.QueueingHintFn
+	for _, e := range events {
+		if e.Event.Resource == fwk.Node && e.Event.ActionType&fwk.UpdateNodeAllocatable != 0 {
+			hint = e.QueueingHintFn
+		}
+	}
+	if hint == nil {
+		t.Fatalf("no Node UpdateNodeAllocatable event among %+v", events)
+	}
+	pod := podWith("p", rl(gpu, "1", gpumem, "4000", total, "4000"))
+	node := func(alloc v1.ResourceList) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc}}
+	}
+	bare := node(rl(v1.ResourceCPU, "4", v1.ResourcePods, "110"))
+	for _, tc := range []struct {
+		name     string
+		modified *v1.Node
+		want     fwk.QueueingHint
+	}{
+		{"every name published", node(rl(v1.ResourceCPU, "4", v1.ResourcePods, "110", gpu, "80", gpumem, "655360", total, "655360")), fwk.Queue},
+		{"the slice name still missing", node(rl(v1.ResourceCPU, "4", v1.ResourcePods, "110", gpu, "80", total, "655360")), fwk.QueueSkip},
+	} {
+		got, err := hint(klog.Background(), pod, bare, tc.modified)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: hint %v (%v), want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
