@@ -46,6 +46,9 @@
 // refusal while another holds the Lease and, after a takeover, for the bind API timeout, since a
 // Binding the previous leader sent before it lost the Lease may still commit. The plugin implements neither EnqueueExtensions (pods it rejects are requeued
 // on any cluster event, the framework's default) nor SignPlugin (kube-scheduler's batching of
-// identical pods is off). Its metrics go to a prometheus.Registry the plugin owns, which nothing
-// serves yet.
+// identical pods is off). The extender's metrics (hami_go_extender_*: GPUs and
+// slices booked; the per-verb series stay the sidecar's, kube-scheduler's own
+// scheduler_plugin_execution_duration_seconds{plugin="HamiGo"} times the plugin) are served by
+// kube-scheduler's /metrics on its secure port: New registers them on component-base's
+// legacyregistry, Close takes them off.
 package schedplugin

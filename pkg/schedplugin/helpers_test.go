@@ -107,6 +107,7 @@ func newEnv(t testing.TB, args runtime.Object, names []string, memMiB map[string
 		t.Fatal(err)
 	}
 	e.p = pl.(*Plugin)
+	t.Cleanup(func() { _ = e.p.Close() }) // as kube-scheduler closes its plugins: off legacyregistry
 	e.eventually("ready with every node's inventory", func() bool {
 		if !e.p.Ready() {
 			return false

@@ -62,7 +62,7 @@ func TestPreFilterRefusals(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // Run stops before its informers sync: never ready
-	p, err := start(ctx, extender.DefaultConfig(), e.client, nil, clock.RealClock{})
+	p, err := start(ctx, extender.DefaultConfig(), e.client, nil, clock.RealClock{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

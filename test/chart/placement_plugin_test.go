@@ -235,10 +235,12 @@ func TestPlacementPluginImage(t *testing.T) {
 }
 
 // Everything that exists for the extender alone is left out with the plugin: its TLS Secret and
-// its metrics Service, ServiceMonitor and alerts (the plugin's metrics are not served). Every
-// other object renders as with the extender; RBAC byte for byte, since the plugin runs the
-// extender's code under the same ServiceAccount, which the allocation policy lets write
-// hami-go.io/allocation-*.
+// its alerts on the per-verb series (HamiGoExtenderDown, HamiGoExtenderErrors). Every other
+// object renders as with the extender; RBAC byte for byte, since the plugin runs the extender's
+// code under the same ServiceAccount, which the allocation policy lets write
+// hami-go.io/allocation-*. The scheduler's Service and ServiceMonitor stay, on kube-scheduler's
+// secure port (checkPluginScrape), and so does HamiGoNodeInventoryStale, whose
+// hami_go_extender_gpu_sharers kube-scheduler's /metrics now serves.
 func TestPlacementPluginObjects(t *testing.T) {
 	set := []string{"serviceMonitor.enabled=true", "prometheusRule.enabled=true"}
 	ext, plug := renderChart(t, sets(t, set...)), renderChart(t, pluginSets(t, set...))
@@ -248,7 +250,7 @@ func TestPlacementPluginObjects(t *testing.T) {
 			gone = append(gone, k)
 		}
 	}
-	want := []string{"Secret/hami-go-scheduler-extender-tls", "Service/hami-go-scheduler", "ServiceMonitor/hami-go-scheduler"}
+	want := []string{"Secret/hami-go-scheduler-extender-tls"}
 	if sort.Strings(gone); !reflect.DeepEqual(gone, want) || len(plug.keys()) != len(ext.keys())-len(want) {
 		t.Errorf("objects left out %v (%d of %d rendered), want %v", gone, len(plug.keys()), len(ext.keys()), want)
 	}
@@ -264,17 +266,37 @@ func TestPlacementPluginObjects(t *testing.T) {
 	if c := typedAs[*corev1.ConfigMap](t, plug, schedCM).Data["config.yaml"]; strings.Contains(c, "extender-client") {
 		t.Error("the plugin's configuration names the extender's client certificate")
 	}
-	rules := alertRules(t, ruleGroups(t, pluginSets(t, set...)))
-	for _, a := range []string{"HamiGoExtenderDown", "HamiGoExtenderErrors", "HamiGoNodeInventoryStale"} {
-		if _, ok := rules[a]; ok {
-			t.Errorf("alert %s rendered with the plugin, whose extender metrics nobody scrapes", a)
+	checkPluginScrape(t, plug)
+	rules, extRules := alertRules(t, ruleGroups(t, pluginSets(t, set...))), alertRules(t, ruleGroups(t, sets(t, set...)))
+	for a, withPlugin := range map[string]bool{"HamiGoExtenderDown": false, "HamiGoExtenderErrors": false, "HamiGoNodeInventoryStale": true, "HamiGoNodeAgentDown": true} {
+		if _, ok := rules[a]; ok != withPlugin {
+			t.Errorf("alert %s rendered with the plugin: %v, want %v", a, ok, withPlugin)
 		}
-		if _, ok := alertRules(t, ruleGroups(t, sets(t, set...)))[a]; !ok {
+		if _, ok := extRules[a]; !ok {
 			t.Errorf("alert %s missing with the extender", a)
 		}
 	}
-	if _, ok := rules["HamiGoNodeAgentDown"]; !ok {
-		t.Error("the plugin render lost the node agents' alerts")
+	if rules["HamiGoNodeInventoryStale"] != extRules["HamiGoNodeInventoryStale"] {
+		t.Errorf("HamiGoNodeInventoryStale differs between the placements: %q, %q", rules["HamiGoNodeInventoryStale"], extRules["HamiGoNodeInventoryStale"])
+	}
+}
+
+// checkPluginScrape: with the plugin, the scheduler's headless Service exposes kube-scheduler's
+// secure port (port https, kubeScheduler.securePort 10259) and its ServiceMonitor scrapes it over
+// HTTPS with Prometheus' ServiceAccount token, skipping the check of kube-scheduler's
+// self-signed serving certificate, with honorLabels (the series carry node, namespace and pod).
+func checkPluginScrape(t *testing.T, r rendered) {
+	t.Helper()
+	svc := typedAs[*corev1.Service](t, r, "Service/hami-go-scheduler")
+	if ps := svc.Spec.Ports; len(ps) != 1 || ps[0].Name != "https" || ps[0].Port != 10259 || ps[0].TargetPort.String() != "https" || svc.Spec.ClusterIP != "None" {
+		t.Errorf("scheduler Service %+v (ClusterIP %q), want headless, one port https 10259 -> https", svc.Spec.Ports, svc.Spec.ClusterIP)
+	}
+	eps := field(t, r.get(t, "ServiceMonitor/hami-go-scheduler").raw, "spec", "endpoints").([]any)
+	ep := eps[0].(map[string]any)
+	tls, _ := ep["tlsConfig"].(map[string]any)
+	if len(eps) != 1 || ep["port"] != "https" || ep["scheme"] != "https" || ep["path"] != "/metrics" || ep["honorLabels"] != true ||
+		ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" || tls["insecureSkipVerify"] != true {
+		t.Errorf("scheduler ServiceMonitor endpoints %v", eps)
 	}
 }
 

@@ -36,7 +36,9 @@ const schedPluginBurst = 20
 // the extender's one-write bind), no GPU is over-committed, each container sees its own GPU
 // and 1000 MiB limit; a pod that fits on no GPU (more MiB than any GPU has) stays Pending with
 // a FailedScheduling event giving hami-go's reason, and one asking more GPUs than the node
-// advertises with NodeResourcesFit's (checkPluginFitRefusal). The release is put back (placement
+// advertises with NodeResourcesFit's (checkPluginFitRefusal); kube-scheduler's /metrics serves
+// the plugin's GPU bookings to a token allowed to read it, and refuses one that is not
+// (checkPluginMetrics). The release is put back (placement
 // extender) at the end and the extender's pods waited for.
 func TestDayTwoSchedulerPlugin(t *testing.T) {
 	c := NewCluster(t)
@@ -73,6 +75,7 @@ func TestDayTwoSchedulerPlugin(t *testing.T) {
 		}
 		c.checkOwnLimit(t, p, 1000)
 	}
+	c.checkPluginMetrics(t, ns, len(pods), 1000)
 	c.checkPluginRefusal(t, ns, maxGPUMiB(inv)+1000)
 	c.checkPluginFitRefusal(t, ns)
 }

@@ -89,6 +89,14 @@ type Endpoint struct {
 	Interval string `json:"interval,omitempty"`
 	// HonorLabels keeps the scraped series' own labels where they clash with the target's.
 	HonorLabels bool `json:"honorLabels,omitempty"`
+	// Scheme is http (the default) or https.
+	Scheme string `json:"scheme,omitempty"`
+	// BearerTokenFile is a file whose token each scrape sends (Authorization: Bearer).
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	// TLSConfig is the scrape's TLS client settings (insecureSkipVerify only).
+	TLSConfig *struct {
+		InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+	} `json:"tlsConfig,omitempty"`
 }
 
 // Monitoring is what a rendered chart says about monitoring.

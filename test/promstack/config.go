@@ -45,8 +45,21 @@ type scrapeConfig struct {
 	ScrapeInterval      string         `json:"scrape_interval,omitempty"`
 	MetricsPath         string         `json:"metrics_path"`
 	Scheme              string         `json:"scheme"`
+	Authorization       *authorization `json:"authorization,omitempty"`
+	TLSConfig           *tlsConfig     `json:"tls_config,omitempty"`
 	KubernetesSDConfigs []kubernetesSD `json:"kubernetes_sd_configs"`
 	RelabelConfigs      []relabel      `json:"relabel_configs"`
+}
+
+// authorization is a scrape's Authorization header: type Bearer, the token read from
+// CredentialsFile at each scrape.
+type authorization struct {
+	Type            string `json:"type"`
+	CredentialsFile string `json:"credentials_file"`
+}
+
+type tlsConfig struct {
+	InsecureSkipVerify bool `json:"insecure_skip_verify"`
 }
 
 type kubernetesSD struct {
@@ -102,7 +115,7 @@ func Config(sms []ServiceMonitor, o ConfigOptions) ([]byte, error) {
 			if path == "" {
 				path = "/metrics"
 			}
-			c.ScrapeConfigs = append(c.ScrapeConfigs, scrapeConfig{
+			sc := scrapeConfig{
 				JobName:             fmt.Sprintf("serviceMonitor/%s/%s/%d", sm.Metadata.Namespace, sm.Metadata.Name, i),
 				HonorLabels:         ep.HonorLabels,
 				ScrapeInterval:      ep.Interval,
@@ -110,10 +123,35 @@ func Config(sms []ServiceMonitor, o ConfigOptions) ([]byte, error) {
 				Scheme:              "http",
 				KubernetesSDConfigs: []kubernetesSD{sd},
 				RelabelConfigs:      relabelling(sm.Spec.Selector.MatchLabels, ep.Port, allowed),
-			})
+			}
+			if err := scrapeAuth(&sc, ep); err != nil {
+				return nil, fmt.Errorf("ServiceMonitor %s/%s: endpoint %d: %w", sm.Metadata.Namespace, sm.Metadata.Name, i, err)
+			}
+			c.ScrapeConfigs = append(c.ScrapeConfigs, sc)
 		}
 	}
 	return yaml.Marshal(c)
+}
+
+// scrapeAuth sets sc's scheme, TLS and token as the Operator does from ep's scheme, tlsConfig
+// and bearerTokenFile (whose path Prometheus reads at each scrape: a Prometheus outside the
+// cluster, as the local cluster's, has no ServiceAccount token there and reports the target
+// down). Error: a scheme other than http or https.
+func scrapeAuth(sc *scrapeConfig, ep Endpoint) error {
+	switch ep.Scheme {
+	case "", "http":
+	case "https":
+		sc.Scheme = "https"
+	default:
+		return fmt.Errorf("scheme %q: want http or https", ep.Scheme)
+	}
+	if ep.TLSConfig != nil {
+		sc.TLSConfig = &tlsConfig{InsecureSkipVerify: ep.TLSConfig.InsecureSkipVerify}
+	}
+	if ep.BearerTokenFile != "" {
+		sc.Authorization = &authorization{Type: "Bearer", CredentialsFile: ep.BearerTokenFile}
+	}
+	return nil
 }
 
 // relabelling is the Operator's relabelling of one ServiceMonitor endpoint (role

@@ -166,6 +166,43 @@ func TestConfigRefuses(t *testing.T) {
 	}
 }
 
+// An HTTPS endpoint with a token (the chart's scheduler ServiceMonitor with placement plugin:
+// kube-scheduler's secure port) becomes scheme https, insecure_skip_verify and a Bearer
+// authorization read from the token file; a scheme Prometheus does not know is refused, naming it.
+func TestConfigHTTPSEndpoint(t *testing.T) {
+	const sm = `apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: hami-go-scheduler, namespace: hami-go-system}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/component: scheduler}}
+  namespaceSelector: {matchNames: [hami-go-system]}
+  endpoints:
+    - {port: https, scheme: https, bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token, tlsConfig: {insecureSkipVerify: true}}
+`
+	m, err := ParseMonitoring([]byte(sm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	b, err := Config(m.ServiceMonitors, ConfigOptions{Kubeconfig: "/k", AllowedNets: nets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c promConfig
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	sc := c.ScrapeConfigs[0]
+	if sc.Scheme != "https" || sc.TLSConfig == nil || !sc.TLSConfig.InsecureSkipVerify || sc.Authorization == nil ||
+		sc.Authorization.Type != "Bearer" || sc.Authorization.CredentialsFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("scrape config:\n%s", b)
+	}
+	m.ServiceMonitors[0].Spec.Endpoints[0].Scheme = "ftp"
+	if _, err := Config(m.ServiceMonitors, ConfigOptions{Kubeconfig: "/k", AllowedNets: nets}); err == nil || !strings.Contains(err.Error(), `"ftp"`) {
+		t.Errorf("scheme ftp: error %v, want one naming it", err)
+	}
+}
+
 func TestLoopbackAddress(t *testing.T) {
 	if _, err := LoopbackAddress("0.0.0.0:9090"); err == nil {
 		t.Error("0.0.0.0: no error")
