@@ -41,16 +41,56 @@ var emptyUsage = allocator.NodeUsage{}
 // pod even when empty (no inventory, stale, request impossible there) are unresolvable:
 // preemption would not help. Then the pod is reserved on the best-scoring fitting node, so the
 // next Filter sees it while this pod's Bind is in flight; a new Filter of the same pod replaces
-// its reservation.
+// its reservation. The outcome is noted for the requeue and the extender's own preemption
+// (noteFiltered): kube-scheduler calls the verb with the nodes that passed its own filters.
 func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFilterResult {
+	res, note := s.weigh(p, names)
+	if note != nil {
+		s.c.noteFiltered(p, note.key, len(*res.NodeNames) > 0, res.FailedNodes, note.released, note.at)
+	}
+	return res
+}
+
+// Weigh is Filter without its note (that the pod fits nowhere, and on which nodes it may
+// preempt), for a caller that weighs every node before the other filters had their say: the
+// HamiGo framework plugin (pkg/schedplugin) weighs at PreFilter and notes the outcome once every
+// Filter ran (NoteUnschedulable at PostFilter, NoteScheduled at Reserve). released reports a
+// node refused because its device plugin released its Lease.
+func (s *Scheduler) Weigh(p *corev1.Pod, names []string) (res extenderv1.ExtenderFilterResult, released bool) {
+	res, note := s.weigh(p, names)
+	return res, note != nil && note.released
+}
+
+// NoteUnschedulable notes that pod p fits no node after every filter: failed are the nodes that
+// passed every other filter and refused it for the GPUs in use (there it may preempt), released
+// as Weigh reported. With neither, any refusal or offer of p is dropped (as Filter's note).
+func (s *Scheduler) NoteUnschedulable(p *corev1.Pod, failed extenderv1.FailedNodesMap, released bool) {
+	s.c.noteFiltered(p, device.RefOf(p), false, failed, released, s.c.clock.Now())
+}
+
+// NoteScheduled notes that pod p got a node: any refusal or preemption offer of it is dropped.
+func (s *Scheduler) NoteScheduled(p *corev1.Pod) {
+	s.c.noteFiltered(p, device.RefOf(p), true, nil, false, s.c.clock.Now())
+}
+
+// filterNote is what Filter notes of a GPU pod of ours after weighing it (noteFiltered).
+type filterNote struct {
+	key      device.PodRef
+	released bool
+	at       time.Time
+}
+
+// weigh is Filter's verdicts and reservation; note is nil for a pod that is not a GPU pod of
+// ours or whose request does not parse (nothing to note).
+func (s *Scheduler) weigh(p *corev1.Pod, names []string) (extenderv1.ExtenderFilterResult, *filterNote) {
 	c := s.c
 	req, ours, err := c.ParseRequest(p)
 	if err != nil {
-		return unresolvableEverywhere(names, err)
+		return unresolvableEverywhere(names, err), nil
 	}
 	if !ours {
 		all := append([]string(nil), names...)
-		return extenderv1.ExtenderFilterResult{NodeNames: &all}
+		return extenderv1.ExtenderFilterResult{NodeNames: &all}, nil
 	}
 	k := device.RefOf(p)
 	own, pinned := c.ownBookingPinned(k)
@@ -92,7 +132,6 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	// previous reservation is dropped all the same.
 	c.reserve(k, req, prio, byScore(states, scores, &perScore), memo)
 	c.memos.publish(memo)
-	c.noteFiltered(p, k, len(fit) > 0, failed, released, now)
 	res := extenderv1.ExtenderFilterResult{NodeNames: &fit}
 	if len(failed) > 0 {
 		res.FailedNodes = failed
@@ -100,7 +139,7 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 	if len(unres) > 0 {
 		res.FailedAndUnresolvableNodes = unres
 	}
-	return res
+	return res, &filterNote{key: k, released: released, at: now}
 }
 
 // noteFiltered records Filter's outcome for pod p (key k) at now for the requeue and the

@@ -24,6 +24,7 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 		klog.FromContext(ctx).V(2).Info("hami-go could not reserve", "pod", klog.KObj(pod), "node", nodeName, "reason", err.Error())
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
+	p.sched.NoteScheduled(pod)
 	return nil
 }
 

@@ -24,13 +24,15 @@
 //     UnschedulableAndUnresolvable where preemption would not help.
 //   - PostFilter (informational, always Unschedulable) drops that speculative reservation when
 //     the pod fits no node after every plugin's Filter, so that it does not hold GPUs while the
-//     pod waits.
+//     pod waits, and notes the pod for the extender's requeue and own preemption with only the
+//     nodes whose status is HamiGo's own refusal (they passed every other Filter: case C65);
+//     PreFilter weighs without noting (extender.Scheduler.Weigh).
 //   - PreScore runs the extender's Prioritize once over the nodes that passed every Filter;
 //     Score returns its 0..10 (extenderv1.MaxExtenderPriority) scaled to 0..100
 //     (fwk.MaxNodeScore) by ×10, as kube-scheduler scales an extender's scores; there is no
 //     NormalizeScore. PreScore answers Skip for pods PreFilter skipped.
 //   - Reserve books the pod on the chosen node (Scheduler.ReserveOn: Filter's reservation, or a
-//     new one there), so that the next scheduling cycle sees its GPUs taken while this pod's
+//     new one there; its refusal and preemption offer are dropped), so that the next scheduling cycle sees its GPUs taken while this pod's
 //     binding cycle runs; Unreserve drops exactly that reservation (Cache.Unreserve: the pod is
 //     not remembered as gone and can be scheduled again).
 //   - Bind is Extender.Bind: one Binding that carries the planned allocation (device.AnnoPlanned)

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -34,8 +35,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			names = append(names, nd.Name)
 		}
 	}
-	res := p.sched.Filter(pod, names)
-	s := &filterState{req: req, failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes}
+	res, released := p.sched.Weigh(pod, names)
+	s := &filterState{req: req, failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes, released: released}
 	if res.NodeNames != nil {
 		s.fits = make(map[string]struct{}, len(*res.NodeNames))
 		for _, n := range *res.NodeNames {
@@ -79,12 +80,41 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 
 // PostFilter runs when the pod fits no node after every plugin's Filter: it drops the
 // speculative reservation the extender's Filter left on the node it ranked best (another
-// plugin refused that node), so that no GPU stays booked while the pod waits. Informational: it
-// always answers Unschedulable without a result, so the next PostFilter plugin
-// (DefaultPreemption) has its turn.
-func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if readFilter(state) != nil && p.cache.Unreserve(device.RefOf(pod), "") {
+// plugin refused that node), so that no GPU stays booked while the pod waits, and notes the pod
+// unschedulable for the extender's requeue and own preemption
+// (extender.Scheduler.NoteUnschedulable) with only the nodes whose status is HamiGo's
+// Unschedulable: the framework stops at a node's first failing Filter and runs HamiGo's last
+// (kube-scheduler orders a plugin enabled at an extension point but not in multiPoint after the
+// multiPoint ones), so those nodes passed every other Filter, as the nodes kube-scheduler hands
+// the extender's filter verb did. A node another plugin refused is never offered for
+// preemption. Informational: it always answers Unschedulable without a result, so the next
+// PostFilter plugin (DefaultPreemption) has its turn.
+func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s := readFilter(state)
+	if s == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if p.cache.Unreserve(device.RefOf(pod), "") {
 		klog.FromContext(ctx).V(4).Info("hami-go dropped the reservation of a pod no node takes", "pod", klog.KObj(pod))
 	}
+	var ours extenderv1.FailedNodesMap
+	for n, why := range s.failed {
+		if st := nodeStatus(statuses, n); st != nil && st.Plugin() == Name && st.Code() == fwk.Unschedulable {
+			if ours == nil {
+				ours = extenderv1.FailedNodesMap{}
+			}
+			ours[n] = why
+		}
+	}
+	p.sched.NoteUnschedulable(pod, ours, s.released)
+	klog.FromContext(ctx).V(5).Info("hami-go noted a pod no node takes", "pod", klog.KObj(pod), "gpuRefused", len(ours), "weighedRefused", len(s.failed))
 	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// nodeStatus is the node's status in statuses (nil: none, or no statuses).
+func nodeStatus(statuses fwk.NodeToStatusReader, node string) *fwk.Status {
+	if statuses == nil {
+		return nil
+	}
+	return statuses.Get(node)
 }

@@ -2,6 +2,7 @@ package schedplugin
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -280,5 +281,66 @@ func TestPreFilterFollowsTheLeaderLease(t *testing.T) {
 	st, s := ours.preFilter(gpu)
 	if !s.IsSuccess() || ours.filter(st, gpu)["node-a"] != nil {
 		t.Fatalf("PreFilter while this host's kube-scheduler holds the Lease: %v, Filter %v", s, ours.filter(st, gpu))
+	}
+}
+
+// statusMap is a fwk.NodeToStatusReader over a map (nodes absent: nil).
+type statusMap map[string]*fwk.Status
+
+func (m statusMap) Get(n string) *fwk.Status { return m[n] }
+func (m statusMap) NodesForStatusCode(fwk.NodeInfoLister, fwk.Code) ([]fwk.NodeInfo, error) {
+	return nil, nil
+}
+
+// TestPostFilterOffersOnlyNodesHamiGoRefused (case C65): a 6000 MiB pod finds both nodes' GPUs taken, so
+// PreFilter's weighing fails both for GPUs; NodeAffinity refused node-a before HamiGo's Filter
+// ran there, so PostFilter offers the pod for the extender's own preemption on node-b alone
+// (evicting on node-a would free GPUs the pod may not use). With node-b refused by another
+// plugin as well, nothing is offered; once the pod is Reserved somewhere, its offer is dropped.
+func TestPostFilterOffersOnlyNodesHamiGoRefused(t *testing.T) {
+	e := newEnv(t, runtimeArgs(`{"preemption":"none"}`), []string{"node-a", "node-b"}, map[string]int64{"node-a": 8192, "node-b": 8192})
+	for _, n := range []string{"node-a", "node-b"} {
+		p := podtest.Pending("default", "holder-"+n, podtest.GPU("c", 1, "6000", 0))
+		st, _ := e.preFilter(p)
+		if s := e.p.Reserve(context.Background(), st, p, n); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+	}
+	pod := podtest.Pending("default", "big", podtest.GPU("c", 1, "6000", 0))
+	k := device.RefOf(pod)
+	refused := func(plugin string) *fwk.Status {
+		return fwk.NewStatus(fwk.Unschedulable, "refused by "+plugin).WithPlugin(plugin)
+	}
+	for _, tc := range []struct {
+		name     string
+		statuses statusMap
+		want     []string
+	}{
+		{"node-a refused by NodeAffinity", statusMap{"node-a": refused("NodeAffinity"), "node-b": refused(Name)}, []string{"node-b"}},
+		{"both refused by HamiGo", statusMap{"node-a": refused(Name), "node-b": refused(Name)}, []string{"node-a", "node-b"}},
+		{"both refused by others", statusMap{"node-a": refused("NodeAffinity"), "node-b": refused("TaintToleration")}, nil},
+	} {
+		st, s := e.preFilter(pod)
+		if !s.IsSuccess() || len(readFilter(st).failed) != 2 {
+			t.Fatalf("%s: PreFilter %v, failed %v; want both nodes failed for GPUs", tc.name, s, readFilter(st).failed)
+		}
+		if _, s := e.p.PostFilter(context.Background(), st, pod, tc.statuses); s.Code() != fwk.Unschedulable {
+			t.Fatalf("%s: PostFilter %v", tc.name, s)
+		}
+		got := e.p.cache.TakePreemptionOffers()[k]
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: offered on %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	st, _ := e.preFilter(pod)
+	e.p.PostFilter(context.Background(), st, pod, statusMap{"node-a": refused(Name), "node-b": refused(Name)})
+	e.p.Unreserve(context.Background(), st, podtest.Pending("default", "holder-node-b", podtest.GPU("c", 1, "6000", 0)), "node-b")
+	st, _ = e.preFilter(pod)
+	if s := e.p.Reserve(context.Background(), st, pod, "node-b"); !s.IsSuccess() {
+		t.Fatalf("Reserve once node-b's GPU is free: %v", s)
+	}
+	if offers := e.p.cache.TakePreemptionOffers(); len(offers) != 0 {
+		t.Errorf("offers after the pod was reserved: %v, want none", offers)
 	}
 }

@@ -21,6 +21,9 @@ type filterState struct {
 	fits         map[string]struct{}
 	failed       map[string]string
 	unresolvable map[string]string
+	// released: a node was refused because its device plugin released its Lease
+	// (extender.Scheduler.Weigh).
+	released bool
 }
 
 // Clone returns s itself: it is never modified after PreFilter.

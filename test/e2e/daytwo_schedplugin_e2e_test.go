@@ -38,7 +38,9 @@ const schedPluginBurst = 20
 // a FailedScheduling event giving hami-go's reason, and one asking more GPUs than the node
 // advertises with NodeResourcesFit's (checkPluginFitRefusal); kube-scheduler's /metrics serves
 // the plugin's GPU bookings to a token allowed to read it, and refuses one that is not
-// (checkPluginMetrics). The release is put back (placement
+// (checkPluginMetrics); on a fragmented node the own preemption evicts nothing for a pod whose
+// nodeSelector no node matches and one pod for a pod that may run there (checkPluginPreemption).
+// The release is put back (placement
 // extender) at the end and the extender's pods waited for.
 func TestDayTwoSchedulerPlugin(t *testing.T) {
 	c := NewCluster(t)
@@ -78,6 +80,7 @@ func TestDayTwoSchedulerPlugin(t *testing.T) {
 	c.checkPluginMetrics(t, ns, len(pods), 1000)
 	c.checkPluginRefusal(t, ns, maxGPUMiB(inv)+1000)
 	c.checkPluginFitRefusal(t, ns)
+	c.checkPluginPreemption(t, ns)
 }
 
 // checkPluginFitRefusal: a pod asking one more GPU count (nvidia.com/gpu) than the node
