@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -20,6 +21,10 @@ type SchedPerf struct {
 	// "scheduler_framework_extension_point_duration_seconds/Filter", ... (metric, then the values
 	// of its other labels sorted by label name, joined by "/").
 	Items map[string]map[string]SchedPerfItem
+	// Runs are the data items of each run (one data-items file each, oldest first; run.sh runs
+	// the workloads HAMI_GO_SCHEDPERF_RUNS times), keyed as Items; Items holds, per bucket, the
+	// median over the runs that have the item.
+	Runs []map[string]map[string]SchedPerfItem
 	// Extender maps "<test case>/<workload>" to the extender's own figures.
 	Extender map[string]ExtenderFigures
 }
@@ -76,29 +81,14 @@ func ReadSchedPerf(dir string) (*SchedPerf, error) {
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "BenchmarkPerfScheduling_*.json"))
 	sort.Strings(files)
-	if len(files) > 0 {
-		var doc struct {
-			DataItems []SchedPerfItem `json:"dataItems"`
-		}
-		last := files[len(files)-1]
-		b, err := os.ReadFile(last)
+	for _, f := range files {
+		run, err := readDataItems(f)
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", last, err)
-		}
-		for _, it := range doc.DataItems {
-			w, key := itemKeys(it.Labels)
-			if w == "" || key == "" {
-				continue
-			}
-			if sp.Items[w] == nil {
-				sp.Items[w] = map[string]SchedPerfItem{}
-			}
-			sp.Items[w][key] = it
-		}
+		sp.Runs = append(sp.Runs, run)
 	}
+	sp.Items = medianItems(sp.Runs)
 	ext, _ := filepath.Glob(filepath.Join(dir, "hami-go-extender_*.json"))
 	for _, f := range ext {
 		b, err := os.ReadFile(f)
@@ -112,6 +102,86 @@ func ReadSchedPerf(dir string) (*SchedPerf, error) {
 		sp.Extender[e.Name] = e
 	}
 	return sp, nil
+}
+
+// readDataItems reads one scheduler_perf data-items file, keyed as SchedPerf.Items.
+func readDataItems(file string) (map[string]map[string]SchedPerfItem, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		DataItems []SchedPerfItem `json:"dataItems"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	out := map[string]map[string]SchedPerfItem{}
+	for _, it := range doc.DataItems {
+		w, key := itemKeys(it.Labels)
+		if w == "" || key == "" {
+			continue
+		}
+		if out[w] == nil {
+			out[w] = map[string]SchedPerfItem{}
+		}
+		out[w][key] = it
+	}
+	return out, nil
+}
+
+// medianItems is, per workload, key and bucket, the median over the runs that have it (the
+// first run's unit and labels).
+func medianItems(runs []map[string]map[string]SchedPerfItem) map[string]map[string]SchedPerfItem {
+	out := map[string]map[string]SchedPerfItem{}
+	for _, run := range runs {
+		for w, items := range run {
+			for key, it := range items {
+				if out[w] == nil {
+					out[w] = map[string]SchedPerfItem{}
+				}
+				if _, done := out[w][key]; done {
+					continue
+				}
+				m := SchedPerfItem{Data: map[string]float64{}, Unit: it.Unit, Labels: it.Labels}
+				for bucket := range it.Data {
+					var vs []float64
+					for _, r := range runs {
+						if v, ok := r[w][key].Data[bucket]; ok {
+							vs = append(vs, v)
+						}
+					}
+					m.Data[bucket] = median(vs)
+				}
+				out[w][key] = m
+			}
+		}
+	}
+	return out
+}
+
+// median of vs (not empty); the mean of the middle two for an even count.
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// runRatios are, for each run that measured both, w's bucket of key over base's: the paired
+// ratios of one run's workloads, which share the machine's state of that moment.
+func (sp *SchedPerf) runRatios(w, base, key, bucket string) []float64 {
+	var out []float64
+	for _, r := range sp.Runs {
+		v, okV := r[w][key].Data[bucket]
+		b, okB := r[base][key].Data[bucket]
+		if okV && okB && b > 0 {
+			out = append(out, v/b)
+		}
+	}
+	return out
 }
 
 // itemKeys returns the workload ("<test case>/<workload>" from the Name label, which
@@ -177,14 +247,18 @@ func (sp *SchedPerf) value(w, key, bucket string) (float64, bool) {
 	return v, ok
 }
 
-func ratioCell(v, base float64, okV, okBase bool) string {
-	if !okV {
+// ratioCell is "v (ratio)": v the median over the runs, the ratio the median of the runs' paired
+// ratios (ratios), with their range after it when there are several ("v (r, lo–hi)").
+func ratioCell(v float64, okV bool, ratios []float64) string {
+	switch {
+	case !okV:
 		return "—"
-	}
-	if !okBase || base == 0 {
+	case len(ratios) == 0:
 		return fmt.Sprintf("%.1f", v)
+	case len(ratios) == 1:
+		return fmt.Sprintf("%.1f (%.2f)", v, ratios[0])
 	}
-	return fmt.Sprintf("%.1f (%.2f)", v, v/base)
+	return fmt.Sprintf("%.1f (%.2f, %.2f–%.2f)", v, median(ratios), slices.Min(ratios), slices.Max(ratios))
 }
 
 func msCell(sp *SchedPerf, w, key, bucket string) string {
@@ -219,11 +293,12 @@ func schedPerfSection(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		"workload 2 is identical replicas without it, as in section 2.\n\n")
 
 	base := sp.workloadOf("DevicePluginWholeGPU")
-	fmt.Fprintf(w, "Each workload runs once, beside whatever else the shared machine runs, so single figures are noisy (on 2026-12-01 two runs of "+
-		"workload 1 at 500 nodes, 15 minutes apart, placed 61 and 133 pods/s; the extender's ratio was 0.96 and 0.80): read ratios within one run, and repeat "+
-		"(make bench-schedperf) before concluding.\n\n")
+	fmt.Fprintf(w, "Each workload lasts seconds, beside whatever else the shared machine runs, so one run's figures are noisy (on 2026-12-01 two runs of "+
+		"workload 1 at 500 nodes, 15 minutes apart, placed 61 and 133 pods/s; the extender's ratio was 0.96 and 0.80). This report's runs: %d "+
+		"(HAMI_GO_SCHEDPERF_RUNS, every workload once per run, in the order below); each figure is the median over the runs, each ratio "+
+		"the median of the runs' own ratios (a workload against workload 1 of the same run), with their range when there are several.\n\n", len(sp.Runs))
 	fmt.Fprintf(w, "SchedulingThroughput (pods/s; scheduler_perf samples the scheduled count every second: average, and the 50th/99th percentile of those samples). "+
-		"In brackets: the ratio to workload 1 measured in this run.\n\n")
+		"In brackets: the ratio to workload 1.\n\n")
 	fmt.Fprintf(w, "| # | workload | measured | average | p50 | p99 |\n|---|---|---|---:|---:|---:|\n")
 	for _, c := range schedPerfCases {
 		wl := sp.workloadOf(c.name)
@@ -234,8 +309,7 @@ func schedPerfSection(w *bytes.Buffer, sp *SchedPerf, e2e *E2E) {
 		cells := make([]string, 0, 3)
 		for _, b := range []string{"Average", "Perc50", "Perc99"} {
 			v, ok := sp.value(wl, "SchedulingThroughput", b)
-			bv, bok := sp.value(base, "SchedulingThroughput", b)
-			cells = append(cells, ratioCell(v, bv, ok, bok))
+			cells = append(cells, ratioCell(v, ok, sp.runRatios(wl, base, "SchedulingThroughput", b)))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.number, c.what, strings.TrimPrefix(wl, c.name+"/"), strings.Join(cells, " | "))
 	}
@@ -395,11 +469,11 @@ func otherScalesSection(w *bytes.Buffer, others []*SchedPerf) {
 	fmt.Fprintf(w, "%s\n%s\n", head, rule)
 	for _, sp := range others {
 		base := sp.workloadOf("DevicePluginWholeGPU")
-		bv, bok := sp.value(base, "SchedulingThroughput", "Average")
 		cells := make([]string, 0, len(schedPerfCases))
 		for _, c := range schedPerfCases {
-			v, ok := sp.value(sp.workloadOf(c.name), "SchedulingThroughput", "Average")
-			cells = append(cells, ratioCell(v, bv, ok, bok))
+			wl := sp.workloadOf(c.name)
+			v, ok := sp.value(wl, "SchedulingThroughput", "Average")
+			cells = append(cells, ratioCell(v, ok, sp.runRatios(wl, base, "SchedulingThroughput", "Average")))
 		}
 		t := sp.Times
 		fmt.Fprintf(w, "| %s | %s, commit `%s`, built in %d s, ran in %d s | %s |\n", t.Scale, t.Started, t.Commit, t.BuildSeconds, t.RunSeconds, strings.Join(cells, " | "))

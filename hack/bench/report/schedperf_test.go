@@ -164,3 +164,43 @@ func TestOtherScales(t *testing.T) {
 		t.Errorf("other scales:\n%s\nwant the row %q", b.String(), want)
 	}
 }
+
+// TestSchedPerfRepeatedRuns: with several data-items files (HAMI_GO_SCHEDPERF_RUNS), each figure
+// is the median over the runs and each ratio the median of the runs' own paired ratios, with
+// their range: runs of (workload 1, workload 2) = (200, 100), (100, 80), (150, 120) give
+// workload 2 a median of 100 pods/s and ratios 0.50, 0.80, 0.80, so 0.80 (not 100/150 = 0.67).
+func TestSchedPerfRepeatedRuns(t *testing.T) {
+	dir := t.TempDir()
+	writeSchedPerf(t, dir)
+	for i, r := range [][2]float64{{100, 80}, {150, 120}} {
+		items := []string{
+			item("DevicePluginWholeGPU", "SchedulingThroughput", "", r[0], r[0], r[0]),
+			item("HamiExtenderSlice", "SchedulingThroughput", "", r[1], r[1], r[1]),
+		}
+		name := fmt.Sprintf("BenchmarkPerfScheduling_benchmark_hami-go_2026-12-01T08:3%d:00Z.json", i+5)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"version": "v1", "dataItems": [`+strings.Join(items, ",")+`]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := ReadSchedPerf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sp.Runs) != 3 {
+		t.Fatalf("%d runs read, want 3", len(sp.Runs))
+	}
+	var w bytes.Buffer
+	schedPerfSection(&w, sp, nil)
+	md := w.String()
+	for _, want := range []string{
+		"This report's runs: 3",
+		"| 1 | kube-scheduler alone, device-plugin whole GPUs (nvidia.com/gpu: 1) | 500Nodes_1000Pods | 150.0 (1.00, 1.00–1.00) |",
+		"| 2 | hami-go extender, one slice of 4000 MiB / 10% cores | 500Nodes_1000Pods | 100.0 (0.80, 0.50–0.80) |",
+		// Items only the first run has keep that run's value.
+		"takes 5.00 ms per pod on average in extender mode against 2.00 ms in workload 1",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q:\n%s", want, md)
+		}
+	}
+}
