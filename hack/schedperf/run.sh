@@ -2,7 +2,7 @@
 # make bench-schedperf (and a step of make bench): hami-go on kube-scheduler's scheduler_perf
 # (issue 16). Builds this module's test binary, runs BenchmarkPerfScheduling over
 # config/performance-config.yaml at one scale, HAMI_GO_SCHEDPERF_RUNS times (every workload
-# once per run, in the config's order: go test -test.count), and leaves in $OUT:
+# once per run, in the config's order), and leaves in $OUT:
 #   BenchmarkPerfScheduling_benchmark_hami-go_<time>.json  scheduler_perf's data items, one per run
 #   hami-go-extender_<test case>_<workload>.json           the extender's own request durations (last run)
 #   times.json                                              build and run seconds, scale, start
@@ -46,16 +46,23 @@ t0=$SECONDS
 build_s=$((SECONDS - t0))
 log "built in ${build_s}s; running test cases '$CASES' at $SCALE, $RUNS run(s) (log: $OUT/bench.log)"
 
-# Not while the build, or a previous step's cleanup, still takes the CPUs: the first test case
-# is every ratio's base.
-"$root/hack/bench/settle.sh"
 t0=$SECONDS
 status=0
-# -benchtime=1ns: each workload once per run (scheduler_perf's own advice); -count: the runs.
-# Config paths are relative to $here.
-(cd "$here" && "$OUT/schedperf.test" -test.run '^$' -test.bench "^BenchmarkPerfScheduling\$/$CASES/$SCALE" \
-  -test.benchtime 1ns -test.count "$RUNS" -test.timeout 150m -perf-scheduling-label-filter "performance,$SCALE" \
-  -data-items-dir "$OUT") >"$OUT/bench.log" 2>&1 || status=$?
+# -benchtime=1ns: each workload once (scheduler_perf's own advice). One test-binary run per
+# run: go test's -count would repeat each workload back to back within one run and
+# scheduler_perf would write one data-items file for all of them. Config paths are relative to
+# $here.
+: >"$OUT/bench.log"
+for ((run = 1; run <= RUNS; run++)); do
+  log "run $run of $RUNS"
+  # Not while the build, a previous step's or run's cleanup still takes the CPUs: the first
+  # test case is every ratio's base.
+  "$root/hack/bench/settle.sh"
+  (cd "$here" && "$OUT/schedperf.test" -test.run '^$' -test.bench "^BenchmarkPerfScheduling\$/$CASES/$SCALE" \
+    -test.benchtime 1ns -test.timeout 150m -perf-scheduling-label-filter "performance,$SCALE" \
+    -data-items-dir "$OUT") >>"$OUT/bench.log" 2>&1 || { status=$?; break; }
+  sleep 1 # data-items files are named to the second
+done
 run_s=$((SECONDS - t0))
 grep -E '^(Benchmark|--- FAIL|FAIL|PASS|ok)' "$OUT/bench.log" | cut -c1-200 >&2 || true
 printf '{"started": "%s", "scale": "%s", "runs": %d, "buildSeconds": %d, "runSeconds": %d, "exit": %d, "commit": "%s", "cpus": %d}\n' \

@@ -26,7 +26,7 @@ import (
 
 // Components returns the names of the components in the reference's "Exposed by" column.
 func Components() []string {
-	return []string{"device-plugin", "dra-driver", "scheduler-extender", "webhook"}
+	return []string{"device-plugin", "dra-driver", "scheduler-extender", "kube-scheduler-hami-go", "webhook"}
 }
 
 // referenceHeading starts the metric reference's section in docs/components.md.

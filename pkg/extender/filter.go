@@ -55,17 +55,28 @@ func (s *Scheduler) Filter(p *corev1.Pod, names []string) extenderv1.ExtenderFil
 // preempt), for a caller that weighs every node before the other filters had their say: the
 // HamiGo framework plugin (pkg/schedplugin) weighs at PreFilter and notes the outcome once every
 // Filter ran (NoteUnschedulable at PostFilter, NoteScheduled at Reserve). released reports a
-// node refused because its device plugin released its Lease.
-func (s *Scheduler) Weigh(p *corev1.Pod, names []string) (res extenderv1.ExtenderFilterResult, released bool) {
+// node refused because its device plugin released its Lease; at is when the nodes were weighed
+// (the cache's clock), for NoteUnschedulable.
+func (s *Scheduler) Weigh(p *corev1.Pod, names []string) (res extenderv1.ExtenderFilterResult, released bool, at time.Time) {
 	res, note := s.weigh(p, names)
-	return res, note != nil && note.released
+	if note == nil {
+		return res, false, s.c.clock.Now()
+	}
+	return res, note.released, note.at
 }
 
 // NoteUnschedulable notes that pod p fits no node after every filter: failed are the nodes that
 // passed every other filter and refused it for the GPUs in use (there it may preempt), released
-// as Weigh reported. With neither, any refusal or offer of p is dropped (as Filter's note).
-func (s *Scheduler) NoteUnschedulable(p *corev1.Pod, failed extenderv1.FailedNodesMap, released bool) {
-	s.c.noteFiltered(p, device.RefOf(p), false, failed, released, s.c.clock.Now())
+// as Weigh reported. With neither, any refusal or offer of p is dropped (as Filter's note). at
+// is when the verdicts were made (Weigh's): GPUs released after it requeue the pod (requeue.go),
+// since its verdicts did not see them; a zero at is now, for a caller that has just dropped the
+// pod's own reservation, a release that changes nothing for the pod itself (its verdicts counted
+// that booking as its own) and must not requeue it every cycle.
+func (s *Scheduler) NoteUnschedulable(p *corev1.Pod, failed extenderv1.FailedNodesMap, released bool, at time.Time) {
+	if at.IsZero() {
+		at = s.c.clock.Now()
+	}
+	s.c.noteFiltered(p, device.RefOf(p), false, failed, released, at)
 }
 
 // NoteScheduled notes that pod p got a node: any refusal or preemption offer of it is dropped.
@@ -152,7 +163,8 @@ func (c *Cache) noteFiltered(p *corev1.Pod, k device.PodRef, fits bool, failed e
 		// GPUs in use somewhere, or a device plugin restarting: a release, or its Lease held
 		// again, may make it fit.
 		c.refusals.refused(k, now)
-		if len(failed) > 0 && mayPreempt(p) {
+		// Only the own preemption's loop takes offers: with verb or none they would stay behind.
+		if len(failed) > 0 && mayPreempt(p) && c.cfg.Preemption == PreemptionOwn {
 			c.offers.offer(k, slices.Collect(maps.Keys(failed)), now) // ownpreempt_offers.go
 		}
 	} else {

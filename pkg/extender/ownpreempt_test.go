@@ -328,3 +328,24 @@ func TestOwnPreemptionPodBoundBeforeItsNomination(t *testing.T) {
 		t.Error("the hold stays after the nomination was refused")
 	}
 }
+
+// Filter offers a pod refused for GPUs to the own preemption only with preemption own: with verb
+// or none no loop takes offers, and those of pods deleted while pending would stay for good.
+func TestOffersOnlyWithOwnPreemption(t *testing.T) {
+	inv := testInventory("node-1", 1, 24576, 10)
+	for mode, want := range map[PreemptionMode]int{PreemptionOwn: 1, PreemptionVerb: 0, PreemptionNone: 0} {
+		cfg := DefaultConfig()
+		cfg.Preemption = mode
+		c := NewCache(cfg, clocktesting.NewFakeClock(t0))
+		c.OnNode(testNode(t, inv))
+		c.OnLease(testLease("node-1", t0))
+		c.OnPod(prioritized(boundPod(t, "v", "low", "node-1", inv.GPUs[0].UUID, 20000, true), 0))
+		pre := prioritized(podtest.Pending("p", "pre", podtest.GPU("main", 1, "20000", 0)), 100)
+		if res := NewScheduler(c).Filter(pre, []string{"node-1"}); len(*res.NodeNames) != 0 || res.FailedNodes["node-1"] == "" {
+			t.Fatalf("%s: %+v; want refused (resolvable) on node-1", mode, res)
+		}
+		if got := c.TakePreemptionOffers(); len(got) != want {
+			t.Errorf("preemption %s: offers %v, want %d", mode, got, want)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,19 +21,25 @@ import (
 // bad series. Collect keeps case C35's rule there, as Handler does for hami-go's own endpoints:
 // a series collected twice in one scrape (same family, same label values; the first is kept) or
 // one that fails to encode is left out and logged, and the drop is counted in
-// promhttp_metric_handler_errors_total{cause="gathering"} (a counter Collectors serves itself).
-// Describe sends the descriptors of every collector registered, so registering Collectors on a
-// registry that already holds the same series fails there (prometheus.AlreadyRegisteredError)
-// instead of serving them twice. Safe for concurrent use.
+// promhttp_metric_handler_errors_total{cause="gathering"} (a counter Collectors serves itself,
+// so no two Collectors can be registered on one registry: the second is refused there instead
+// of serving every series twice).
+//
+// Registration checks are client_golang's own (a prometheus.Registry inside keeps the
+// descriptors): a collector whose descriptors clash with one registered is refused with its
+// error. Register every collector before Collectors itself is registered elsewhere: the outer
+// registry learns the descriptors then, and a series of one added later would fail its scrape.
+// Safe for concurrent use.
 type Collectors struct {
 	mu      sync.Mutex
+	reg     *prometheus.Registry // the registration checks and their errors
 	cs      []prometheus.Collector
 	dropped prometheus.Counter
 }
 
 // NewCollectors returns an empty Collectors.
 func NewCollectors() *Collectors {
-	return &Collectors{dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &Collectors{reg: prometheus.NewRegistry(), dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "promhttp_metric_handler_errors_total",
 		Help: "Total number of internal errors encountered by the promhttp metric handler.",
 	}, []string{"cause"}).WithLabelValues("gathering")}
@@ -42,19 +50,13 @@ var _ interface {
 	prometheus.Collector
 } = (*Collectors)(nil)
 
-// Register adds c; it fails (prometheus.AlreadyRegisteredError) when c describes a descriptor
-// equal to one already registered.
+// Register adds c, or returns prometheus.Registry's error for it (prometheus.AlreadyRegisteredError
+// naming the collector registered before, or the clash of descriptors).
 func (r *Collectors) Register(c prometheus.Collector) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	have := map[string]bool{}
-	for _, d := range describe(r.cs...) {
-		have[d.String()] = true
-	}
-	for _, d := range describe(c) {
-		if have[d.String()] {
-			return prometheus.AlreadyRegisteredError{ExistingCollector: c, NewCollector: c}
-		}
+	if err := r.reg.Register(c); err != nil {
+		return err
 	}
 	r.cs = append(r.cs, c)
 	return nil
@@ -69,17 +71,17 @@ func (r *Collectors) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-// Unregister removes c; false when c was not registered.
+// Unregister removes the collector that describes what c describes (as prometheus.Registry
+// matches it); false when there is none.
 func (r *Collectors) Unregister(c prometheus.Collector) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, have := range r.cs {
-		if have == c {
-			r.cs = append(r.cs[:i], r.cs[i+1:]...)
-			return true
-		}
+	if !r.reg.Unregister(c) {
+		return false
 	}
-	return false
+	want := descKey(c)
+	r.cs = slices.DeleteFunc(r.cs, func(have prometheus.Collector) bool { return descKey(have) == want })
+	return true
 }
 
 // Describe sends the descriptors of the registered collectors and of the drop counter.
@@ -92,12 +94,17 @@ func (r *Collectors) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// collectBuffer is the channel between the registered collectors and the check of their series,
+// so that a collector holding a lock while it sends (the extender's, its cache's) is not held up
+// by the check.
+const collectBuffer = 1024
+
 // Collect sends the registered collectors' series, each once, and the drop counter.
 func (r *Collectors) Collect(ch chan<- prometheus.Metric) {
 	r.mu.Lock()
 	cs := append([]prometheus.Collector(nil), r.cs...)
 	r.mu.Unlock()
-	in := make(chan prometheus.Metric)
+	in := make(chan prometheus.Metric, collectBuffer)
 	go func() {
 		for _, c := range cs {
 			c.Collect(in)
@@ -105,9 +112,10 @@ func (r *Collectors) Collect(ch chan<- prometheus.Metric) {
 		close(in)
 	}()
 	seen := map[string]bool{}
+	descs := map[*prometheus.Desc]string{}
 	var errs []error
 	for m := range in {
-		key, err := seriesKey(m)
+		key, err := seriesKey(m, descs)
 		if err == nil && seen[key] {
 			err = fmt.Errorf("series %s collected twice", key)
 		}
@@ -125,19 +133,34 @@ func (r *Collectors) Collect(ch chan<- prometheus.Metric) {
 	r.dropped.Collect(ch)
 }
 
-// seriesKey is m's family descriptor and label pairs (sorted by name); an error when m does not
-// encode.
-func seriesKey(m prometheus.Metric) (string, error) {
+// seriesKey is m's family descriptor (its string kept in descs, one per descriptor) and label
+// pairs (sorted by name); an error when m does not encode.
+func seriesKey(m prometheus.Metric, descs map[*prometheus.Desc]string) (string, error) {
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {
 		return "", fmt.Errorf("series of %s: %w", m.Desc(), err)
 	}
+	desc, ok := descs[m.Desc()]
+	if !ok {
+		desc = m.Desc().String()
+		descs[m.Desc()] = desc
+	}
 	pairs := make([]string, 0, len(d.GetLabel()))
 	for _, l := range d.GetLabel() {
-		pairs = append(pairs, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		pairs = append(pairs, l.GetName()+"="+strconv.Quote(l.GetValue()))
 	}
 	sort.Strings(pairs)
-	return m.Desc().String() + "{" + strings.Join(pairs, ",") + "}", nil
+	return desc + "{" + strings.Join(pairs, ",") + "}", nil
+}
+
+// descKey is the descriptors c describes, sorted and joined: what identifies a collector.
+func descKey(c prometheus.Collector) string {
+	var ds []string
+	for _, d := range describe(c) {
+		ds = append(ds, d.String())
+	}
+	sort.Strings(ds)
+	return strings.Join(ds, "\n")
 }
 
 // describe returns the descriptors cs describe.

@@ -87,22 +87,43 @@ func TestC35CollectorsKeepKubeSchedulerScrape(t *testing.T) {
 	}
 }
 
-// Registering Collectors twice on one registry (HamiGo in two profiles of one kube-scheduler)
-// is refused there rather than serving every series twice; Unregister makes room again.
+// mapCollector is a collector value whose type is not comparable (a map field): Unregister must
+// not compare collectors with ==.
+type mapCollector struct {
+	d *prometheus.Desc
+	m map[string]float64
+}
+
+func (c mapCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c mapCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.d, prometheus.GaugeValue, c.m["v"])
+}
+
+// Collectors' registration is client_golang's: a second collector of one series is refused with
+// AlreadyRegisteredError naming the first; Unregister matches by descriptors (an uncomparable
+// collector value too). Two Collectors can never share a registry (both serve the drop counter:
+// HamiGo in two profiles of one kube-scheduler), even over different series; Unregister makes
+// room again.
 func TestCollectorsRegistration(t *testing.T) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hami_go_test_g", Help: "g"})
 	a, b := NewCollectors(), NewCollectors()
 	a.MustRegister(g)
-	if err := a.Register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "hami_go_test_g", Help: "g"})); !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
-		t.Fatalf("second gauge of one name: %v, want AlreadyRegisteredError", err)
+	var are prometheus.AlreadyRegisteredError
+	if err := a.Register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "hami_go_test_g", Help: "g"})); !errors.As(err, &are) || are.ExistingCollector != g {
+		t.Fatalf("second gauge of one name: %v, want AlreadyRegisteredError naming the first", err)
 	}
-	b.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "hami_go_test_g", Help: "g"}))
+	m := mapCollector{d: prometheus.NewDesc("hami_go_test_m", "m", nil, nil), m: map[string]float64{"v": 1}}
+	a.MustRegister(m)
+	if !a.Unregister(mapCollector{d: m.d}) || a.Unregister(m) {
+		t.Error("Unregister of an uncomparable collector: want true once, then false")
+	}
+	b.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "hami_go_test_other", Help: "other"}))
 	reg := kmetrics.NewKubeRegistry()
 	if err := reg.Registerer().Register(a); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.Registerer().Register(b); err == nil {
-		t.Fatal("a second Collectors of the same series registered; want it refused")
+		t.Fatal("a second Collectors registered beside the first; want it refused (the drop counter would be served twice)")
 	}
 	if !reg.Registerer().Unregister(a) {
 		t.Fatal("Unregister(a) = false")

@@ -2,6 +2,7 @@ package schedplugin
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -35,8 +36,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			names = append(names, nd.Name)
 		}
 	}
-	res, released := p.sched.Weigh(pod, names)
-	s := &filterState{req: req, failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes, released: released}
+	res, released, at := p.sched.Weigh(pod, names)
+	s := &filterState{req: req, failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes, released: released, weighedAt: at}
 	if res.NodeNames != nil {
 		s.fits = make(map[string]struct{}, len(*res.NodeNames))
 		for _, n := range *res.NodeNames {
@@ -86,15 +87,23 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 // Unschedulable: the framework stops at a node's first failing Filter and runs HamiGo's last
 // (kube-scheduler orders a plugin enabled at an extension point but not in multiPoint after the
 // multiPoint ones), so those nodes passed every other Filter, as the nodes kube-scheduler hands
-// the extender's filter verb did. A node another plugin refused is never offered for
-// preemption. Informational: it always answers Unschedulable without a result, so the next
+// the extender's filter verb did (this holds while HamiGo is not in multiPoint and no plugin is
+// listed after it at filter, as in the chart's profile). A node another plugin refused is never
+// offered for preemption. The refusal is dated at PreFilter's weighing, so GPUs released during
+// the Filters requeue the pod; when PostFilter dropped the pod's own reservation, a release
+// that changes nothing for the pod, at the note. Pods of a pod group, whose cycles skip
+// PostFilter (gated in 1.37), are never noted: kube-scheduler's own events requeue them.
+// Informational: it always answers Unschedulable without a result, so the next
 // PostFilter plugin (DefaultPreemption) has its turn.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s := readFilter(state)
 	if s == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	at := s.weighedAt
 	if p.cache.Unreserve(device.RefOf(pod), "") {
+		// A release, but of the pod's own booking: the refusal is noted after it (zero at).
+		at = time.Time{}
 		klog.FromContext(ctx).V(4).Info("hami-go dropped the reservation of a pod no node takes", "pod", klog.KObj(pod))
 	}
 	var ours extenderv1.FailedNodesMap
@@ -106,7 +115,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 			ours[n] = why
 		}
 	}
-	p.sched.NoteUnschedulable(pod, ours, s.released)
+	p.sched.NoteUnschedulable(pod, ours, s.released, at)
 	klog.FromContext(ctx).V(5).Info("hami-go noted a pod no node takes", "pod", klog.KObj(pod), "gpuRefused", len(ours), "weighedRefused", len(s.failed))
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

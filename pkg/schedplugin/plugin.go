@@ -126,8 +126,8 @@ func (p *Plugin) Metrics() *hmetrics.Collectors { return p.metrics }
 // closes its plugins (io.Closer) when its Run ends, so that a scheduler started next in the
 // same process (scheduler_perf's workloads) serves its own. Always nil.
 func (p *Plugin) Close() error {
-	if p.served != nil {
-		p.served.Unregister(p.metrics)
+	if p.served != nil && !p.served.Unregister(p.metrics) {
+		klog.Background().Info("hami-go plugin's metrics were not registered at Close", "plugin", Name)
 	}
 	return nil
 }

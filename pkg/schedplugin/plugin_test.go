@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -298,7 +299,9 @@ func (m statusMap) NodesForStatusCode(fwk.NodeInfoLister, fwk.Code) ([]fwk.NodeI
 // (evicting on node-a would free GPUs the pod may not use). With node-b refused by another
 // plugin as well, nothing is offered; once the pod is Reserved somewhere, its offer is dropped.
 func TestPostFilterOffersOnlyNodesHamiGoRefused(t *testing.T) {
-	e := newEnv(t, runtimeArgs(`{"preemption":"none"}`), []string{"node-a", "node-b"}, map[string]int64{"node-a": 8192, "node-b": 8192})
+	// preemption own (the default): the extender's loop takes an offer only a second after it
+	// is made (preemptSettle), and each case below takes it at once.
+	e := newEnv(t, nil, []string{"node-a", "node-b"}, map[string]int64{"node-a": 8192, "node-b": 8192})
 	for _, n := range []string{"node-a", "node-b"} {
 		p := podtest.Pending("default", "holder-"+n, podtest.GPU("c", 1, "6000", 0))
 		st, _ := e.preFilter(p)
@@ -342,5 +345,52 @@ func TestPostFilterOffersOnlyNodesHamiGoRefused(t *testing.T) {
 	}
 	if offers := e.p.cache.TakePreemptionOffers(); len(offers) != 0 {
 		t.Errorf("offers after the pod was reserved: %v, want none", offers)
+	}
+}
+
+// requeued reports whether the extender set its requeue annotation on pod default/name.
+func (e *env) requeued(name string) bool {
+	p, err := e.client.CoreV1().Pods("default").Get(context.Background(), name, getOpts)
+	return err == nil && p.Annotations[device.AnnoRequeue] != ""
+}
+
+// TestPostFilterRefusalDatedAtTheWeighing: the refusal PostFilter notes is dated at PreFilter's
+// weighing, so GPUs released while the Filters ran requeue the pod (the extender's requeue
+// annotation, requeue.go: its verdicts did not see them); when the only release is PostFilter
+// dropping the pod's own reservation, the pod is not requeued (else it would be every cycle).
+func TestPostFilterRefusalDatedAtTheWeighing(t *testing.T) {
+	e := newEnv(t, runtimeArgs(`{"preemption":"none"}`), []string{"node-a", "node-b"}, map[string]int64{"node-a": 8192, "node-b": 8192})
+	holders := map[string]*corev1.Pod{}
+	for _, n := range []string{"node-a", "node-b"} {
+		holders[n] = podtest.Pending("default", "holder-"+n, podtest.GPU("c", 1, "6000", 0))
+		st, _ := e.preFilter(holders[n])
+		if s := e.p.Reserve(context.Background(), st, holders[n], n); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+	}
+	gpuRefused := fwk.NewStatus(fwk.Unschedulable, "GPUs in use").WithPlugin(Name)
+	pod := podtest.Pending("default", "big", podtest.GPU("c", 1, "6000", 0))
+	e.create(pod)
+	st, _ := e.preFilter(pod)                                            // refused on both nodes
+	e.p.Unreserve(context.Background(), st, holders["node-a"], "node-a") // freed while the Filters run
+	e.p.PostFilter(context.Background(), st, pod, statusMap{"node-a": gpuRefused, "node-b": gpuRefused})
+	e.eventually("the pod refused before the release requeued", func() bool { return e.requeued("big") })
+
+	// 3000 MiB fits node-a (now free; the weighing reserves it there) but not node-b (2192 MiB
+	// free). Another plugin refused node-a, so PostFilter drops that reservation and notes the
+	// pod refused for GPUs on node-b.
+	self := podtest.Pending("default", "self", podtest.GPU("c", 1, "3000", 0))
+	e.create(self)
+	st, _ = e.preFilter(self)
+	if e.gpuMiB("node-a") != 3000 || len(readFilter(st).failed) != 1 {
+		t.Fatalf("the weighing: %d MiB booked on node-a, failed %v; want its reservation there and node-b failed", e.gpuMiB("node-a"), readFilter(st).failed)
+	}
+	e.p.PostFilter(context.Background(), st, self, statusMap{"node-a": fwk.NewStatus(fwk.Unschedulable, "taint").WithPlugin("TaintToleration"), "node-b": gpuRefused})
+	if e.gpuMiB("node-a") != 0 {
+		t.Fatalf("after PostFilter: %d MiB booked on node-a", e.gpuMiB("node-a"))
+	}
+	time.Sleep(time.Second) // the requeue loop acts 250 ms after a release
+	if e.requeued("self") {
+		t.Error("a pod requeued by the drop of its own reservation (it would be every cycle)")
 	}
 }

@@ -1,6 +1,8 @@
 package schedplugin
 
 import (
+	"time"
+
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hami-go/hami-go/pkg/device"
@@ -24,6 +26,8 @@ type filterState struct {
 	// released: a node was refused because its device plugin released its Lease
 	// (extender.Scheduler.Weigh).
 	released bool
+	// weighedAt is when the extender weighed the nodes (its clock).
+	weighedAt time.Time
 }
 
 // Clone returns s itself: it is never modified after PreFilter.
