@@ -30,6 +30,8 @@ var alertVariants = []struct {
 	{"deviceplugin", []string{"prometheusRule.enabled=true"}},
 	// Mode dra: the DRA driver is the node agent, no extender runs.
 	{"dra", []string{"prometheusRule.enabled=true", "mode=dra"}},
+	// Placement plugin: kube-scheduler-hami-go instead of the extender sidecar.
+	{"plugin", []string{"prometheusRule.enabled=true", "scheduler.placement=plugin"}},
 }
 
 // promtool returns the promtool binary: $HAMI_GO_PROMTOOL, else the one hack/cluster/build-tools.sh
@@ -310,6 +312,18 @@ func TestPrometheusRuleValues(t *testing.T) {
 			return words(get("HamiGoNodeAgentDown"), get("HamiGoWebhookDown"), get("HamiGoExtenderDown"))
 		}, `up{job="gpu-device-plugin"} == 0 or absent(up{job="gpu-device-plugin"}) up{job="gpu-webhook"} == 0 or absent(up{job="gpu-webhook"}) up{job="gpu-scheduler"} == 0 or absent(up{job="gpu-scheduler"})`},
 		{[]string{"mode=dra"}, alertField("HamiGoNodeAgentDown", "expr"), `up{job="hami-go-dra-driver"} == 0 or absent(up{job="hami-go-dra-driver"})`},
+		// Placement plugin: kube-scheduler's attempts of the profile scheduler.name on the
+		// scheduler's job (the Service's name).
+		{[]string{"scheduler.placement=plugin", "prometheusRule.schedulerPluginErrors.window=30m", "prometheusRule.schedulerPluginErrors.threshold=5"}, alertField("HamiGoSchedulerPluginErrors", "expr"),
+			`sum by (job, profile) (increase(scheduler_schedule_attempts_total{job="hami-go-scheduler", profile="hami-go-scheduler", result="error"}[30m])) > 5`},
+		{[]string{"scheduler.placement=plugin", "scheduler.name=gpu-sched", "fullnameOverride=gpu"}, func(t testing.TB, r rendered) string {
+			return alertField("HamiGoSchedulerPluginDown", "expr")(t, r) + " " + alertField("HamiGoSchedulerPluginErrors", "expr")(t, r)
+		}, `up{job="gpu-scheduler"} == 0 or absent(up{job="gpu-scheduler"}) sum by (job, profile) (increase(scheduler_schedule_attempts_total{job="gpu-scheduler", profile="gpu-sched", result="error"}[10m])) > 0`},
+		{[]string{"scheduler.placement=plugin", "prometheusRule.schedulerPluginDown.for=42m"}, alertField("HamiGoSchedulerPluginDown", "for"), "42m"},
+		{[]string{"scheduler.placement=plugin", "prometheusRule.schedulerPluginErrors.for=42m"}, alertField("HamiGoSchedulerPluginErrors", "for"), "42m"},
+		{[]string{"scheduler.placement=plugin", "prometheusRule.alertLabels.team=gpu"}, func(t testing.TB, r rendered) string {
+			return alertField("HamiGoSchedulerPluginDown", "labels.team")(t, r) + " " + alertField("HamiGoSchedulerPluginErrors", "labels.team")(t, r)
+		}, "gpu gpu"},
 	}
 	for value, alert := range map[string]string{
 		"gpuUnhealthy": "HamiGoGPUUnhealthy", "nodeAgentDown": "HamiGoNodeAgentDown", "inventoryStale": "HamiGoNodeInventoryStale",

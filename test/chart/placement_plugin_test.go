@@ -240,7 +240,8 @@ func TestPlacementPluginImage(t *testing.T) {
 // code under the same ServiceAccount, which the allocation policy lets write
 // hami-go.io/allocation-*. The scheduler's Service and ServiceMonitor stay, on kube-scheduler's
 // secure port (checkPluginScrape), and so does HamiGoNodeInventoryStale, whose
-// hami_go_extender_gpu_sharers kube-scheduler's /metrics now serves.
+// hami_go_extender_gpu_sharers kube-scheduler's /metrics now serves; the extender's alerts give
+// way to kube-scheduler-hami-go's (HamiGoSchedulerPluginDown, HamiGoSchedulerPluginErrors).
 func TestPlacementPluginObjects(t *testing.T) {
 	set := []string{"serviceMonitor.enabled=true", "prometheusRule.enabled=true"}
 	ext, plug := renderChart(t, sets(t, set...)), renderChart(t, pluginSets(t, set...))
@@ -268,12 +269,16 @@ func TestPlacementPluginObjects(t *testing.T) {
 	}
 	checkPluginScrape(t, plug)
 	rules, extRules := alertRules(t, ruleGroups(t, pluginSets(t, set...))), alertRules(t, ruleGroups(t, sets(t, set...)))
-	for a, withPlugin := range map[string]bool{"HamiGoExtenderDown": false, "HamiGoExtenderErrors": false, "HamiGoNodeInventoryStale": true, "HamiGoNodeAgentDown": true} {
-		if _, ok := rules[a]; ok != withPlugin {
-			t.Errorf("alert %s rendered with the plugin: %v, want %v", a, ok, withPlugin)
+	for a, where := range map[string]string{
+		"HamiGoExtenderDown": "extender", "HamiGoExtenderErrors": "extender",
+		"HamiGoSchedulerPluginDown": "plugin", "HamiGoSchedulerPluginErrors": "plugin",
+		"HamiGoNodeInventoryStale": "both", "HamiGoNodeAgentDown": "both",
+	} {
+		if _, ok := rules[a]; ok != (where != "extender") {
+			t.Errorf("alert %s rendered with the plugin: %v, want it in placement %s", a, ok, where)
 		}
-		if _, ok := extRules[a]; !ok {
-			t.Errorf("alert %s missing with the extender", a)
+		if _, ok := extRules[a]; ok != (where != "plugin") {
+			t.Errorf("alert %s rendered with the extender: %v, want it in placement %s", a, ok, where)
 		}
 	}
 	if rules["HamiGoNodeInventoryStale"] != extRules["HamiGoNodeInventoryStale"] {
