@@ -25,8 +25,11 @@ type Args struct {
 	// binpack): the defaults a pod's hami.io/*-scheduler-policy annotations override.
 	NodePolicy string `json:"nodePolicy"`
 	GPUPolicy  string `json:"gpuPolicy"`
-	// Preemption is "own" (default: the extender's own preemption loop) or "none". The extender's
-	// "verb" needs its HTTP preempt verb and is refused here.
+	// Preemption is which preemption frees GPUs for the plugin's pods (--preemption): "own"
+	// (default: the extender's own preemption loop; kube-scheduler's DefaultPreemption never
+	// frees GPUs), "verb" (kube-scheduler's only: DefaultPreemption, whose dry run Filter follows
+	// through PreFilterExtensions, as the extender's verb mode takes kube-scheduler's through
+	// its /preempt verb; no own loop) or "none" (no preemption frees GPUs).
 	Preemption string `json:"preemption"`
 	// LeaseNamespace holds the device plugins' Leases hami-go-<node> (--lease-namespace; default
 	// kube-node-lease).
@@ -110,10 +113,10 @@ func (a Args) config() (extender.Config, error) {
 		*p.dst = pol
 	}
 	switch m := extender.PreemptionMode(a.Preemption); m {
-	case extender.PreemptionOwn, extender.PreemptionNone:
+	case extender.PreemptionOwn, extender.PreemptionVerb, extender.PreemptionNone:
 		cfg.Preemption = m
 	default:
-		return cfg, fmt.Errorf("preemption: %q is not own or none (the extender's verb mode needs its HTTP preempt verb)", a.Preemption)
+		return cfg, fmt.Errorf("preemption: %q is not own, verb or none", a.Preemption)
 	}
 	if a.SchedulerName == "" {
 		return cfg, fmt.Errorf("schedulerName is empty")

@@ -47,7 +47,13 @@ func TestConfigFromArgs(t *testing.T) {
 			}},
 		{name: "unknown field named", args: raw(`{"nodePolicyy":"spread"}`), wantErr: `unknown field "nodePolicyy"`},
 		{name: "bad policy named", args: raw(`{"gpuPolicy":"tight"}`), wantErr: `gpuPolicy: "tight" is not binpack or spread`},
-		{name: "verb preemption refused", args: raw(`{"preemption":"verb"}`), wantErr: `preemption: "verb" is not own or none`},
+		{name: "verb preemption: kube-scheduler's", args: raw(`{"preemption":"verb"}`),
+			check: func(t *testing.T, c extender.Config) {
+				if c.Preemption != extender.PreemptionVerb {
+					t.Fatalf("preemption %q, want verb", c.Preemption)
+				}
+			}},
+		{name: "unknown preemption named", args: raw(`{"preemption":"kube"}`), wantErr: `preemption: "kube" is not own, verb or none`},
 		{name: "stale duration", args: raw(`{"inventoryStaleAfter":"-1s"}`), wantErr: `inventoryStaleAfter: -1s is not positive`},
 		{name: "empty scheduler name", args: raw(`{"schedulerName":""}`), wantErr: "schedulerName is empty"},
 		{name: "bad resource", args: raw(`{"resources":{"count":""}}`), wantErr: "resources: "},

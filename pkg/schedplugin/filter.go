@@ -37,7 +37,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		}
 	}
 	res, released, at := p.sched.Weigh(pod, names)
-	s := &filterState{req: req, failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes, released: released, weighedAt: at}
+	s := &filterState{req: req, prio: podPriority(pod), failed: res.FailedNodes, unresolvable: res.FailedAndUnresolvableNodes, released: released, weighedAt: at}
 	if res.NodeNames != nil {
 		s.fits = make(map[string]struct{}, len(*res.NodeNames))
 		for _, n := range *res.NodeNames {
@@ -49,16 +49,15 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	return nil, nil
 }
 
-// PreFilterExtensions returns nil: the verdicts do not follow pods the framework adds or removes
-// in a dry run (kube-scheduler's preemption cannot free GPUs through this plugin).
-func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
 // Filter answers PreFilter's verdict for the node: Success where the pod fits, Unschedulable
 // with the extender's reason where its GPUs are in use, UnschedulableAndUnresolvable where the
-// node cannot take it even empty (no inventory, stale, too small). A node PreFilter did not see
-// (added since) is Unschedulable and weighed in the next cycle. The framework skips Filter for
-// pods PreFilter skipped; without PreFilter's state Filter answers Success.
-func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+// node cannot take it even empty (no inventory, stale, too small). Where AddPod or RemovePod
+// changed the node's pods in this CycleState (kube-scheduler's preemption dry run, nominated
+// pods), the pod is weighed again on the node with the change (filterChanged). A node
+// PreFilter did not see (added since) is Unschedulable and weighed in the next cycle. The
+// framework skips Filter for pods PreFilter skipped; without PreFilter's state Filter answers
+// Success.
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s := readFilter(state)
 	if s == nil {
 		return nil
@@ -67,11 +66,14 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 	if n == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
 	}
-	if _, ok := s.fits[n.Name]; ok {
-		return nil
-	}
 	if why, ok := s.unresolvable[n.Name]; ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	if ch := s.changes[n.Name]; !ch.Empty() {
+		return p.filterChanged(s, pod, n.Name, ch)
+	}
+	if _, ok := s.fits[n.Name]; ok {
+		return nil
 	}
 	if why, ok := s.failed[n.Name]; ok {
 		return fwk.NewStatus(fwk.Unschedulable, why)

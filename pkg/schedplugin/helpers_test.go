@@ -36,7 +36,7 @@ type fakeNodeInfo struct {
 
 func (n fakeNodeInfo) Node() *corev1.Node { return n.node }
 
-// cycleState is a CycleState of which the plugin reads only Read and Write.
+// cycleState is a CycleState of which the plugin reads only Read and Write (Clone for dry runs).
 type cycleState struct {
 	fwk.CycleState
 	mu sync.Mutex
@@ -52,6 +52,17 @@ func (s *cycleState) Read(k fwk.StateKey) (fwk.StateData, error) {
 		return d, nil
 	}
 	return nil, fwk.ErrNotFound
+}
+
+// Clone copies the state as the framework's CycleState.Clone does: each datum's own Clone.
+func (s *cycleState) Clone() fwk.CycleState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := newCycleState()
+	for k, d := range s.m {
+		c.m[k] = d.Clone()
+	}
+	return c
 }
 
 func (s *cycleState) Write(k fwk.StateKey, d fwk.StateData) {

@@ -39,6 +39,9 @@ type Plugin struct {
 	// (kube-scheduler's legacyregistry), nil when they are not served.
 	metrics *hmetrics.Collectors
 	served  prometheus.Registerer
+	// preemption is Args.Preemption: with PreemptionVerb Filter follows the framework's
+	// AddPod and RemovePod (PreFilterExtensions), so that kube-scheduler's preemption frees GPUs.
+	preemption extender.PreemptionMode
 }
 
 var (
@@ -96,7 +99,7 @@ func start(ctx context.Context, cfg extender.Config, client kubernetes.Interface
 	}()
 	klog.FromContext(ctx).Info("hami-go plugin started", "plugin", Name, "schedulerName", cfg.SchedulerName,
 		"nodePolicy", cfg.NodePolicy, "gpuPolicy", cfg.GPUPolicy, "preemption", cfg.Preemption)
-	return &Plugin{ext: e, sched: e.Scheduler(), cache: e.Cache(), metrics: cols, served: serve}, nil
+	return &Plugin{ext: e, sched: e.Scheduler(), cache: e.Cache(), metrics: cols, served: serve, preemption: cfg.Preemption}, nil
 }
 
 // newRecorder returns an Event recorder writing through client (component EventComponent),
