@@ -39,10 +39,13 @@
 //     and sets spec.nodeName in the same write. It answers Skip for pods that are not GPU pods
 //     of ours, so that DefaultBinder (configured after it) binds them.
 //
-// Not (yet) the same as the extender: GPU preemption is the extender's own loop only
-// (Args.Preemption "own", inside Extender.Run); kube-scheduler's DefaultPreemption cannot free
-// GPUs (this plugin has no PreFilterExtensions: its Filter keeps its verdicts when the dry run
-// removes victims), so the extender's "verb" mode has no meaning here and is refused. With
+// GPU preemption (Args.Preemption): "own" is the extender's own loop (inside Extender.Run), for
+// the nodes HamiGo refused (PostFilter's note); "verb" is kube-scheduler's DefaultPreemption, as
+// the extender's verb mode takes kube-scheduler's through its /preempt verb: PreFilterExtensions'
+// AddPod and RemovePod record the pods its dry run removes and adds back on a node, and Filter
+// weighs the pod again there (extender.Cache.FitWithChange), so that it chooses GPU victims
+// (case C66); "none" frees no GPUs. With own or none PreFilterExtensions is nil (Filter keeps
+// PreFilter's verdicts), so that DefaultPreemption and the own loop never both preempt. With
 // Args.LeaderElectionLease (the chart sets it to kube-scheduler's own Lease) the extender's
 // leader hand-over applies as with the sidecar (pkg/extender leader.go): PreFilter answers its
 // refusal while another holds the Lease and, after a takeover, for the bind API timeout, since a
