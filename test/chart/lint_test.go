@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"sigs.k8s.io/yaml"
 
 	hmetrics "github.com/hami-go/hami-go/pkg/metrics"
 )
@@ -85,9 +87,11 @@ func TestInvalidValuesFailWithTheirName(t *testing.T) {
 	}
 }
 
-// The dashboard is valid JSON whose queries use only metrics defined in pkg/ and the labels of
-// pkg/metrics (the DRA driver's claim too, plus each metric's own: verb, outcome, resource,
-// result, le, method, code).
+// The dashboard is valid JSON whose queries use only metrics defined in pkg/ or kube-scheduler's
+// scheduler_* series (placement plugin; their names, labels and values are checked against
+// kube-scheduler v1.37.2 by cmd/kube-scheduler-hami-go's TestChartKubeSchedulerSeries) and the
+// labels of pkg/metrics (the DRA driver's claim too, plus each metric's own: verb, outcome,
+// resource, result, le, method, code; kube-scheduler's profile and extension_point).
 func TestDashboard(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "hami-go.json"))
 	if err != nil {
@@ -108,8 +112,10 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
 	defined := definedMetrics(t)
-	allowed := append(slices.Clone(hmetrics.SliceLabels), hmetrics.LabelClaim, "verb", "outcome", "resource", "result", "le", "method", "code")
+	allowed := append(slices.Clone(hmetrics.SliceLabels), hmetrics.LabelClaim, "verb", "outcome", "resource", "result", "le", "method", "code",
+		"profile", "extension_point")
 	metricRE := regexp.MustCompile(`\bhami_go_[a-z0-9_]+`)
+	schedRE := regexp.MustCompile(`\bscheduler_[a-z0-9_]+`)
 	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
 	legendRE := regexp.MustCompile(`\{\{(\w+)\}\}`)
 	used := map[string]bool{}
@@ -122,8 +128,12 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, tg := range p.Targets {
 			names := metricRE.FindAllString(tg.Expr, -1)
-			if len(names) == 0 {
-				t.Errorf("panel %q: %q uses no hami_go_ metric", p.Title, tg.Expr)
+			sched := schedRE.FindAllString(tg.Expr, -1)
+			if len(names) == 0 && len(sched) == 0 {
+				t.Errorf("panel %q: %q uses no hami_go_ metric nor kube-scheduler's", p.Title, tg.Expr)
+			}
+			for _, n := range sched {
+				used[strings.TrimSuffix(n, "_bucket")] = true
 			}
 			for _, n := range names {
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
@@ -154,7 +164,9 @@ func TestDashboard(t *testing.T) {
 		"hami_go_gpu_memory_total_bytes", "hami_go_gpu_memory_allocated_bytes", "hami_go_gpu_memory_used_bytes",
 		"hami_go_gpu_cores_allocated_percent", "hami_go_gpu_sharers", "hami_go_gpu_healthy",
 		"hami_go_slice_memory_limit_bytes", "hami_go_slice_memory_used_bytes", "hami_go_slice_cores_limit_percent",
-		"hami_go_device_plugin_request_duration_seconds"} {
+		"hami_go_device_plugin_request_duration_seconds",
+		// The HamiGo plugin's work in kube-scheduler (placement plugin).
+		"scheduler_schedule_attempts_total", "scheduler_plugin_execution_duration_seconds"} {
 		if !used[n] {
 			t.Errorf("dashboard does not show %s", n)
 		}
@@ -164,6 +176,64 @@ func TestDashboard(t *testing.T) {
 	if got := field(t, cm, "data", "hami-go.json"); strings.TrimSpace(got.(string)) != strings.TrimSpace(string(b)) {
 		t.Error("dashboard ConfigMap differs from dashboards/hami-go.json")
 	}
+}
+
+// dashboardExprs returns the expressions of the dashboard's panels' targets, in order.
+func dashboardExprs(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "hami-go.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, tg.Expr)
+		}
+	}
+	return out
+}
+
+// Every query of the dashboard is PromQL that Prometheus parses: promtool check rules on one
+// recording rule per query, Grafana's variables substituted ($node, $namespace: ".*", as "All"
+// gives them; the interval built-ins: 1m).
+func TestDashboardQueriesParse(t *testing.T) {
+	bin := promtool(t)
+	vars := regexp.MustCompile(`\$\{?(\w+)\}?`)
+	builtins := map[string]string{"__rate_interval": "1m", "__interval": "1m", "__range": "5m"}
+	type rule struct {
+		Record string `json:"record"`
+		Expr   string `json:"expr"`
+	}
+	var rules []rule
+	for i, e := range dashboardExprs(t) {
+		e = vars.ReplaceAllStringFunc(e, func(v string) string {
+			if b, ok := builtins[vars.FindStringSubmatch(v)[1]]; ok {
+				return b
+			}
+			return ".*"
+		})
+		rules = append(rules, rule{Record: fmt.Sprintf("hami_go_dashboard:query%d", i), Expr: e})
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, bin, "check", "rules", f)
 }
 
 // definedMetrics scans the Go sources under pkg/ for metric names: Namespace+"_<rest>" and

@@ -108,7 +108,7 @@ var draDashboard = dashboardExpect{
 
 // draDashboardEmpty are the dashboard's expressions that have no series in mode dra, and why.
 var draDashboardEmpty = func() map[string]string {
-	const extender = "the scheduler extender's series: in mode dra stock kube-scheduler allocates the claims and no extender runs"
+	const extender = "the scheduler extender's and the HamiGo plugin's series: in mode dra stock kube-scheduler allocates the claims and neither runs"
 	const plugin = "the device plugin's container series (no claim label): mode dra runs the DRA driver, whose slices are claims (the claim targets)"
 	const calls = "the device plugin's gRPC calls: in mode dra the kubelet calls the DRA driver (NodePrepareResources), which has no such histogram"
 	m := map[string]string{
@@ -120,7 +120,8 @@ var draDashboardEmpty = func() map[string]string {
 		"Device plugin calls per second by status#0": calls,
 	}
 	for _, k := range []string{"GPU memory booked (MiB)#0", "GPU compute booked (%)#0", "Slices per GPU#0", "Booked GPU memory by node (MiB)#0",
-		"Slice memory (MiB)#0", "Slice compute (%)#0", "Extender calls per second#0", "Extender latency p99 (s)#0"} {
+		"Slice memory (MiB)#0", "Slice compute (%)#0", "Extender calls per second#0", "Extender latency p99 (s)#0",
+		"HamiGo scheduling attempts per second#0", "HamiGo plugin latency p50 and p99 (s)#0", "HamiGo plugin latency p50 and p99 (s)#1"} {
 		m[k] = extender
 	}
 	return m

@@ -160,13 +160,21 @@ type dashboardExpect struct {
 	empty  map[string]string
 }
 
-// devicePluginDashboard: mode deviceplugin fills every panel but the DRA driver's per-claim
-// targets.
+// devicePluginDashboard: mode deviceplugin with the extender (the local cluster's placement)
+// fills every panel but the DRA driver's per-claim targets and the HamiGo plugin's.
 var devicePluginDashboard = dashboardExpect{checks: dashboardChecks, empty: map[string]string{
-	"Slice memory: limit and used#2": "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
-	"Slice memory: limit and used#3": "the DRA driver's per-claim usage (claim label): the device plugin's series have none",
-	"Slice compute limit (%)#1":      "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+	"Slice memory: limit and used#2":          "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+	"Slice memory: limit and used#3":          "the DRA driver's per-claim usage (claim label): the device plugin's series have none",
+	"Slice compute limit (%)#1":               "the DRA driver's per-claim limits (claim label): the device plugin's series have none",
+	"HamiGo scheduling attempts per second#0": pluginPlacementOnly,
+	"HamiGo plugin latency p50 and p99 (s)#0": pluginPlacementOnly,
+	"HamiGo plugin latency p50 and p99 (s)#1": pluginPlacementOnly,
 }}
+
+// pluginPlacementOnly: the HamiGo plugin's panels read kube-scheduler's own series, which the
+// scheduler's ServiceMonitor scrapes only with scheduler.placement plugin (with the extender it
+// scrapes the extender's port).
+const pluginPlacementOnly = "kube-scheduler-hami-go's series (scheduler_*, plugin HamiGo): scraped only with scheduler.placement plugin; the extender's ServiceMonitor scrapes the extender's port"
 
 // dashboardChecks are mode deviceplugin's values.
 var dashboardChecks = map[string]seriesCheck{
