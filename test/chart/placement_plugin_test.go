@@ -346,7 +346,8 @@ func TestPlacementRefusals(t *testing.T) {
 		// No scheduler installed (mode dra, or scheduler.enabled false): nothing runs the plugin.
 		{"1.36.4", []string{"scheduler.placement=plugin", "mode=dra"}, ""},
 		{"1.36.4", []string{"scheduler.placement=plugin", "scheduler.enabled=false"}, ""},
-		{"1.37.2", []string{"scheduler.placement=plugin", "scheduler.extender.preemption=verb"}, "scheduler.extender.preemption=verb needs the extender's HTTP preempt verb, which scheduler.placement=plugin does not have"},
+		// kube-scheduler's DefaultPreemption through the plugin's PreFilterExtensions (case C66).
+		{"1.37.2", []string{"scheduler.placement=plugin", "scheduler.extender.preemption=verb"}, ""},
 		{"1.37.2", []string{"scheduler.placement=extender", "scheduler.extender.preemption=verb"}, ""},
 		{"1.37.2", []string{"scheduler.placement=plugin", "scheduler.extender.nodePolicy=pack"}, `scheduler.extender.nodePolicy must be "binpack" or "spread", got "pack"`},
 	} {

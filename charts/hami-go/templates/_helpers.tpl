@@ -431,8 +431,7 @@ pluginConfig:
 {{/*
 hami-go.validate.placement: scheduler.placement is extender or plugin; with plugin (where the
 scheduler is installed) the cluster is at least 1.37, the plugin binary's kube-scheduler version
-(Kubernetes' version skew policy: kube-scheduler must not be newer than kube-apiserver), and
-extender.preemption is not verb, which the plugin refuses (pkg/schedplugin args.go).
+(Kubernetes' version skew policy: kube-scheduler must not be newer than kube-apiserver).
 */}}
 {{- define "hami-go.validate.placement" -}}
 {{- $p := include "hami-go.placement" . -}}
@@ -443,9 +442,6 @@ extender.preemption is not verb, which the plugin refuses (pkg/schedplugin args.
 {{- $kv := include "hami-go.kubeVersion" . -}}
 {{- if not (semverCompare ">=1.37.0-0" $kv) -}}
 {{- fail (printf "scheduler.placement=plugin runs kube-scheduler v1.37.2 (scheduler.plugin.image), which must not be newer than the API server (Kubernetes' version skew policy); the cluster is %s: use scheduler.placement=extender" $kv) -}}
-{{- end -}}
-{{- if eq (toString .Values.scheduler.extender.preemption) "verb" -}}
-{{- fail "scheduler.extender.preemption=verb needs the extender's HTTP preempt verb, which scheduler.placement=plugin does not have (kube-scheduler's DefaultPreemption cannot free GPUs through the HamiGo plugin): use preemption own or none, or placement extender" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
