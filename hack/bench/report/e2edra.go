@@ -23,6 +23,15 @@ var e2eDRARatios = []e2eDRARatio{
 	{label: "(c) the extender mode (extender)", den: e2eresult.VariantExtender},
 }
 
+// draUpstreamCause is what the report says where ratio (a) misses its goal: the cause is in
+// kube-scheduler's device allocator, and where the proposal and its benchmark are.
+const draUpstreamCause = "Where (a) misses its goal the cause is upstream, in kube-scheduler's device allocator " +
+	"(k8s.io/dynamic-resource-allocation v0.37.2): for every candidate device no claim uses yet, `deviceCapacityInUse` ranges over every " +
+	"share allocated in the cluster, on every node a pod is filtered against, and each allow-multiple candidate pays the consumable-capacity " +
+	"arithmetic. The driver publishes the same devices and attributes as the plain ones, so nothing on hami-go's side closes the gap. " +
+	"The proposal, its patch and a benchmark that compares them: docs/dra.md, \"Scheduling throughput: where consumable capacity costs\", " +
+	"and hack/dra-repro/capacity-scan."
+
 // e2eDRASection writes section 2's DRA rows: each run's pods/s of the four variants, issue 14's
 // three ratios run by run and their medians, and the DRA runs' CPU per bound pod. A result
 // without DRA runs (an older e2esched, or --dra=false) adds nothing.
@@ -112,6 +121,9 @@ func e2eDRASection(w *bytes.Buffer, e *E2E) {
 		fmt.Fprintf(w, "- %s: **%.2f** (%d paired runs%s)\n", r.label, stats[i].Median, stats[i].N, goal)
 	}
 	fmt.Fprintf(w, "\n")
+	if stats[0].N > 0 && stats[0].Median < e2eDRARatios[0].min {
+		fmt.Fprintf(w, "%s\n\n", draUpstreamCause)
+	}
 	draCPU(w, e)
 }
 

@@ -49,6 +49,7 @@ func TestE2EDRARows(t *testing.T) {
 		"(c) the extender mode (extender): **0.40** (2 paired runs)",
 		"| kube-scheduler | 20.0 | 30.0 (20.0–40.0) |", "took 2.0 s",
 		"| 3 | 90.0 | 100.0 | 0.90 |", // the extender/baseline table keeps run 3 (its dra-slices run bound 4 of 5)
+		draUpstreamCause,              // (a) not met: where the cause and the proposal are
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
@@ -56,6 +57,10 @@ func TestE2EDRARows(t *testing.T) {
 	}
 	if strings.Contains(md, "| 3 | 100.0 | 90.0 | 40.0 |") {
 		t.Error("run 3's incomplete dra-slices run is paired")
+	}
+	met := strings.ReplaceAll(js, `"dra-slices","run":2,"bound":5,"podsPerSecond":32`, `"dra-slices","run":2,"bound":5,"podsPerSecond":38`)
+	if md := writeE2E(t, met); !strings.Contains(md, "(dra-plain): **0.93** (2 paired runs; goal ≥ 0.9: met)") || strings.Contains(md, draUpstreamCause) {
+		t.Errorf("with (a) met, the report should give the ratio as met and no upstream cause:\n%s", md)
 	}
 }
 

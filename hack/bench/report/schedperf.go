@@ -396,6 +396,9 @@ func draRatios(w *bytes.Buffer, sp *SchedPerf) {
 		}
 	}
 	fmt.Fprintf(w, "\n")
+	if v, ok := sp.value(sp.workloadOf("DRAWholeGPU"), "SchedulingThroughput", "Average"); ok && v > 0 && dv/v < 0.9 {
+		fmt.Fprintf(w, "%s\n\n", draUpstreamCause)
+	}
 }
 
 // crossCheck compares the extender / kube-scheduler ratio with e2esched's.
