@@ -174,6 +174,7 @@ func readDoc(t *testing.T, rel string) string {
 // externalTests are the tests of other projects the docs cite: name → whose.
 var externalTests = map[string]string{
 	"TestGatherAllocatedState": "kube-scheduler's DynamicResources plugin (docs/dra.md, the in-flight double count)",
+	"TestAllocator":            "k8s.io/dynamic-resource-allocation's structured allocators (hack/dra-repro/capacity-scan)",
 }
 
 // Every Go test, benchmark and fuzz test the docs name is a func of some _test.go.
