@@ -2,13 +2,11 @@ package schedplugin
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/hami-go/hami-go/pkg/allocator"
 	"github.com/hami-go/hami-go/pkg/device"
 	"github.com/hami-go/hami-go/pkg/extender"
 )
@@ -102,13 +100,8 @@ func (p *Plugin) changeOf(state fwk.CycleState, pi fwk.PodInfo, nodeInfo fwk.Nod
 // Success where it fits, Unschedulable with the reason otherwise (preemption may still help:
 // the dry run removes more, or the node's pods change).
 func (p *Plugin) filterChanged(s *filterState, pod *corev1.Pod, node string, ch *extender.NodeChange) *fwk.Status {
-	err := p.cache.FitWithChange(device.RefOf(pod), s.req, s.prio, node, ch)
-	if err == nil {
-		return nil
+	if err := p.cache.FitWithChange(device.RefOf(pod), s.req, s.prio, node, ch); err != nil {
+		return fwk.NewStatus(fwk.Unschedulable, err.Error()) // an *allocator.Unfit's text is its Reason
 	}
-	var u *allocator.Unfit
-	if errors.As(err, &u) {
-		return fwk.NewStatus(fwk.Unschedulable, u.Reason)
-	}
-	return fwk.NewStatus(fwk.Unschedulable, err.Error())
+	return nil
 }
