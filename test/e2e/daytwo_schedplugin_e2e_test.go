@@ -40,7 +40,6 @@ const schedPluginBurst = 20
 // the plugin's GPU bookings to a token allowed to read it, and refuses one that is not
 // (checkPluginMetrics); on a fragmented node the own preemption evicts nothing for a pod whose
 // nodeSelector no node matches and one pod for a pod that may run there (checkPluginPreemption);
-// upgraded to preemption verb, kube-scheduler's DefaultPreemption does the same (case C66).
 // The release is put back (placement
 // extender) at the end and the extender's pods waited for.
 func TestDayTwoSchedulerPlugin(t *testing.T) {
@@ -81,22 +80,7 @@ func TestDayTwoSchedulerPlugin(t *testing.T) {
 	c.checkPluginMetrics(t, ns, len(pods), 1000)
 	c.checkPluginRefusal(t, ns, maxGPUMiB(inv)+1000)
 	c.checkPluginFitRefusal(t, ns)
-	pns := c.checkPluginPreemption(t, ns, "the extender's own loop (preemption own)")
-
-	// kube-scheduler's own preemption for GPU pods (case C66).
-	old := map[string]bool{}
-	for _, p := range c.componentPods(t, "scheduler") {
-		old[p.Name] = true
-	}
-	c.installMode(t, h, "deviceplugin", "scheduler.placement=plugin", "scheduler.extender.preemption=verb")
-	c.waitSchedulerPods(t, "the plugin's with preemption verb", func(p *corev1.Pod) error {
-		if old[p.Name] {
-			return fmt.Errorf("not replaced yet (the configuration changed)")
-		}
-		return pluginSchedulerPod(p)
-	})
-	c.waitDeploymentReady(t, schedulerName, 1, schedPluginWait)
-	c.checkPluginPreemption(t, pns, "kube-scheduler's DefaultPreemption (preemption verb)")
+	c.checkPluginPreemption(t, ns, "the extender's own loop (preemption own)")
 }
 
 // checkPluginFitRefusal: a pod asking one more GPU count (nvidia.com/gpu) than the node
